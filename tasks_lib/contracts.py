@@ -1,0 +1,500 @@
+"""The contracts: every artifact memtrial reads or writes is one of these models.
+
+Strict on purpose. Unknown fields are rejected so a manifest cannot gain a field that older code
+ignores; instances are frozen so an artifact cannot change after it was checked; a document's
+`schema_version` is checked before any other field, so a future format fails with one clear line
+instead of a dozen confusing ones. Paths are portable relative POSIX paths and digests are
+validated patterns, so a frozen artifact means the same thing on any machine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+
+from tasks_lib.errors import ContractError, Violation
+
+SCHEMA_VERSION = 1
+
+
+# --------------------------------------------------------------------------- field types
+
+
+def check_rel_path(value: str) -> str:
+    """Return `value` if it is a portable relative POSIX path, else raise ValueError saying why."""
+    if not value or not value.strip():
+        raise ValueError("path is empty")
+    if "\\" in value:
+        raise ValueError(f"path {value!r} contains a backslash; use '/' separators")
+    if "\x00" in value:
+        raise ValueError(f"path {value!r} contains a NUL byte")
+    if value.startswith("/"):
+        raise ValueError(f"path {value!r} is absolute; give it relative to its root")
+    if re.match(r"^[A-Za-z]:", value):
+        raise ValueError(f"path {value!r} starts with a drive letter; give a relative POSIX path")
+    parts = value.split("/")
+    if ".." in parts:
+        raise ValueError(f"path {value!r} has a '..' component; it must stay inside its root")
+    if all(p in ("", ".") for p in parts):
+        raise ValueError(f"path {value!r} names no file (only '.' components)")
+    normal = str(PurePosixPath(value))
+    if normal != value.rstrip("/") or "//" in value:
+        raise ValueError(f"path {value!r} is not in normal form; write {normal!r}")
+    return value
+
+
+RelPath = Annotated[str, AfterValidator(check_rel_path)]
+"""A portable relative POSIX path: no absolute path, drive letter, backslash or '..'."""
+
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+"""A SHA-256 digest as 64 lowercase hex characters."""
+
+GitOid = Annotated[str, StringConstraints(pattern=r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")]
+"""A full git object id (SHA-1 or SHA-256 repository), lowercase hex."""
+
+Identifier = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,127}$")]
+"""A stable lowercase identifier: letters, digits, '.', '_' and '-'."""
+
+LaneName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+"""The name of a retrieval lane of a memory system (keyword, semantic, graph, ...)."""
+
+Condition = Annotated[str, StringConstraints(pattern=r"^(?:off|on|ablate:(?:all|[a-z][a-z0-9_-]{0,31}))$")]
+"""A memory condition of an arm: `off`, `on`, `ablate:<lane>` or `ablate:all`."""
+
+NonEmptyText = Annotated[str, StringConstraints(min_length=1, strip_whitespace=False)]
+
+
+# --------------------------------------------------------------------------- base classes
+
+
+class ContractModel(BaseModel):
+    """Strict base class so an artifact does not silently change its meaning."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Document(ContractModel):
+    """A top-level artifact: carries `schema_version`, checked before any other field."""
+
+    KIND: ClassVar[str] = "document"
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    """Version of this artifact's format; memtrial reads version 1."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_schema_version_first(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            if "schema_version" not in data:
+                raise ValueError(f"schema_version is missing; a {cls.KIND} must say schema_version: {SCHEMA_VERSION}")
+            version = data["schema_version"]
+            if version != SCHEMA_VERSION or isinstance(version, bool):
+                raise ValueError(
+                    f"schema_version {version!r} is not supported; this memtrial reads {cls.KIND} "
+                    f"version {SCHEMA_VERSION}"
+                )
+        return data
+
+
+# --------------------------------------------------------------------------- challenge
+
+
+class ArtifactRef(ContractModel):
+    """A file pinned by its digest, relative to the manifest's own folder."""
+
+    path: RelPath
+    """Where the file is, relative to the folder of the manifest that names it."""
+    sha256: Sha256
+    """SHA-256 of the file's bytes; a mismatch is an error, never a warning."""
+
+
+class Environment(ContractModel):
+    """Resource limits of the arm: part of the experiment, so part of the manifest."""
+
+    network_mode: Literal["none", "loopback", "public"] = "none"
+    """Network the agent's sandbox gets; `none` unless the task truly needs more."""
+    cpus: float = Field(default=1.0, gt=0, le=64)
+    """CPU cores the sandbox may use."""
+    memory_mb: int = Field(default=2048, ge=64, le=262144)
+    """Memory limit of the sandbox in MiB."""
+    prebuild_argv: tuple[str, ...] = ()
+    """Command run in the workspace before the agent starts (e.g. a dependency build); empty for none."""
+
+
+class Verifier(ContractModel):
+    """The runner-owned check: lives outside the agent-visible tree, never in the prompt."""
+
+    kind: Literal["script"] = "script"
+    """How the verifier runs; `script` is an executable asset run with the workspace as cwd."""
+    runtime: Literal["posix-shell", "python", "node"]
+    """Interpreter for the asset."""
+    asset: ArtifactRef
+    """The verifier file, pinned by SHA-256."""
+    timeout_seconds: int = Field(default=300, ge=1, le=86400)
+    """Wall-clock limit of one verifier run."""
+
+
+class ChallengeManifest(Document):
+    """A question put to the agent: prompt, allowed outputs, limits and a pinned verifier."""
+
+    KIND: ClassVar[str] = "challenge manifest"
+
+    challenge_id: Identifier
+    """Stable id of the challenge."""
+    prompt: NonEmptyText
+    """The visible prompt, exactly as the agent receives it."""
+    follow_up_prompts: tuple[NonEmptyText, ...] = ()
+    """Further prompts sent into the same resumed session (continuity challenges); only the final step is scored."""
+    allowed_output_paths: tuple[RelPath, ...]
+    """Workspace paths (files or whole subtrees) the agent and its toolchain may change."""
+    agent_timeout_seconds: int = Field(default=900, ge=1, le=86400)
+    """Wall-clock limit of the agent's turn."""
+    environment: Environment = Environment()
+    """Resource limits of the sandbox."""
+    verifier: Verifier
+    """The runner-owned verifier."""
+    answer_phrases: tuple[NonEmptyText, ...] = ()
+    """Phrases that give the answer away; certification fails if any is already visible."""
+
+
+# --------------------------------------------------------------------------- fixture
+
+
+class CorpusSource(ContractModel):
+    """Where a corpus comes from: a repository and a commit, optionally one subtree."""
+
+    repository: NonEmptyText
+    """A local path or URL git can reach."""
+    commit: GitOid
+    """The full commit id; a short or symbolic revision is not reproducible."""
+    subdir: RelPath | None = None
+    """Build only this subtree of the commit, or the whole tree when absent."""
+
+
+class MemorySpec(ContractModel):
+    """One memory to plant, written the way a memory system would have stored it."""
+
+    text: NonEmptyText
+    """The memory's text."""
+    lane: LaneName
+    """The retrieval lane expected to carry it (keyword, semantic, graph, corrections, ...)."""
+    kind: Literal["convention", "fact", "decision", "procedure", "correction", "superseded"]
+    """What sort of knowledge it is; `superseded` marks an old value that a `correction` replaces."""
+
+
+class ArmArtifacts(ContractModel):
+    """The memory state handed to one condition: graph and evidence artifacts, pinned."""
+
+    arm: Identifier
+    """Name of the graph arm."""
+    graph: ArtifactRef | None = None
+    """Graph/memory state restored for the arm, if any."""
+    evidence: ArtifactRef | None = None
+    """Evidence corpus (documents the memory was built from), if any."""
+
+
+class FixtureManifest(Document):
+    """The evidence side of a paired run: the frozen corpus and each arm's memory state."""
+
+    KIND: ClassVar[str] = "fixture manifest"
+
+    fixture_id: Identifier
+    """Stable id of the fixture."""
+    source: CorpusSource
+    """The corpus, built from git objects."""
+    memories: tuple[MemorySpec, ...] = ()
+    """Memories planted under memory-on conditions."""
+    arms: tuple[ArmArtifacts, ...] = ()
+    """Per-arm graph and evidence artifacts."""
+
+
+# --------------------------------------------------------------------------- task
+
+TaskKind = Literal["convention", "deducible", "cross-file", "investigation", "continuity", "tare", "stale-trap"]
+
+
+class TaskManifest(Document):
+    """A paired coding task (SMRITI style): fixture, instruction, check command, memories."""
+
+    KIND: ClassVar[str] = "task manifest"
+
+    task_id: Identifier
+    """Stable id of the task; equals its folder name."""
+    kind: TaskKind
+    """What the task measures (see corpora/tasks/README.md)."""
+    fixture: RelPath = "fixture"
+    """Folder of the repository fixture, relative to the task folder; built from git objects."""
+    instruction: NonEmptyText
+    """The visible work request the agent receives."""
+    follow_up_prompts: tuple[NonEmptyText, ...] = ()
+    """Follow-up prompts for continuity tasks, sent into the same resumed session."""
+    check_command: tuple[NonEmptyText, ...] = Field(min_length=1)
+    """argv run in the workspace after hidden/ is applied; exit 0 is a pass."""
+    verifier: Verifier
+    """The runner-owned verifier asset, pinned by SHA-256."""
+    memories: tuple[MemorySpec, ...] = ()
+    """Memories to plant under memory-on conditions."""
+    solution_dir: RelPath = "solution"
+    """Files that, copied over the fixture, make the check pass."""
+    hidden_dir: RelPath = "hidden"
+    """Tests applied only after the agent's turn; never visible to the agent."""
+    answer_terms: tuple[NonEmptyText, ...] = ()
+    """Terms that reveal the answer; none may appear in a visible file or prompt."""
+    allowed_output_paths: tuple[RelPath, ...] = Field(min_length=1)
+    """Workspace paths the agent and its toolchain may change."""
+    agent_timeout_seconds: int = Field(default=900, ge=1, le=86400)
+    """Wall-clock limit of the agent's turn."""
+    environment: Environment = Environment()
+    """Resource limits of the sandbox."""
+
+
+# --------------------------------------------------------------------------- corpus artifacts
+
+
+class TreeEntry(ContractModel):
+    """One file of a packaged tree."""
+
+    path: RelPath
+    """Path inside the tree."""
+    mode: Literal["100644", "100755", "120000"]
+    """Git file mode: regular, executable or symlink."""
+    sha256: Sha256
+    """SHA-256 of the content (of the link target for a symlink)."""
+    size: int = Field(ge=0)
+    """Size in bytes."""
+
+
+class CorpusBuild(Document):
+    """Receipt of a corpus built from git objects."""
+
+    KIND: ClassVar[str] = "corpus build receipt"
+
+    corpus_id: Sha256
+    """Identity of the corpus: derived from the git tree, the same on any machine."""
+    source: CorpusSource
+    """What the corpus was built from."""
+    tree_oid: GitOid
+    """The git tree the files came from."""
+    files: tuple[TreeEntry, ...]
+    """Every file written, sorted by path."""
+    skipped_submodules: tuple[RelPath, ...] = ()
+    """Submodule entries (gitlinks) that have no content in this repository."""
+
+
+class RemovedPath(ContractModel):
+    """One path removed by redaction."""
+
+    path: RelPath
+    """Path inside the tree."""
+    sha256: Sha256
+    """SHA-256 of the removed content (of the link target for a symlink)."""
+    rule: NonEmptyText
+    """The redaction rule that matched."""
+
+
+class RedactionReceipt(Document):
+    """What redaction removed from a packaged tree, identically for every arm."""
+
+    KIND: ClassVar[str] = "redaction receipt"
+
+    corpus_id: Sha256
+    """The corpus that was redacted."""
+    rules_digest: Sha256
+    """SHA-256 of the rule list applied, so a changed list is visible."""
+    removed: tuple[RemovedPath, ...]
+    """Every removed file, sorted by path."""
+    tree_digest_before: Sha256
+    """Digest of the tree listing before redaction."""
+    tree_digest_after: Sha256
+    """Digest of the tree listing after redaction."""
+
+
+FindingKind = Literal[
+    "auto-loaded-context", "suspicious-metadata", "benchmark-awareness", "patch-or-diff", "solution-leak"
+]
+Surface = Literal["source", "evidence", "graph", "challenge"]
+
+
+class Finding(ContractModel):
+    """One thing certification found."""
+
+    kind: FindingKind
+    """Which of the five kinds of leak it is."""
+    surface: Surface
+    """Which agent-visible surface it is on."""
+    path: NonEmptyText
+    """File (relative to its surface root) or challenge field where it was found."""
+    line: int | None = Field(default=None, ge=1)
+    """1-based line of the match, when it is in file content."""
+    rule: NonEmptyText
+    """The rule that fired."""
+    detail: NonEmptyText
+    """What was found, in one line."""
+
+
+class SurfaceScan(ContractModel):
+    """How much of one surface certification read."""
+
+    surface: Surface
+    """The surface."""
+    name: NonEmptyText
+    """Which one (a corpus, an artifact name, a challenge id)."""
+    files_scanned: int = Field(ge=0)
+    """Files (or text fields) read."""
+    bytes_scanned: int = Field(ge=0)
+    """Bytes read."""
+
+
+class CertificationReport(Document):
+    """Result of the static, model-free, fail-closed certification gate."""
+
+    KIND: ClassVar[str] = "certification report"
+
+    verdict: Literal["clean", "findings", "unchecked"]
+    """`clean` only when every surface was read and nothing was found."""
+    scans: tuple[SurfaceScan, ...]
+    """What was read, per surface."""
+    findings: tuple[Finding, ...]
+    """Everything found, sorted."""
+    unchecked: tuple[NonEmptyText, ...] = ()
+    """Surfaces that were missing and skipped under the explicit opt-out variable."""
+
+    @model_validator(mode="after")
+    def _verdict_matches(self) -> CertificationReport:
+        expected = "findings" if self.findings else ("unchecked" if self.unchecked else "clean")
+        if self.verdict != expected:
+            raise ValueError(f"verdict {self.verdict!r} contradicts the report; it must be {expected!r}")
+        if self.verdict == "clean" and sum(s.files_scanned for s in self.scans) == 0:
+            raise ValueError("a clean verdict over zero scanned files is not allowed: the gate checked nothing")
+        return self
+
+
+# --------------------------------------------------------------------------- runs and grades
+
+
+class RunRecord(Document):
+    """One attempt: a task under one condition, one trial."""
+
+    KIND: ClassVar[str] = "run record"
+
+    run_id: Identifier
+    """The run (matrix) this attempt belongs to."""
+    task_id: Identifier
+    """The task."""
+    condition: Condition
+    """The memory condition."""
+    trial: int = Field(ge=0)
+    """Trial number within the condition."""
+    outcome: Literal["pass", "fail", "ungradable"]
+    """Verifier result; missing evidence is `ungradable`, never a pass."""
+    infra_failure: bool = False
+    """True when the apparatus, not the agent, failed."""
+    input_tokens: int = Field(ge=0)
+    """Input tokens the agent used."""
+    output_tokens: int = Field(ge=0)
+    """Output tokens the agent used."""
+    cost_usd: float = Field(ge=0)
+    """Cost reported by the agent's provider."""
+    wall_seconds: float = Field(ge=0)
+    """Wall time of the agent's turn."""
+    transcript: RelPath | None = None
+    """Transcript, relative to the run's artifact folder."""
+    injection: Literal["yes", "no", "unknown"]
+    """Whether delivery of memory was confirmed from non-agent transcript steps."""
+    injection_channel: str | None = None
+    """The channel that delivered it (prompt-time retrieval, session start, ...)."""
+    audit_receipt: RelPath | None = None
+    """Mutation-audit receipt, relative to the run's artifact folder."""
+    build_under_test: NonEmptyText
+    """The memory-system build measured; recorded per data point, not in the comparability key."""
+
+
+class Grade(Document):
+    """Three grading layers of one attempt; none implies the next."""
+
+    KIND: ClassVar[str] = "grade"
+
+    run_id: Identifier
+    """The run."""
+    task_id: Identifier
+    """The task."""
+    condition: Condition
+    """The memory condition."""
+    trial: int = Field(ge=0)
+    """Trial number."""
+    delivered: Literal["yes", "no", "unknown"]
+    """Layer one: memory reached the agent (from the transcript)."""
+    passed: bool | None
+    """Layer two input: the verifier passed; None when ungradable."""
+    mui_credit: Literal["success-lift", "cost-saving", "none"]
+    """Layer three: whether this memory-on attempt changed the result against its paired off trial."""
+
+
+# --------------------------------------------------------------------------- loading
+
+D = TypeVar("D", bound=Document)
+
+DOCUMENT_KINDS: dict[str, type[Document]] = {
+    "challenge.json": ChallengeManifest,
+    "fixture.json": FixtureManifest,
+    "task.json": TaskManifest,
+    "corpus.json": CorpusBuild,
+    "redaction.json": RedactionReceipt,
+    "certification.json": CertificationReport,
+    "record.json": RunRecord,
+    "grade.json": Grade,
+}
+"""File names memtrial writes and reads, mapped to their contract."""
+
+
+def violations_of(error: ValidationError, source: str) -> list[Violation]:
+    """Turn a pydantic error into violations naming the file, the field and the problem."""
+    out = []
+    for item in error.errors():
+        field = ".".join(str(p) for p in item["loc"])
+        problem = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            problem = "unknown field; remove it or check its spelling"
+        elif item["type"] == "missing":
+            problem = "required field is missing"
+        elif item["type"] == "string_pattern_mismatch":
+            problem = f"{item['input']!r} does not match the required pattern {item['ctx']['pattern']}"
+        out.append(Violation(source, field, problem))
+    return out
+
+
+def parse_document(model: type[D], data: Any, source: str) -> D:
+    """Validate `data` as `model`, raising ContractError that names `source` and each field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise ContractError(violations_of(error, source)) from None
+
+
+def load_document(path: Path, model: type[D] | None = None) -> D:
+    """Read a JSON artifact from `path` and validate it (by file name when `model` is None)."""
+    if model is None:
+        model = DOCUMENT_KINDS.get(path.name)  # type: ignore[assignment]
+        if model is None:
+            known = ", ".join(sorted(DOCUMENT_KINDS))
+            raise ContractError([Violation(str(path), "", f"cannot tell what kind of document this is; name it one of {known}")])
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ContractError([Violation(str(path), "", "file does not exist")]) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ContractError([Violation(str(path), "", f"cannot be read as UTF-8 text ({error})")]) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ContractError([Violation(str(path), "", f"invalid JSON at line {error.lineno} column {error.colno}: {error.msg}")]) from None
+    return parse_document(model, data, str(path))
+
+
+def dump_document(doc: Document) -> bytes:
+    """Serialize a document deterministically (sorted keys, trailing newline)."""
+    return (json.dumps(doc.model_dump(mode="json"), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()

@@ -233,7 +233,8 @@ class TaskManifest(Document):
     follow_up_prompts: tuple[NonEmptyText, ...] = ()
     """Follow-up prompts for continuity tasks, sent into the same resumed session."""
     check_command: tuple[NonEmptyText, ...] = Field(min_length=1)
-    """argv run in the workspace after hidden/ is applied; exit 0 is a pass."""
+    """argv run with the workspace as cwd after hidden/ is applied; `{verifier}` stands for the
+    runner-owned verifier's absolute path; exit 0 is a pass."""
     verifier: Verifier
     """The runner-owned verifier asset, pinned by SHA-256."""
     memories: tuple[MemorySpec, ...] = ()

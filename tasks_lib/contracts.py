@@ -88,9 +88,7 @@ class Document(ContractModel):
     @model_validator(mode="before")
     @classmethod
     def _check_schema_version_first(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            if "schema_version" not in data:
-                raise ValueError(f"schema_version is missing; a {cls.KIND} must say schema_version: {SCHEMA_VERSION}")
+        if isinstance(data, dict) and "schema_version" in data:
             version = data["schema_version"]
             if version != SCHEMA_VERSION or isinstance(version, bool):
                 raise ValueError(
@@ -469,7 +467,14 @@ def violations_of(error: ValidationError, source: str) -> list[Violation]:
 
 
 def parse_document(model: type[D], data: Any, source: str) -> D:
-    """Validate `data` as `model`, raising ContractError that names `source` and each field."""
+    """Validate `data` as `model`, raising ContractError that names `source` and each field.
+
+    A stored document must state its schema_version (code may rely on the default).
+    """
+    if not isinstance(data, dict):
+        raise ContractError([Violation(source, "", f"a {model.KIND} must be a JSON object, not {type(data).__name__}")])
+    if "schema_version" not in data:
+        raise ContractError([Violation(source, "schema_version", f"missing; a {model.KIND} must say \"schema_version\": {SCHEMA_VERSION}")])
     try:
         return model.model_validate(data)
     except ValidationError as error:

@@ -1,0 +1,81 @@
+"""Path rules for hand-written agent memory (auto-loaded context).
+
+Shared by redaction (which removes matches) and certification (which reports any left).
+Rule forms, matched case-insensitively so a case-folding file system cannot slip one through:
+
+- `NAME`     a bare name matches that basename anywhere in the tree;
+- `NAME/`    a trailing slash matches any path component (a whole directory, anywhere, and a
+             symlink or file of that name, which could stand in for the directory);
+- `A/B/`     consecutive directory components, anywhere;
+- `A/NAME`   a path suffix: that file inside that directory, anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+# Files and folders that coding agents read into their context without being asked, as of 2026.
+AUTO_LOADED_CONTEXT_RULES: tuple[str, ...] = (
+    # instruction files read at session start
+    "AGENTS.md", "AGENT.md", "AGENTS.local.md", "AGENTS.override.md",
+    "CLAUDE.md", "CLAUDE.local.md",
+    "GEMINI.md", "QWEN.md", "JULES.md", "CRUSH.md", "WARP.md",
+    "copilot-instructions.md",
+    ".cursorrules", ".clinerules", ".windsurfrules", ".roorules", ".roomodes", ".goosehints",
+    ".rules", ".augment-guidelines", ".aider.conf.yml", ".mcp.json",
+    ".vscode/mcp.json", ".cursor/mcp.json",
+    # whole directories of rules, skills, memories, settings and hooks
+    ".claude/", ".codex/", ".cursor/", ".continue/", ".gemini/", ".windsurf/", ".devin/",
+    ".clinerules/", ".cline/", ".roo/", ".kilocode/", ".amazonq/", ".kiro/", ".junie/",
+    ".augment/", ".qwen/", ".agents/", ".opencode/", ".openhands/", ".trae/", ".tabnine/", ".crush/",
+    ".github/instructions/", ".github/prompts/", ".github/chatmodes/", ".github/agents/",
+)
+
+
+@dataclass(frozen=True)
+class PathRule:
+    """One compiled rule."""
+
+    text: str
+    parts: tuple[str, ...]
+    directory: bool
+
+    @classmethod
+    def parse(cls, text: str) -> PathRule:
+        directory = text.endswith("/")
+        parts = tuple(p.lower() for p in text.strip("/").split("/"))
+        return cls(text, parts, directory)
+
+    def matches(self, rel_path: str) -> bool:
+        """True when the rule covers the file at `rel_path` (POSIX, relative)."""
+        parts = rel_path.lower().split("/")
+        n = len(self.parts)
+        if self.directory:
+            return any(tuple(parts[i : i + n]) == self.parts for i in range(len(parts) - n + 1))
+        return tuple(parts[-n:]) == self.parts
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """An ordered list of path rules."""
+
+    rules: tuple[PathRule, ...]
+
+    @classmethod
+    def of(cls, texts: tuple[str, ...]) -> RuleSet:
+        return cls(tuple(PathRule.parse(t) for t in texts))
+
+    def first_match(self, rel_path: str) -> str | None:
+        """The text of the first rule covering `rel_path`, or None."""
+        for rule in self.rules:
+            if rule.matches(rel_path):
+                return rule.text
+        return None
+
+    def digest(self) -> str:
+        """SHA-256 of the rule list, recorded in receipts."""
+        return hashlib.sha256("\n".join(r.text for r in self.rules).encode()).hexdigest()
+
+
+AUTO_LOADED_CONTEXT = RuleSet.of(AUTO_LOADED_CONTEXT_RULES)

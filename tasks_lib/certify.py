@@ -16,10 +16,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks_lib.contracts import CertificationReport, Finding, FindingKind, Surface, SurfaceScan
-from tasks_lib.errors import MissingSurfaceError
+from tasks_lib.contracts import (
+    ArtifactRef, CertificationReport, ChallengeManifest, Finding, FindingKind, FixtureManifest, Surface, SurfaceScan,
+    TaskManifest, load_document,
+)
+from tasks_lib.errors import DigestMismatchError, MemtrialError, MissingSurfaceError
 from tasks_lib.rules import AUTO_LOADED_CONTEXT, RuleSet
-from tasks_lib.trees import walk_files
+from tasks_lib.trees import sha256_file, walk_files
 
 UNCHECKED_OPT_OUT = "MEMTRIAL_ALLOW_UNCHECKED_CORPUS"
 BINARY_SNIFF = 8000
@@ -249,3 +252,55 @@ def certify(
     findings = sorted(out.findings, key=lambda f: (f.surface, f.path, f.line or 0, f.kind, f.rule))
     verdict = "findings" if findings else ("unchecked" if out.unchecked else "clean")
     return CertificationReport(verdict=verdict, scans=tuple(out.scans), findings=tuple(findings), unchecked=tuple(out.unchecked))
+
+
+def challenge_surface(manifest: ChallengeManifest | TaskManifest) -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
+    """Agent-visible texts, answer phrases and runner-owned file names of a challenge or task."""
+    if isinstance(manifest, TaskManifest):
+        texts = {"instruction": manifest.instruction}
+        phrases = manifest.answer_terms
+    else:
+        texts = {"prompt": manifest.prompt}
+        phrases = manifest.answer_phrases
+    texts.update({f"follow_up_prompts[{i}]": text for i, text in enumerate(manifest.follow_up_prompts)})
+    return texts, phrases, (Path(manifest.verifier.asset.path).name,)
+
+
+def resolve_pinned(ref: ArtifactRef, base: Path, manifest: Path) -> Path:
+    """The file a manifest pins, checked against its digest; raises DigestMismatchError or MissingSurfaceError."""
+    path = base / ref.path
+    if not path.exists():
+        raise MissingSurfaceError(f"{manifest}: pinned artifact {ref.path} does not exist")
+    actual = sha256_file(path) if path.is_file() else None
+    if actual != ref.sha256:
+        raise DigestMismatchError(f"{manifest}: {ref.path} has sha256 {actual}, the manifest pins {ref.sha256}; re-pin or restore the file")
+    return path
+
+
+def certify_path(
+    path: Path,
+    *,
+    challenge: Path | None = None,
+    fixture: Path | None = None,
+    evidence: Sequence[Path] = (),
+    graphs: Sequence[Path] = (),
+) -> CertificationReport:
+    """Certify a packaged corpus folder (its tree/) or a plain tree, with optional challenge and fixture manifests."""
+    source = path / "tree" if (path / "corpus.json").is_file() and (path / "tree").is_dir() else path
+    texts: dict[str, str] = {}
+    phrases: tuple[str, ...] = ()
+    wiring: tuple[str, ...] = ()
+    if challenge is not None:
+        manifest = load_document(challenge)
+        if not isinstance(manifest, (ChallengeManifest, TaskManifest)):
+            raise MemtrialError(f"{challenge}: --challenge takes a challenge.json or task.json, not a {manifest.KIND}")
+        texts, phrases, wiring = challenge_surface(manifest)
+    evidence, graphs = list(evidence), list(graphs)
+    if fixture is not None:
+        fixture_doc = load_document(fixture, FixtureManifest)
+        for arm in fixture_doc.arms:
+            if arm.graph is not None:
+                graphs.append(resolve_pinned(arm.graph, fixture.parent, fixture))
+            if arm.evidence is not None:
+                evidence.append(resolve_pinned(arm.evidence, fixture.parent, fixture))
+    return certify(source, challenge_texts=texts, answer_phrases=phrases, evidence=evidence, graphs=graphs, runner_owned_names=wiring)

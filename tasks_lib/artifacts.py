@@ -1,0 +1,283 @@
+"""The artifact store: one root, a local folder or `s3://bucket/prefix` on any S3-compatible service.
+
+Every write is atomic: a reader never sees a half-written object. Locally an object is written to
+a temporary sibling, flushed and renamed over its name; on S3 it is one PUT, or a multipart upload
+that only appears once completed (and is aborted on failure). Keys are portable relative POSIX
+paths; the run layout (`runs/<run_id>/...`) is built from the constants below, never from the
+current directory.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tasks_lib.contracts import Document, check_rel_path, dump_document, parse_document
+from tasks_lib.errors import ArtifactError, ArtifactNotFound
+from tasks_lib.trees import sha256_bytes
+
+D = TypeVar("D", bound=Document)
+
+RUNS = "runs"
+BLOBS = "blobs/sha256"
+RECORDS_TABLE = "records.parquet"
+TEMP_MARK = ".partial-"
+MULTIPART_THRESHOLD = 64 * 1024 * 1024
+
+
+def run_key(run_id: str, *parts: str) -> str:
+    """Key of an artifact of one run: `runs/<run_id>/<parts...>`."""
+    return check_key("/".join((RUNS, run_id, *parts)))
+
+
+def check_key(key: str) -> str:
+    """Return `key` if it is a valid artifact key (a portable relative POSIX path)."""
+    try:
+        check_rel_path(key)
+    except ValueError as error:
+        raise ArtifactError(f"artifact key {key!r} is not allowed: {error}") from None
+    if key.endswith("/"):
+        raise ArtifactError(f"artifact key {key!r} names a folder, not an object")
+    return key
+
+
+class ArtifactStore(ABC):
+    """Where artifacts live. Subclasses implement bytes in and out; formats are shared here."""
+
+    uri: str
+
+    @abstractmethod
+    def put_bytes(self, key: str, data: bytes) -> None:
+        """Write `data` under `key` atomically, replacing any object there. Raises ArtifactError."""
+
+    @abstractmethod
+    def get_bytes(self, key: str) -> bytes:
+        """Read the object under `key`. Raises ArtifactNotFound, or ArtifactError on transport failure."""
+
+    @abstractmethod
+    def exists(self, key: str) -> bool:
+        """True when a complete object is stored under `key`."""
+
+    @abstractmethod
+    def list_keys(self, prefix: str = "") -> list[str]:
+        """Sorted keys of complete objects under `prefix` (a folder-like prefix)."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove the object under `key`; removing a missing object is not an error."""
+
+    def put_file(self, key: str, path: Path) -> None:
+        """Store a local file under `key` atomically."""
+        self.put_bytes(key, path.read_bytes())
+
+    def put_json(self, key: str, document: Document) -> None:
+        """Store a contract document as deterministic JSON."""
+        self.put_bytes(key, dump_document(document))
+
+    def get_json(self, key: str, model: type[D]) -> D:
+        """Read and validate a contract document; ContractError names the store URI and key."""
+        source = f"{self.uri.rstrip('/')}/{key}"
+        try:
+            data: Any = json.loads(self.get_bytes(key))
+        except ValueError as error:
+            raise ArtifactError(f"{source}: not valid JSON ({error})") from None
+        return parse_document(model, data, source)
+
+    def put_table(self, key: str, table: pa.Table) -> None:
+        """Store a table as Parquet."""
+        sink = io.BytesIO()
+        pq.write_table(table, sink)
+        self.put_bytes(key, sink.getvalue())
+
+    def get_table(self, key: str) -> pa.Table:
+        """Read a Parquet table."""
+        try:
+            return pq.read_table(io.BytesIO(self.get_bytes(key)))
+        except pa.ArrowInvalid as error:
+            raise ArtifactError(f"{self.uri.rstrip('/')}/{key}: not a readable Parquet table ({error})") from None
+
+    def put_blob(self, data: bytes) -> str:
+        """Store content-addressed bytes; return their key (`blobs/sha256/<2>/<digest>`)."""
+        digest = sha256_bytes(data)
+        key = f"{BLOBS}/{digest[:2]}/{digest}"
+        if not self.exists(key):
+            self.put_bytes(key, data)
+        return key
+
+
+class LocalStore(ArtifactStore):
+    """An artifact root in a local folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.uri = str(self.root)
+
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(key)
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        target = self._path(key)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staging = target.with_name(f".{target.name}{TEMP_MARK}{uuid.uuid4().hex[:8]}")
+            with open(staging, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(staging, target)
+        except OSError as error:
+            if "staging" in locals():
+                staging.unlink(missing_ok=True)
+            raise ArtifactError(f"{target}: cannot write artifact ({error.strerror})") from None
+
+    def get_bytes(self, key: str) -> bytes:
+        path = self._path(key)
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise ArtifactNotFound(f"{path}: no such artifact") from None
+        except OSError as error:
+            raise ArtifactError(f"{path}: cannot read artifact ({error.strerror})") from None
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        base = self.root / prefix if prefix else self.root
+        if not base.is_dir():
+            return []
+        keys = []
+        for path in base.rglob("*"):
+            if path.is_file() and TEMP_MARK not in path.name:
+                keys.append(path.relative_to(self.root).as_posix())
+        return sorted(keys)
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """How to reach an S3-compatible service; unset fields fall back to boto3's own chain."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> S3Settings:
+        """Read MEMTRIAL_S3_ENDPOINT_URL (else AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL) and the AWS variables."""
+        env = dict(os.environ) if env is None else env
+        endpoint = env.get("MEMTRIAL_S3_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+        region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+        return cls(endpoint, region, env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY"))
+
+
+class S3Store(ArtifactStore):
+    """An artifact root at `s3://bucket/prefix` on any S3-compatible service."""
+
+    def __init__(self, bucket: str, prefix: str = "", settings: S3Settings | None = None) -> None:
+        import boto3
+        from botocore.config import Config
+
+        settings = settings or S3Settings.from_env()
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.uri = f"s3://{bucket}/{self.prefix}".rstrip("/")
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=settings.endpoint_url,
+            region_name=settings.region or "us-east-1",
+            aws_access_key_id=settings.access_key_id,
+            aws_secret_access_key=settings.secret_access_key,
+            config=Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10, read_timeout=60),
+        )
+
+    def _key(self, key: str) -> str:
+        check_key(key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _fail(self, key: str, error: Exception) -> ArtifactError:
+        return ArtifactError(f"{self.uri}/{key}: S3 request failed ({error})")
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            if len(data) < MULTIPART_THRESHOLD:
+                self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+            else:
+                self.client.upload_fileobj(io.BytesIO(data), self.bucket, self._key(key))
+        except (BotoCoreError, ClientError) as error:
+            raise self._fail(key, error) from None
+
+    def get_bytes(self, key: str) -> bytes:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise ArtifactNotFound(f"{self.uri}/{key}: no such artifact") from None
+            raise self._fail(key, error) from None
+        except BotoCoreError as error:
+            raise self._fail(key, error) from None
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            return True
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                return False
+            raise self._fail(key, error) from None
+        except BotoCoreError as error:
+            raise self._fail(key, error) from None
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        full = "/".join(p for p in (self.prefix, prefix.strip("/")) if p)
+        full = f"{full}/" if full else ""
+        keys = []
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full):
+                keys.extend(item["Key"] for item in page.get("Contents", []))
+        except (BotoCoreError, ClientError) as error:
+            raise self._fail(prefix or "", error) from None
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        return sorted(k[strip:] for k in keys)
+
+    def delete(self, key: str) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except (BotoCoreError, ClientError) as error:
+            raise self._fail(key, error) from None
+
+
+def open_store(root: str | Path, settings: S3Settings | None = None) -> ArtifactStore:
+    """The store for an artifact root: `s3://bucket/prefix` or a local folder path."""
+    text = str(root)
+    if text.startswith("s3://"):
+        bucket, _, prefix = text[5:].partition("/")
+        if not bucket:
+            raise ArtifactError(f"artifact root {text!r} names no bucket; write s3://BUCKET/PREFIX")
+        return S3Store(bucket, prefix, settings)
+    if "://" in text:
+        raise ArtifactError(f"artifact root {text!r}: only local folders and s3:// roots are supported")
+    return LocalStore(Path(text))
+

@@ -44,7 +44,7 @@ IDENTITY_TERMS: tuple[str, ...] = HARNESS_TERMS + (
 GRAPH_IDENTITY_FIELDS = ("project", "workspace", "branch", "name", "realm")
 
 SUSPICIOUS_PATHS = RuleSet.of((
-    ".git/", ".git", ".hg/", ".svn/", ".memtrial/",
+    ".git/", ".hg/", ".svn/", ".memtrial/",
     ".env", ".netrc", "_netrc", ".pypirc", ".git-credentials", ".htpasswd", ".aws/", ".ssh/",
     "credentials", "credentials.json", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519",
     "redaction.json", "certification.json", "corpus.json",
@@ -134,7 +134,7 @@ def _scan_path(out: _Collector, surface: Surface, rel: str, reported_dirs: set[s
             if where in reported_dirs:
                 return
             reported_dirs.add(where)
-            out.add(kind, surface, where, rule, f"directory {where}/ matches {rule}")  # type: ignore[arg-type]
+            out.add(kind, surface, where, rule, f"{where} matches {rule} (a tool or metadata folder)")  # type: ignore[arg-type]
         else:
             out.add(kind, surface, rel, rule, f"file matches {rule}")  # type: ignore[arg-type]
         return

@@ -30,9 +30,9 @@ def _prune_empty_dirs(tree: Path, removed: list[str]) -> None:
 
 def _remove_empty_matching_dirs(tree: Path, rules: RuleSet) -> None:
     """Remove empty directories that a rule covers (they carry no file but announce the tool)."""
-    for dirpath, dirnames, filenames in os.walk(tree, topdown=False):
+    for dirpath, _, _ in os.walk(tree, topdown=False):
         rel = os.path.relpath(dirpath, tree)
-        if rel != "." and not dirnames and not filenames and rules.first_match(rel.replace(os.sep, "/")):
+        if rel != "." and not os.listdir(dirpath) and rules.first_match(rel.replace(os.sep, "/")):
             os.rmdir(dirpath)
 
 

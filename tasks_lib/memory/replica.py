@@ -1,0 +1,92 @@
+"""Frozen stores and per-run private replicas.
+
+`snapshot` freezes a live store into one self-contained file with SQLite's online backup API
+(consistent even while the source is open) and returns its digest. `restore_replica` copies a
+frozen file into one run's folder, checking the digest first, so every run starts from the same
+bytes and nothing a run does can reach the frozen original. (Serving a replica over a local
+socket, so a CLI and its child hooks share one process, is not built yet.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+import stat
+from pathlib import Path
+
+from tasks_lib.contracts import ContractModel, Sha256
+from tasks_lib.errors import DigestMismatchError
+from tasks_lib.memory.errors import MemoryStoreError
+
+REPLICA_FILE_NAME = "memory.sqlite"
+"""File name of a run's replica inside its run folder."""
+
+
+class FrozenStore(ContractModel):
+    """Receipt of a snapshot."""
+
+    sha256: Sha256
+    """SHA-256 of the frozen file's bytes."""
+    size: int
+    """Size of the frozen file in bytes."""
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def snapshot(store_path: Path, frozen_path: Path) -> FrozenStore:
+    """Freeze the store at `store_path` into `frozen_path` (read-only, rollback journal).
+
+    Raises MemoryStoreError when the source is missing or not SQLite, or the target exists.
+    """
+    if not store_path.is_file():
+        raise MemoryStoreError(f"store_path: no store at {store_path}")
+    if frozen_path.exists():
+        raise MemoryStoreError(f"frozen_path: {frozen_path} already exists; a frozen store is never overwritten")
+    frozen_path.parent.mkdir(parents=True, exist_ok=True)
+    partial = frozen_path.with_name(frozen_path.name + ".partial")
+    partial.unlink(missing_ok=True)
+    try:
+        source = sqlite3.connect(f"file:{store_path}?mode=ro", uri=True)
+        target = sqlite3.connect(partial)
+        try:
+            source.backup(target)
+            target.execute("PRAGMA journal_mode=DELETE")
+            target.execute("VACUUM")
+        finally:
+            source.close()
+            target.close()
+    except sqlite3.DatabaseError as error:
+        partial.unlink(missing_ok=True)
+        raise MemoryStoreError(f"store_path: cannot snapshot {store_path} ({error})") from None
+    partial.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    partial.rename(frozen_path)
+    return FrozenStore(sha256=file_sha256(frozen_path), size=frozen_path.stat().st_size)
+
+
+def restore_replica(frozen: Path, run_dir: Path, expected_sha256: str | None = None) -> Path:
+    """Copy `frozen` to `run_dir/REPLICA_FILE_NAME` (writable) for one run; return the copy's path.
+
+    Raises MemoryStoreError when `frozen` is missing or the replica already exists, and
+    DigestMismatchError when `expected_sha256` is given and differs from the frozen file's.
+    """
+    if not frozen.is_file():
+        raise MemoryStoreError(f"frozen: no frozen store at {frozen}; run snapshot first")
+    if expected_sha256 is not None:
+        actual = file_sha256(frozen)
+        if actual != expected_sha256:
+            raise DigestMismatchError(f"frozen: {frozen} has sha256 {actual}, expected {expected_sha256}; re-snapshot the store")
+    replica = run_dir / REPLICA_FILE_NAME
+    if replica.exists():
+        raise MemoryStoreError(f"run_dir: {replica} already exists; each run gets a fresh replica in its own folder")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(frozen, replica)
+    replica.chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
+    return replica

@@ -1,0 +1,248 @@
+"""The reference memory system: one SQLite file with FTS5, embeddings and an entity graph.
+
+Rows live in `memories` (text, kind, subject, embedding, `superseded_by`), `memories_fts`
+(FTS5, same rowid) and `entities` (casefolded entity per memory). Realms are rows of `realms`;
+a realm must be created before use. Ids are the first 16 hex digits of
+sha256(realm, per-realm counter, kind, text), so the same plan gives the same ids. Every write
+is one transaction: an error leaves the file as it was. See `adapter` for the supersession rule
+and `lanes` for what each lane returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import ClassVar
+
+from tasks_lib.memory.adapter import Accounting, MemoryAdapter, MemoryHit, MemoryItem, coerce_items, normalize_subject
+from tasks_lib.memory.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
+from tasks_lib.memory.entities import extract_entities
+from tasks_lib.memory.errors import (
+    EmbedderMismatchError,
+    MemoryInputError,
+    MemoryStoreError,
+    RealmExistsError,
+    UnknownMemoryIdError,
+    UnknownRealmError,
+)
+from tasks_lib.memory.lanes import LANES, corrections_lane, fuse, graph_lane, keyword_lane, semantic_lane
+from tasks_lib.memory.realms import validate_realm
+
+STORE_SCHEMA_VERSION = "1"
+"""Version of the store's table layout, kept in its `meta` table."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS realms(name TEXT PRIMARY KEY, stored INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS memories(
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    realm TEXT NOT NULL REFERENCES realms(name),
+    text TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    subject TEXT,
+    superseded_by TEXT,
+    vector BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memories_live ON memories(realm, superseded_by);
+CREATE INDEX IF NOT EXISTS memories_subject ON memories(realm, subject);
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(text, tokenize='porter unicode61 remove_diacritics 2');
+CREATE TABLE IF NOT EXISTS entities(entity TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY(entity, seq)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entities_seq ON entities(seq);
+"""
+
+
+def memory_id(realm: str, counter: int, kind: str, text: str) -> str:
+    """The id of the `counter`-th memory stored in `realm`."""
+    return hashlib.sha256(f"{realm}\n{counter}\n{kind}\n{text}".encode()).hexdigest()[:16]
+
+
+class SqliteMemoryStore(MemoryAdapter):
+    """memtrial's embedded reference memory system (lanes: keyword, semantic, graph, corrections)."""
+
+    LANES: ClassVar[tuple[str, ...]] = LANES
+
+    def __init__(self, path: Path | str, embedder: Embedder | str | None = None, *, create: bool = True) -> None:
+        """Open (or with `create`, make) the store at `path`.
+
+        `embedder` defaults to the one the store was built with, or DEFAULT_EMBEDDER for a new
+        store. Raises MemoryStoreError when `path` is missing (create=False) or is not a store,
+        EmbedderMismatchError when the store was built with another embedder, and
+        UnknownEmbedderError / EmbedderUnavailableError from the embedder registry.
+        """
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise MemoryStoreError(f"store path: no memory store at {self.path}; snapshot or restore one first")
+        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._counts = {"calls": 0, "texts": 0, "tokens": 0}
+        try:
+            self._conn.executescript(_SCHEMA)
+            meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.DatabaseError as error:
+            self._conn.close()
+            raise MemoryStoreError(f"store path: {self.path} is not a memtrial memory store ({error})") from None
+        if meta.get("schema_version", STORE_SCHEMA_VERSION) != STORE_SCHEMA_VERSION:
+            self._conn.close()
+            raise MemoryStoreError(
+                f"store path: {self.path} has store schema {meta['schema_version']}; this memtrial reads {STORE_SCHEMA_VERSION}"
+            )
+        recorded = meta.get("embedder")
+        wanted = embedder.name if isinstance(embedder, Embedder) else (embedder or recorded or DEFAULT_EMBEDDER)
+        if recorded is not None and recorded != wanted:
+            self._conn.close()
+            raise EmbedderMismatchError(
+                f"embedder: store {self.path} was built with {recorded!r}, not {wanted!r}; open it with {recorded!r} or build a new store"
+            )
+        try:
+            self.embedder = embedder if isinstance(embedder, Embedder) else get_embedder(wanted)
+        except MemoryStoreError:
+            self._conn.close()
+            raise
+        if recorded is None:
+            with self._transaction():
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                    [("schema_version", STORE_SCHEMA_VERSION), ("embedder", self.embedder.name), ("dim", str(self.embedder.dim))],
+                )
+
+    # ------------------------------------------------------------------ plumbing
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def _embed(self, texts: Sequence[str]) -> list[bytes]:
+        vectors = self.embedder.embed(texts)
+        self._counts["calls"] += 1
+        self._counts["texts"] += len(texts)
+        self._counts["tokens"] += self.embedder.count_tokens(texts)
+        return [row.astype("float32").tobytes() for row in vectors]
+
+    def close(self) -> None:
+        """Close the SQLite connection."""
+        self._conn.close()
+
+    # ------------------------------------------------------------------ realms
+
+    def create_realm(self, realm: str) -> None:
+        validate_realm(realm)
+        try:
+            with self._transaction() as conn:
+                conn.execute("INSERT INTO realms(name) VALUES (?)", (realm,))
+        except sqlite3.IntegrityError:
+            raise RealmExistsError(f"realm: {realm!r} already exists; realms are unique per trial, name a new one") from None
+
+    def check_realm(self, realm: str) -> None:
+        if self._conn.execute("SELECT 1 FROM realms WHERE name = ?", (realm,)).fetchone() is None:
+            raise UnknownRealmError(f"realm: {realm!r} was never created in {self.path}; create it (no default realm is used)")
+
+    def realms(self) -> tuple[str, ...]:
+        """Every realm of the store, sorted."""
+        return tuple(r[0] for r in self._conn.execute("SELECT name FROM realms ORDER BY name"))
+
+    def live_ids(self, realm: str) -> tuple[str, ...]:
+        """Ids of the memories of `realm` that may be served (not superseded), oldest first."""
+        validate_realm(realm)
+        self.check_realm(realm)
+        rows = self._conn.execute("SELECT id FROM memories WHERE realm = ? AND superseded_by IS NULL ORDER BY seq", (realm,))
+        return tuple(r[0] for r in rows)
+
+    # ------------------------------------------------------------------ writes
+
+    def remember(self, realm: str, items: Sequence[MemoryItem | str | bytes]) -> tuple[str, ...]:
+        validate_realm(realm)
+        checked = coerce_items(items)
+        self.check_realm(realm)
+        vectors = self._embed([item.text for item in checked])
+        ids: list[str] = []
+        with self._transaction() as conn:
+            (stored,) = conn.execute("SELECT stored FROM realms WHERE name = ?", (realm,)).fetchone()
+            for index, (item, vector) in enumerate(zip(checked, vectors)):
+                new_id = memory_id(realm, stored + index, item.kind, item.text)
+                self._supersede(conn, realm, index, item, new_id)
+                subject = normalize_subject(item.subject) if item.subject else None
+                cur = conn.execute(
+                    "INSERT INTO memories(id, realm, text, kind, subject, vector) VALUES (?, ?, ?, ?, ?, ?)",
+                    (new_id, realm, item.text, item.kind, subject, vector),
+                )
+                seq = cur.lastrowid
+                conn.execute("INSERT INTO memories_fts(rowid, text) VALUES (?, ?)", (seq, item.text))
+                conn.executemany(
+                    "INSERT INTO entities(entity, seq) VALUES (?, ?)", [(e, seq) for e in sorted(extract_entities(item.text))]
+                )
+                ids.append(new_id)
+            conn.execute("UPDATE realms SET stored = stored + ? WHERE name = ?", (len(checked), realm))
+        return tuple(ids)
+
+    def _supersede(self, conn: sqlite3.Connection, realm: str, index: int, item: MemoryItem, new_id: str) -> None:
+        """Mark what `item` replaces; raise UnknownMemoryIdError if a supersedes id is not live in `realm`."""
+        for old in item.supersedes:
+            row = conn.execute("SELECT realm, superseded_by FROM memories WHERE id = ?", (old,)).fetchone()
+            if row is None or row[0] != realm or row[1] is not None:
+                why = "is not stored" if row is None else ("is in another realm" if row[0] != realm else "is already superseded")
+                raise UnknownMemoryIdError(f"items[{index}].supersedes: id {old!r} {why}; name a live memory of realm {realm!r}")
+            conn.execute("UPDATE memories SET superseded_by = ? WHERE id = ?", (new_id, old))
+        if item.subject:
+            conn.execute(
+                "UPDATE memories SET superseded_by = ? WHERE realm = ? AND subject = ? AND superseded_by IS NULL",
+                (new_id, realm, normalize_subject(item.subject)),
+            )
+
+    def forget(self, ids: Sequence[str]) -> tuple[str, ...]:
+        if isinstance(ids, str) or not ids:
+            raise MemoryInputError("ids: give a non-empty list of memory ids to forget")
+        wanted = list(dict.fromkeys(ids))
+        with self._transaction() as conn:
+            marks = ",".join("?" * len(wanted))
+            found = dict(conn.execute(f"SELECT id, seq FROM memories WHERE id IN ({marks})", wanted).fetchall())
+            missing = [i for i in wanted if i not in found]
+            if missing:
+                raise UnknownMemoryIdError(
+                    f"ids: {len(missing)} id(s) are not stored (e.g. {missing[0]!r}); nothing was forgotten"
+                )
+            seqs = [(found[i],) for i in wanted]
+            conn.executemany("DELETE FROM memories_fts WHERE rowid = ?", seqs)
+            conn.executemany("DELETE FROM entities WHERE seq = ?", seqs)
+            conn.executemany("DELETE FROM memories WHERE seq = ?", seqs)
+        return tuple(wanted)
+
+    # ------------------------------------------------------------------ reads
+
+    def search(self, realm: str, query: str, k: int, lanes: tuple[str, ...]) -> list[MemoryHit]:
+        ranked: dict[str, list[int]] = {}
+        if "keyword" in lanes:
+            ranked["keyword"] = keyword_lane(self._conn, realm, query)
+        if "semantic" in lanes:
+            (vector,) = self.embedder.embed([query])
+            self._counts["calls"] += 1
+            self._counts["texts"] += 1
+            self._counts["tokens"] += self.embedder.count_tokens([query])
+            ranked["semantic"] = semantic_lane(self._conn, realm, vector, self.embedder)
+        if "graph" in lanes:
+            ranked["graph"] = graph_lane(self._conn, realm, query)
+        if "corrections" in lanes:
+            ranked["corrections"] = corrections_lane(self._conn, realm, query)
+        hits = []
+        for seq, score, hit_lanes in fuse(ranked)[:k]:
+            mem_id, text, kind = self._conn.execute("SELECT id, text, kind FROM memories WHERE seq = ?", (seq,)).fetchone()
+            hits.append(MemoryHit(id=mem_id, text=text, score=score, lanes=hit_lanes, kind=kind))
+        return hits
+
+    def accounting(self) -> Accounting:
+        (pages,) = self._conn.execute("PRAGMA page_count").fetchone()
+        (size,) = self._conn.execute("PRAGMA page_size").fetchone()
+        return Accounting(
+            embedding_calls=self._counts["calls"],
+            embedding_texts=self._counts["texts"],
+            embedding_tokens=self._counts["tokens"],
+            storage_bytes=pages * size,
+        )

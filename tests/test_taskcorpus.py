@@ -1,0 +1,260 @@
+"""The bundled task corpus and its invariants (tasks_lib.taskcorpus).
+
+The corpus test builds every fixture from this repository's git objects, so the tasks under
+corpora/tasks must be committed. The broken-copy tests copy one real task into a fresh git
+repository in tmp_path, break exactly one thing, commit, and check that exactly the matching
+invariant fails with a message naming the task, the file and the invariant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from gitrepo import git
+
+from tasks_lib.taskcorpus import (
+    INVARIANTS, SPLIT_NAME, CorpusCheckReport, TaskCorpusError, check_corpus, check_split, compute_split, load_split,
+    load_tasks, term_regex,
+)
+from tasks_lib.trees import sha256_file
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = REPO / "corpora" / "tasks"
+PROBE_TASK = "diskwatch-critical-default"
+"""A shell task: its checks are the fastest, so the broken copies stay cheap."""
+
+
+@pytest.fixture(scope="module")
+def corpus_report() -> CorpusCheckReport:
+    return check_corpus(TASKS, REPO, "HEAD")
+
+
+def test_bundled_corpus_passes_every_invariant(corpus_report: CorpusCheckReport) -> None:
+    """Every committed task fails untouched, passes with its solution, leaks nothing and certifies clean."""
+    assert corpus_report.failures == (), "\n".join(str(f) for f in corpus_report.failures)
+    assert corpus_report.ok
+    assert {t.task_id for t in corpus_report.tasks} == {p.name for p in load_tasks_root()}
+
+
+def load_tasks_root() -> list[Path]:
+    return [t.root for t in load_tasks(TASKS)]
+
+
+def test_every_check_runs_under_five_seconds(corpus_report: CorpusCheckReport) -> None:
+    slow = [(t.task_id, r.stage, r.seconds) for t in corpus_report.tasks for r in t.runs if r.seconds >= 5]
+    assert not slow
+
+
+def test_corpus_covers_every_kind_it_promises() -> None:
+    """The corpus is not one flattering pattern: minimum counts per kind, and several toolchains."""
+    tasks = load_tasks(TASKS)
+    kinds = Counter(t.manifest.kind for t in tasks)
+    minimum = {"convention": 3, "deducible": 2, "cross-file": 1, "investigation": 1, "continuity": 1, "tare": 2, "stale-trap": 1}
+    assert len(tasks) >= 12
+    assert all(kinds[k] >= n for k, n in minimum.items()), kinds
+    toolchains = set()
+    for task in tasks:
+        files = {p.name for p in task.fixture_dir.rglob("*")}
+        toolchains |= {"node"} if "package.json" in files else set()
+        toolchains |= {"python"} if any(n.endswith(".py") for n in files) else set()
+        toolchains |= {"sh"} if any(n.endswith(".sh") for n in files) else set()
+    assert {"python", "node", "sh"} <= toolchains
+
+
+def test_split_file_matches_the_rule() -> None:
+    """split.json is exactly what the salted-hash rule gives for the current task folders."""
+    assert check_split(TASKS) == []
+    split = load_split(TASKS / SPLIT_NAME)
+    assert set(split.visible).isdisjoint(split.holdout)
+    assert set(split.visible) | set(split.holdout) == {t.task_id for t in load_tasks(TASKS)}
+    assert split.holdout, "a split with an empty holdout set holds nothing back"
+
+
+def test_split_is_deterministic_per_task() -> None:
+    """Adding a task never moves another one between the sets."""
+    ids = [f"task-{i}" for i in range(40)]
+    small, large = compute_split(ids[:20]), compute_split(ids)
+    assert set(small.holdout) == set(large.holdout) & set(ids[:20])
+    assert compute_split(reversed(ids)) == large
+    assert compute_split(ids, salt="another-salt") != large
+
+
+def test_edited_split_lists_are_rejected(tmp_path: Path) -> None:
+    data = json.loads((TASKS / SPLIT_NAME).read_text())
+    data["visible"], data["holdout"] = data["visible"][1:], data["holdout"] + data["visible"][:1]
+    (tmp_path / SPLIT_NAME).write_text(json.dumps(data))
+    with pytest.raises(TaskCorpusError, match="edited by hand"):
+        load_split(tmp_path / SPLIT_NAME)
+
+
+@pytest.mark.parametrize(
+    ("term", "text", "hit"),
+    [
+        ("17", "return 17", True),
+        ("17", "EXIT_17 = 1", True),
+        ("17", "copyright 2017", False),
+        ("17", "retry 170 times", False),
+        ("cents", "balance_cents", True),
+        ("cents", "percents", False),
+        ("36 hours", "look back 36\n  hours", True),
+        ("X-Org-Scope", "headers['x-org-scope']", True),
+    ],
+    ids=["bare", "underscore-joined", "inside-year", "longer-number", "snake-case", "inside-word", "line-break", "header-case"],
+)
+def test_answer_terms_match_case_insensitively_at_word_edges(term: str, text: str, hit: bool) -> None:
+    assert bool(term_regex(term).search(text)) is hit
+
+
+# --------------------------------------------------------------------------- broken copies
+
+
+def _manifest(task: Path) -> dict:
+    return json.loads((task / "task.json").read_text())
+
+
+def _save_manifest(task: Path, data: dict) -> None:
+    (task / "task.json").write_text(json.dumps(data, indent=2) + "\n")
+
+
+def leak_answer(task: Path) -> str:
+    script = task / "fixture" / "diskwatch.sh"
+    script.write_text(script.read_text().replace("warn=80\n", "warn=80\n# storage wants the critical level at 92\n"))
+    return "fixture/diskwatch.sh:"
+
+
+def break_solution(task: Path) -> str:
+    shutil.copy2(task / "fixture" / "diskwatch.sh", task / "solution" / "diskwatch.sh")
+    return "solution"
+
+
+def pass_untouched(task: Path) -> str:
+    data = _manifest(task)
+    data["check_command"] = ["sh", "-c", "exit 0"]
+    _save_manifest(task, data)
+    return "fixture"
+
+
+def copy_hidden_test(task: Path) -> str:
+    shutil.copy2(task / "hidden" / "tests" / "critical.sh", task / "fixture" / "tests" / "critical.sh")
+    return "fixture/tests/critical.sh"
+
+
+def mismatch_digest(task: Path) -> str:
+    data = _manifest(task)
+    data["verifier"]["asset"]["sha256"] = "0" * 64
+    _save_manifest(task, data)
+    return "verifier.sh"
+
+
+def drop_solution(task: Path) -> str:
+    shutil.rmtree(task / "solution")
+    return "solution"
+
+
+def escaping_symlink(task: Path) -> str:
+    os.symlink("../../hidden/tests/critical.sh", task / "fixture" / "tests" / "peek")
+    return "fixture/tests/peek"
+
+
+def drop_correction(task: Path) -> str:
+    data = _manifest(task)
+    data["kind"] = "stale-trap"
+    _save_manifest(task, data)
+    return "task.json:memories"
+
+
+def plant_agent_memory(task: Path) -> str:
+    (task / "fixture" / "CLAUDE.md").write_text("Run the shell tests before committing.\n")
+    return "fixture/CLAUDE.md"
+
+
+BREAKS: list[tuple[Callable[[Path], str], str]] = [
+    (leak_answer, "no-answer-leak"),
+    (break_solution, "passes-with-solution"),
+    (pass_untouched, "fails-on-fixture"),
+    (copy_hidden_test, "hidden-unreachable"),
+    (mismatch_digest, "digests-match"),
+    (drop_solution, "layout"),
+    (escaping_symlink, "hidden-unreachable"),
+    (drop_correction, "layout"),
+    (plant_agent_memory, "certification-clean"),
+]
+
+
+def committed_copy(tmp_path: Path, task_id: str, breaker: Callable[[Path], str] | None) -> tuple[Path, str | None]:
+    """A fresh git repository holding one copy of `task_id`, broken by `breaker`, committed."""
+    repo = tmp_path / "repo"
+    task = repo / "corpora" / "tasks" / task_id
+    shutil.copytree(TASKS / task_id, task, symlinks=True)
+    where = breaker(task) if breaker else None
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "one task")
+    return repo, where
+
+
+def test_unbroken_copy_passes(tmp_path: Path) -> None:
+    """The probe task is sound on its own, so each broken copy below fails only by its break."""
+    repo, _ = committed_copy(tmp_path, PROBE_TASK, None)
+    report = check_corpus(repo / "corpora" / "tasks", repo)
+    assert report.ok, "\n".join(str(f) for f in report.failures)
+
+
+@pytest.mark.parametrize(("breaker", "invariant"), BREAKS, ids=[b.__name__.replace("_", "-") for b, _ in BREAKS])
+def test_broken_task_fails_exactly_its_invariant(tmp_path: Path, breaker: Callable[[Path], str], invariant: str) -> None:
+    repo, where = committed_copy(tmp_path, PROBE_TASK, breaker)
+    report = check_corpus(repo / "corpora" / "tasks", repo)
+    assert not report.ok
+    assert {f.invariant for f in report.failures} == {invariant}, "\n".join(str(f) for f in report.failures)
+    for failure in report.failures:
+        text = str(failure)
+        assert f"task {PROBE_TASK}" in text and f"invariant {invariant}" in text
+    assert where is not None and any(f.path.startswith(where) for f in report.failures), [f.path for f in report.failures]
+    with pytest.raises(TaskCorpusError, match=invariant):
+        report.raise_for_failures()
+
+
+def test_invariant_names_are_the_documented_ones() -> None:
+    assert INVARIANTS == (
+        "layout", "fails-on-fixture", "passes-with-solution", "hidden-unreachable", "no-answer-leak",
+        "certification-clean", "digests-match",
+    )
+
+
+def test_uncommitted_task_folder_is_an_error_not_a_skip(tmp_path: Path) -> None:
+    """A task that exists only in the working tree would never reach an agent; say so."""
+    repo, _ = committed_copy(tmp_path, PROBE_TASK, None)
+    shutil.copytree(TASKS / "rotlog-keep-count", repo / "corpora" / "tasks" / "rotlog-keep-count")
+    report = check_corpus(repo / "corpora" / "tasks", repo)
+    assert [(f.task_id, f.invariant) for f in report.failures] == [("rotlog-keep-count", "layout")]
+    assert "not committed" in report.failures[0].message
+
+
+def test_empty_corpus_fails(tmp_path: Path) -> None:
+    """A gate that checked nothing does not pass."""
+    repo = tmp_path / "repo"
+    (repo / "corpora" / "tasks").mkdir(parents=True)
+    (repo / "corpora" / "tasks" / "README.md").write_text("no tasks yet\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "empty")
+    report = check_corpus(repo / "corpora" / "tasks", repo)
+    assert not report.ok
+    assert [f.invariant for f in report.failures] == ["layout"]
+
+
+def test_load_tasks_names_a_folder_without_manifest(tmp_path: Path) -> None:
+    (tmp_path / "orphan" / "fixture").mkdir(parents=True)
+    with pytest.raises(TaskCorpusError, match="task orphan: task.json: invariant layout"):
+        load_tasks(tmp_path)
+
+
+def test_manifest_digests_match_the_working_tree() -> None:
+    for task in load_tasks(TASKS):
+        assert sha256_file(task.verifier_path) == task.manifest.verifier.asset.sha256, task.task_id

@@ -1,0 +1,67 @@
+"""Frozen stores and per-run replicas: a run never changes the frozen original."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tasks_lib.errors import DigestMismatchError
+from tasks_lib.memory.errors import MemoryStoreError
+from tasks_lib.memory.replica import REPLICA_FILE_NAME, file_sha256, restore_replica, snapshot
+from tasks_lib.memory.store import SqliteMemoryStore
+
+REALM = "trial:replica"
+
+
+def _live_store(path: Path) -> SqliteMemoryStore:
+    store = SqliteMemoryStore(path)
+    store.create_realm(REALM)
+    store.remember(REALM, ["The frozen fact is about otters."])
+    return store
+
+
+def test_a_run_on_its_replica_never_changes_the_frozen_original(tmp_path: Path) -> None:
+    with _live_store(tmp_path / "live.sqlite"):
+        frozen = tmp_path / "frozen" / "memory.sqlite"
+        receipt = snapshot(tmp_path / "live.sqlite", frozen)
+    assert receipt.sha256 == file_sha256(frozen) and receipt.size == frozen.stat().st_size
+    for run in ("run-1", "run-2"):
+        replica = restore_replica(frozen, tmp_path / run, receipt.sha256)
+        assert replica == tmp_path / run / REPLICA_FILE_NAME
+        with SqliteMemoryStore(replica, create=False) as store:
+            (otters,) = [h.id for h in store.recall(REALM, "otters", 1)]
+            store.remember(REALM, [f"{run} wrote this about otters."])
+            store.forget([otters])
+            store.create_realm(f"trial:{run}")
+        assert file_sha256(frozen) == receipt.sha256
+    with SqliteMemoryStore(restore_replica(frozen, tmp_path / "run-3"), create=False) as fresh:
+        assert [h.text for h in fresh.recall(REALM, "otters", 5)] == ["The frozen fact is about otters."]
+
+
+def test_snapshot_is_consistent_while_the_source_is_open_and_keeps_the_embedder(tmp_path: Path) -> None:
+    store = _live_store(tmp_path / "live.sqlite")
+    try:
+        snapshot(tmp_path / "live.sqlite", tmp_path / "frozen.sqlite")
+        store.remember(REALM, ["Written after the snapshot about otters."])
+    finally:
+        store.close()
+    with SqliteMemoryStore(restore_replica(tmp_path / "frozen.sqlite", tmp_path / "run"), create=False) as copy:
+        assert copy.embedder.name == "hashed" and len(copy.live_ids(REALM)) == 1
+
+
+def test_refusals(tmp_path: Path) -> None:
+    with _live_store(tmp_path / "live.sqlite"):
+        pass
+    receipt = snapshot(tmp_path / "live.sqlite", tmp_path / "frozen.sqlite")
+    with pytest.raises(MemoryStoreError, match="never overwritten"):
+        snapshot(tmp_path / "live.sqlite", tmp_path / "frozen.sqlite")
+    with pytest.raises(MemoryStoreError, match="store_path: no store"):
+        snapshot(tmp_path / "absent.sqlite", tmp_path / "f2.sqlite")
+    with pytest.raises(DigestMismatchError, match="expected 0000"):
+        restore_replica(tmp_path / "frozen.sqlite", tmp_path / "run", "0" * 64)
+    restore_replica(tmp_path / "frozen.sqlite", tmp_path / "run", receipt.sha256)
+    with pytest.raises(MemoryStoreError, match="fresh replica"):
+        restore_replica(tmp_path / "frozen.sqlite", tmp_path / "run")
+    with pytest.raises(MemoryStoreError, match="run snapshot first"):
+        restore_replica(tmp_path / "nothing.sqlite", tmp_path / "run-x")

@@ -497,7 +497,15 @@ def check_task(repo: Path, commit: str, tasks_subdir: str, folder: Path, scratch
     task, layout = _layout_failures(folder)
     if layout or task is None:
         return TaskCheck(task_id=folder.name, kind=task.manifest.kind if task else None, runs=(), certification=None, failures=tuple(layout))
-    task_subdir = f"{tasks_subdir}/{folder.name}"
+    try:
+        return _check_sound_layout(repo, commit, f"{tasks_subdir}/{folder.name}", task, scratch)
+    except (MemtrialError, OSError) as error:
+        failure = _failure(task.task_id, "layout", task.manifest.fixture, f"cannot build or prepare the workspace: {error}")
+        return TaskCheck(task_id=task.task_id, kind=task.manifest.kind, runs=(), certification=None, failures=(failure,))
+
+
+def _check_sound_layout(repo: Path, commit: str, task_subdir: str, task: LoadedTask, scratch: Path) -> TaskCheck:
+    """Invariants 1-6 for a task whose folder and manifest are complete."""
     failures = check_digests(task)
     plain = scratch / "fixture"
     removed = build_workspace(repo, commit, task, task_subdir, plain)

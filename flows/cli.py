@@ -140,6 +140,58 @@ def certify(
         raise typer.Exit(1)
 
 
+@app.command()
+def run(
+    artifacts: Annotated[Optional[str], typer.Option(help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")] = None,
+    tasks_root: Annotated[Optional[Path], typer.Option(help="Task corpus folder (default: the bundled corpora/tasks).")] = None,
+    revision: Annotated[str, typer.Option(help="Commit of this checkout whose git objects the fixtures are built from.")] = "HEAD",
+    as_json: JsonFlag = False,
+) -> None:
+    """Run the main job on the embedded default. Today: the preparation phase of every bundled task
+    (build from git objects, redact, certify) as a Prefect flow with cached stages."""
+    import logging
+    import os
+
+    from flows.settings import PROJECT_ROOT, configure_prefect, default_artifact_root
+
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    # The embedded ephemeral server logs a harmless shutdown race as an ERROR traceback.
+    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
+    configure_prefect()
+    logging.getLogger("prefect").setLevel(logging.WARNING)
+    from flows.prepare import new_run_id, prepare_flow
+
+    root = artifacts or default_artifact_root()
+    run_id = new_run_id()
+    err.print(f"memtrial: preparing the bundled tasks (run {run_id}); Prefect's local server can take ~20 s to start")
+    summary = prepare_flow(
+        tasks_root=str((tasks_root or PROJECT_ROOT / "corpora" / "tasks").resolve()),
+        repo_root=str(PROJECT_ROOT),
+        artifact_root=root,
+        run_id=run_id,
+        revision=revision,
+    )
+    rows = [
+        {
+            "task": p.name,
+            "files": len(p.build.files),
+            "redacted": len(p.redaction.removed),
+            "certification": p.certification.verdict,
+            "findings": len(p.certification.findings),
+            "cached": "yes" if cached else "no",
+        }
+        for p, cached in zip(summary.prepared, summary.cached)
+    ]
+    location = f"{root.rstrip('/')}/runs/{run_id}/prepare/"
+    if as_json:
+        emit_json({"run_id": run_id, "artifacts": location, "table": summary.table_key, "tasks": rows, "clean": summary.clean})
+    else:
+        out.print(_summary_table(rows, list(rows[0]) if rows else [], f"preparation, run {run_id}"))
+        out.print(f"artifacts: {location}")
+    if not summary.clean:
+        raise typer.Exit(1)
+
+
 def _summary_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> Table:
     table = Table(title=title)
     for column in columns:

@@ -372,6 +372,21 @@ class CertificationReport(Document):
         return self
 
 
+class PreparedCorpus(Document):
+    """The preparation phase of one corpus: built from git, redacted, certified."""
+
+    KIND: ClassVar[str] = "prepared corpus"
+
+    name: Identifier
+    """What was prepared (a task id or a corpus name)."""
+    build: CorpusBuild
+    """The build receipt (files before redaction)."""
+    redaction: RedactionReceipt
+    """What redaction removed."""
+    certification: CertificationReport
+    """The certification of the redacted tree and the challenge text."""
+
+
 # --------------------------------------------------------------------------- runs and grades
 
 
@@ -444,6 +459,7 @@ DOCUMENT_KINDS: dict[str, type[Document]] = {
     "corpus.json": CorpusBuild,
     "redaction.json": RedactionReceipt,
     "certification.json": CertificationReport,
+    "prepared.json": PreparedCorpus,
     "record.json": RunRecord,
     "grade.json": Grade,
 }

@@ -50,3 +50,25 @@ def s3_env(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     return s3_endpoint
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep Prefect's state and memtrial's home out of the checkout during tests."""
+    import os
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="memtrial-test-home-"))
+    os.environ.setdefault("MEMTRIAL_HOME", str(home))
+    os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
+
+
+@pytest.fixture(scope="session")
+def prefect_harness() -> Iterator[None]:
+    """A real Prefect API on a temporary database for the whole session."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield

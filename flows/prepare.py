@@ -1,0 +1,116 @@
+"""The preparation flow: every bundled task's fixture built from git, redacted and certified.
+
+Each task's preparation is a cached, retryable Prefect task keyed on what defines it (the fixture's
+git tree, the manifest's digest and the digest of the stage code), so a rerun re-uses every task
+whose inputs did not change. Receipts and a Parquet table go to the artifact store under
+`runs/<run_id>/prepare/`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timezone
+from pathlib import Path
+
+from flows.settings import configure_prefect
+
+configure_prefect()
+
+import pyarrow as pa  # noqa: E402
+from prefect import flow, task  # noqa: E402
+from prefect.cache_policies import INPUTS, TASK_SOURCE  # noqa: E402
+from pydantic import BaseModel  # noqa: E402
+
+import tasks_lib  # noqa: E402
+from tasks_lib.artifacts import open_store, run_key  # noqa: E402
+from tasks_lib.contracts import PreparedCorpus  # noqa: E402
+from tasks_lib.prepare import find_task_manifests, fixture_tree_oid, prepare_task, task_fixture_subdir  # noqa: E402
+from tasks_lib.trees import sha256_file  # noqa: E402
+
+PREPARATION_TABLE = "preparation.parquet"
+STAGE_MODULES = ("contracts.py", "corpus.py", "redact.py", "rules.py", "certify.py", "prepare.py", "trees.py")
+
+
+def new_run_id(prefix: str = "run") -> str:
+    """A fresh, sortable run id: `<prefix>-YYYYMMDD-HHMMSS-<6 hex>`."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{prefix}-{stamp}-{secrets.token_hex(3)}"
+
+
+def stage_code_digest() -> str:
+    """Digest of the stage code the preparation depends on, so a code change invalidates the cache."""
+    digest = hashlib.sha256()
+    base = Path(tasks_lib.__file__).parent
+    for name in STAGE_MODULES:
+        digest.update(name.encode() + b"\0" + bytes.fromhex(sha256_file(base / name)))
+    return digest.hexdigest()
+
+
+class PreparationSummary(BaseModel):
+    """What one preparation flow run did."""
+
+    run_id: str
+    artifact_root: str
+    prepared: list[PreparedCorpus]
+    cached: list[bool]
+    table_key: str
+
+    @property
+    def clean(self) -> bool:
+        """True when every corpus certified clean."""
+        return all(p.certification.verdict == "clean" for p in self.prepared)
+
+
+@task(
+    name="prepare-task-corpus",
+    cache_policy=(INPUTS - "repo_root" - "manifest" - "commit") + TASK_SOURCE,
+    persist_result=True,
+    retries=1,
+    retry_delay_seconds=2,
+)
+def prepare_task_corpus(repo_root: str, commit: str, manifest: str, tree_oid: str, manifest_sha256: str, code_digest: str) -> PreparedCorpus:
+    """Build, redact and certify one task's fixture (pure; safe to retry)."""
+    return prepare_task(Path(repo_root), commit, Path(manifest))
+
+
+@task(name="store-preparation", retries=2, retry_delay_seconds=2)
+def store_preparation(artifact_root: str, run_id: str, prepared: list[PreparedCorpus]) -> str:
+    """Write each PreparedCorpus and the summary table to the artifact store; return the table key."""
+    store = open_store(artifact_root)
+    for item in prepared:
+        store.put_json(run_key(run_id, "prepare", item.name, "prepared.json"), item)
+    rows = [
+        {
+            "name": p.name,
+            "corpus_id": p.build.corpus_id,
+            "commit": p.build.source.commit,
+            "tree_oid": p.build.tree_oid,
+            "files": len(p.build.files),
+            "removed": len(p.redaction.removed),
+            "verdict": p.certification.verdict,
+            "findings": len(p.certification.findings),
+            "files_scanned": sum(s.files_scanned for s in p.certification.scans),
+        }
+        for p in prepared
+    ]
+    key = run_key(run_id, "prepare", PREPARATION_TABLE)
+    store.put_table(key, pa.Table.from_pylist(rows))
+    return key
+
+
+@flow(name="prepare", log_prints=False)
+def prepare_flow(tasks_root: str, repo_root: str, artifact_root: str, run_id: str, revision: str = "HEAD") -> PreparationSummary:
+    """Prepare every task under `tasks_root` from the git objects of `repo_root` at `revision`."""
+    repo = Path(repo_root)
+    code = stage_code_digest()
+    futures = []
+    for manifest in find_task_manifests(Path(tasks_root)):
+        commit, tree = fixture_tree_oid(repo, revision, task_fixture_subdir(repo, manifest))
+        futures.append(
+            prepare_task_corpus.submit(str(repo), commit, str(manifest), tree, sha256_file(manifest), code)
+        )
+    prepared = [f.result() for f in futures]
+    cached = [bool(f.state.name == "Cached") for f in futures]
+    table_key = store_preparation(artifact_root, run_id, prepared)
+    return PreparationSummary(run_id=run_id, artifact_root=artifact_root, prepared=prepared, cached=cached, table_key=table_key)

@@ -1,0 +1,32 @@
+"""Where memtrial keeps its local state, and Prefect's offline local mode.
+
+Prefect reads its settings from the environment, so `configure_prefect()` must run before the
+first `import prefect`. Values the user already set win.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+"""The memtrial checkout (holds corpora/, configs/, deployments/)."""
+
+
+def memtrial_home() -> Path:
+    """Local state folder: $MEMTRIAL_HOME, else `.memtrial/` in the checkout (never the cwd)."""
+    return Path(os.environ.get("MEMTRIAL_HOME") or PROJECT_ROOT / ".memtrial").resolve()
+
+
+def default_artifact_root() -> str:
+    """$MEMTRIAL_ARTIFACT_ROOT (a folder or s3://bucket/prefix), else `<home>/artifacts`."""
+    return os.environ.get("MEMTRIAL_ARTIFACT_ROOT") or str(memtrial_home() / "artifacts")
+
+
+def configure_prefect() -> None:
+    """Offline local mode: a project-local PREFECT_HOME, analytics off, a patient ephemeral server start."""
+    os.environ.setdefault("PREFECT_HOME", str(memtrial_home() / "prefect"))
+    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "true")

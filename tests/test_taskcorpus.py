@@ -140,6 +140,12 @@ def leak_answer(task: Path) -> str:
     return "fixture/diskwatch.sh:"
 
 
+def narrate_memory(task: Path) -> str:
+    script = task / "fixture" / "diskwatch.sh"
+    script.write_text(script.read_text().replace("warn=80\n", "# storage team standard for disk checks: warn at 80% used\nwarn=80\n"))
+    return "fixture/diskwatch.sh:"
+
+
 def break_solution(task: Path) -> str:
     shutil.copy2(task / "fixture" / "diskwatch.sh", task / "solution" / "diskwatch.sh")
     return "solution"
@@ -188,6 +194,7 @@ def plant_agent_memory(task: Path) -> str:
 
 BREAKS: list[tuple[Callable[[Path], str], str]] = [
     (leak_answer, "no-answer-leak"),
+    (narrate_memory, "no-answer-leak"),
     (break_solution, "passes-with-solution"),
     (pass_untouched, "fails-on-fixture"),
     (copy_hidden_test, "hidden-unreachable"),

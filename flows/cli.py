@@ -113,6 +113,51 @@ def corpus_redact(
     out.print(f"{len(receipt.removed)} removed; receipt {package / REDACTION_RECEIPT}")
 
 
+@corpus_app.command("check")
+def corpus_check(
+    tasks_root: Annotated[Optional[Path], typer.Option(help="Task corpus folder inside this checkout (default: the bundled corpora/tasks).")] = None,
+    revision: Annotated[str, typer.Option(help="Commit whose git objects the tasks are built from.")] = "HEAD",
+    as_json: JsonFlag = False,
+) -> None:
+    """Prove every task's invariants: fails untouched, passes with its solution, hidden tests
+    unreachable, no answer leaked, certified clean, digests match. Exit 1 on any failure."""
+    from flows.settings import PROJECT_ROOT
+    from tasks_lib.taskcorpus import INVARIANTS, check_corpus, check_split
+
+    root = (tasks_root or PROJECT_ROOT / "corpora" / "tasks").resolve()
+    report = check_corpus(root, PROJECT_ROOT, revision)
+    split_problems = check_split(root)
+    per_task = [
+        {
+            "task": check.task_id,
+            "kind": check.kind or "?",
+            **{name: "FAIL" if any(f.invariant == name for f in check.failures) else "ok" for name in INVARIANTS},
+        }
+        for check in report.tasks
+    ]
+    ok = report.ok and not split_problems
+    if as_json:
+        emit_json({
+            "ok": ok,
+            "commit": report.commit,
+            "tasks": per_task,
+            "failures": [f.model_dump(mode="json") for f in report.failures],
+            "split_problems": split_problems,
+        })
+    else:
+        short = {"fails-on-fixture": "fails", "passes-with-solution": "passes", "hidden-unreachable": "hidden",
+                 "no-answer-leak": "no-leak", "certification-clean": "certified", "digests-match": "digests"}
+        rows = [{short.get(k, k): v for k, v in row.items()} for row in per_task]
+        out.print(_summary_table(rows, list(rows[0]) if rows else ["task"], f"task corpus at {report.commit[:12]}"))
+        for failure in report.failures:
+            out.print(str(failure))
+        for problem in split_problems:
+            out.print(f"split: {problem}")
+        out.print(f"{'ok' if ok else 'FAILED'}: {len(report.tasks)} tasks, {len(report.failures) + len(split_problems)} failures")
+    if not ok:
+        raise typer.Exit(1)
+
+
 @app.command()
 def certify(
     path: Annotated[Path, typer.Argument(help="A packaged corpus folder or any directory tree (the source corpus).")],

@@ -129,3 +129,14 @@ def test_library_errors_are_one_line_without_traceback(make_repo: MakeRepo, tmp_
 def test_usage_errors_exit_2_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["corpus", "build"]) == 2
     assert "Missing argument" in capsys.readouterr().err
+
+
+def test_corpus_check_reports_every_bundled_task_and_invariant(capsys: pytest.CaptureFixture[str]) -> None:
+    """`memtrial corpus check --json` passes on the bundled corpus, per task and invariant."""
+    from tasks_lib.taskcorpus import INVARIANTS
+
+    assert main(["corpus", "check", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["ok"] is True and result["failures"] == [] and result["split_problems"] == []
+    assert len(result["tasks"]) >= 12
+    assert all(task[name] == "ok" for task in result["tasks"] for name in INVARIANTS)

@@ -27,7 +27,7 @@ app = typer.Typer(
 corpus_app = typer.Typer(help="Build, redact and check task corpora.", no_args_is_help=True)
 app.add_typer(corpus_app, name="corpus")
 
-out = Console(highlight=False, soft_wrap=True, markup=False)
+out = Console(highlight=False, soft_wrap=True, markup=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]

@@ -1,13 +1,16 @@
 """The agent delivery hook: Claude Code's UserPromptSubmit / SessionStart hook command.
 
 Reads the hook event JSON on stdin, the realm from MEMTRIAL_REALM (verbatim, validated, never
-defaulted) and the store from MEMTRIAL_MEMORY_DB, recalls, and prints the memories wrapped in a
+defaulted) and the store from MEMTRIAL_MEMORY_SOCKET (a served replica, see `server`) or else
+MEMTRIAL_MEMORY_DB (the replica file), recalls, and prints the memories wrapped in a
 provenance marker (see `provenance`) in the JSON shape Claude Code reads:
 `{"hookSpecificOutput": {"hookEventName": ..., "additionalContext": ...}}` (or, with
 `output="plain"`, the bare block, which Claude Code also adds as context for these two events).
 
 - MEMTRIAL_MEMORY_OFF=1: prints nothing and exits 0 before reading anything else.
-- MEMTRIAL_ABLATE_LANES: the ablated lanes are dropped here, before the recall call is made.
+- MEMTRIAL_ABLATE_LANES: the ablated lanes are dropped here, before the recall call is made; through
+  a socket the hook sends only the active lanes (the server reads no switch), and sends nothing at
+  all when none is left.
 - UserPromptSubmit: the query is the prompt (its first MAX_QUERY_BYTES bytes).
 - SessionStart: the query is MEMTRIAL_SESSION_QUERY; when unset, nothing is delivered.
 - No hit: prints nothing, exits 0. Any error: one line on stderr, exit HOOK_ERROR_EXIT (1), which
@@ -28,6 +31,7 @@ from tasks_lib.memory.adapter import MAX_QUERY_BYTES, MemoryHit, check_text
 from tasks_lib.memory.errors import HookError
 from tasks_lib.memory.provenance import wrap_block
 from tasks_lib.memory.realms import validate_realm
+from tasks_lib.memory.server import SOCKET_ENV, MemoryClient
 from tasks_lib.memory.store import SqliteMemoryStore
 from tasks_lib.memory.switches import active_lanes, memory_off
 
@@ -42,6 +46,8 @@ DEFAULT_K = 5
 """Memories delivered per event at most."""
 MAX_CONTEXT_CHARS = 8_000
 """Largest block delivered; Claude Code shows only a preview of much larger hook output."""
+SOCKET_TIMEOUT_SECONDS = 20.0
+"""How long the hook waits for the memory server; past it the hook fails (non-blocking) instead of hanging the agent."""
 HOOK_ERROR_EXIT = 1
 """Exit status on error: non-blocking for Claude Code, and never a silent success."""
 
@@ -122,20 +128,27 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
         if not realm:
             raise HookError(f"{REALM_ENV} is not set; set it to the trial's realm (there is no default realm)")
         validate_realm(realm, field=REALM_ENV)
+        socket_path = env.get(SOCKET_ENV, "")
         store_path = env.get(STORE_ENV, "")
-        if not store_path:
-            raise HookError(f"{STORE_ENV} is not set; set it to the run's store replica")
+        if not socket_path and not store_path:
+            raise HookError(f"{STORE_ENV} is not set (nor {SOCKET_ENV}); set one to the run's replica file or served socket")
         if name == "UserPromptSubmit":
             query = _clip_query(event.get("prompt"))
         else:
             query = env.get(SESSION_QUERY_ENV, "")
             if not query.strip():
                 return HookResult(exit_code=0)
-        with SqliteMemoryStore(store_path, create=False) as store:
-            lanes = active_lanes(store.LANES, None, env)
+        if socket_path:
+            lanes = active_lanes(SqliteMemoryStore.LANES, None, env)
             if not lanes:
                 return HookResult(exit_code=0)
-            hits = store.recall(realm, query, DEFAULT_K, lanes=lanes)
+            hits = MemoryClient(socket_path, timeout=SOCKET_TIMEOUT_SECONDS).recall(realm, query, DEFAULT_K, lanes=lanes)
+        else:
+            with SqliteMemoryStore(store_path, create=False) as store:
+                lanes = active_lanes(store.LANES, None, env)
+                if not lanes:
+                    return HookResult(exit_code=0)
+                hits = store.recall(realm, query, DEFAULT_K, lanes=lanes)
         if not hits:
             return HookResult(exit_code=0)
         channel = EVENTS[name]

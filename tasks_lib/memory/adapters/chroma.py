@@ -1,0 +1,344 @@
+"""Chroma (embedded, `chromadb.PersistentClient`) behind the memory adapter interface, fully offline.
+
+One Chroma collection per realm (`realm-<sha256(realm)[:24]>`, the realm name in its metadata),
+cosine space. Chroma's default embedding function downloads an ONNX model, so the collection is
+given memtrial's own embedder (`hashed` or `minilm`) as its embedding function instead, and
+telemetry is off. Each record's metadata holds `kind`, `subject` (normalised, or ""), `seq` and
+`superseded_by` ("" while live); superseded records stay stored, and every lane filters on
+`superseded_by == ""`.
+
+Lanes:
+- `semantic`: `collection.query` by the embedder's vector, similarity at least the embedder's
+  `min_similarity`.
+- `keyword`: `collection.get` with a `where_document` `$regex` per query term (a word starting
+  with the term, case-insensitive), ranked by summed IDF.
+
+`remember` checks every item and every `supersedes` id before it writes; if a Chroma call fails
+midway, the records it added are deleted and superseded marks are put back.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from tasks_lib.memory.adapter import Accounting, MemoryAdapter, MemoryHit, MemoryItem, coerce_items, normalize_subject
+from tasks_lib.memory.adapters.common import (
+    POOL,
+    AdapterUnavailableError,
+    fuse,
+    memory_id,
+    query_terms,
+    rank_by_terms,
+    realm_key,
+    text_has_term,
+)
+from tasks_lib.memory.embeddings import Embedder, get_embedder
+from tasks_lib.memory.errors import (
+    EmbedderMismatchError,
+    MemoryInputError,
+    MemoryStoreError,
+    RealmExistsError,
+    UnknownMemoryIdError,
+    UnknownRealmError,
+)
+from tasks_lib.memory.realms import validate_realm
+
+CHROMA_PACKAGE = "chromadb>=1.0,<2"
+"""The distribution this adapter needs (the `chroma` extra)."""
+
+COLLECTION_PREFIX = "realm-"
+"""Prefix of the collection names this adapter makes."""
+
+ADAPTER_SCHEMA = "1"
+"""Version of the record layout, kept in each collection's metadata."""
+
+
+def chroma_unavailable() -> str | None:
+    """None when chromadb can be imported here, else why not (for skip messages and errors)."""
+    try:
+        import chromadb  # noqa: F401
+    except ImportError as error:
+        return f"memory system 'chroma' needs {CHROMA_PACKAGE} ({error}); install it with: pip install -e '.[chroma]'"
+    return None
+
+
+@functools.cache
+def _embedding_function_class() -> type:
+    """The chromadb EmbeddingFunction that wraps a memtrial embedder (built once, registered as `memtrial`)."""
+    from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
+    from chromadb.utils.embedding_functions import register_embedding_function
+
+    class MemtrialEmbeddingFunction(EmbeddingFunction[Documents]):
+        """memtrial's embedder as a Chroma embedding function; counts its calls for accounting."""
+
+        def __init__(self, embedder: Embedder | str = "hashed", counts: dict[str, int] | None = None) -> None:
+            self.embedder = embedder if isinstance(embedder, Embedder) else get_embedder(embedder)
+            self.counts = counts if counts is not None else {"calls": 0, "texts": 0, "tokens": 0}
+
+        def __call__(self, input: Documents) -> Embeddings:  # noqa: A002 - chromadb's parameter name
+            texts = list(input)
+            vectors = self.embedder.embed(texts)
+            self.counts["calls"] += 1
+            self.counts["texts"] += len(texts)
+            self.counts["tokens"] += self.embedder.count_tokens(texts)
+            return list(vectors)
+
+        @staticmethod
+        def name() -> str:
+            return "memtrial"
+
+        def default_space(self) -> Any:
+            return "cosine"
+
+        def supported_spaces(self) -> Any:
+            return ["cosine"]
+
+        def get_config(self) -> dict[str, Any]:
+            return {"embedder": self.embedder.name}
+
+        @staticmethod
+        def build_from_config(config: dict[str, Any]) -> MemtrialEmbeddingFunction:
+            return MemtrialEmbeddingFunction(str(config["embedder"]))
+
+    register_embedding_function(MemtrialEmbeddingFunction)
+    return MemtrialEmbeddingFunction
+
+
+def _dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+class ChromaMemoryAdapter(MemoryAdapter):
+    """Chroma, embedded, one collection per realm (lanes: semantic, keyword)."""
+
+    LANES: ClassVar[tuple[str, ...]] = ("semantic", "keyword")
+
+    def __init__(self, path: Path | str, embedder: Embedder | str = "hashed") -> None:
+        """Open (or create) a Chroma store in folder `path` using memtrial embedder `embedder`.
+
+        Raises AdapterUnavailableError when chromadb is not installed, UnknownEmbedderError /
+        EmbedderUnavailableError from the embedder registry, and MemoryStoreError when Chroma
+        cannot open the folder.
+        """
+        reason = chroma_unavailable()
+        if reason:
+            raise AdapterUnavailableError(reason)
+        import chromadb
+        from chromadb.config import Settings
+
+        self.path = Path(path)
+        self.embedder = embedder if isinstance(embedder, Embedder) else get_embedder(embedder)
+        self._counts = {"calls": 0, "texts": 0, "tokens": 0}
+        self._ef = _embedding_function_class()(self.embedder, self._counts)
+        self._collections: dict[str, Any] = {}
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._client = chromadb.PersistentClient(
+                path=str(self.path), settings=Settings(anonymized_telemetry=False, allow_reset=False)
+            )
+        except Exception as error:  # noqa: BLE001 - chromadb raises many types; report them as one
+            raise MemoryStoreError(f"chroma path: cannot open a Chroma store at {self.path} ({type(error).__name__}: {error})") from error
+
+    # ------------------------------------------------------------------ realms
+
+    def _name(self, realm: str) -> str:
+        return COLLECTION_PREFIX + realm_key(realm)
+
+    def _collection(self, realm: str) -> Any:
+        """The realm's collection; raises UnknownRealmError / EmbedderMismatchError."""
+        if realm in self._collections:
+            return self._collections[realm]
+        from chromadb.errors import NotFoundError
+
+        try:
+            collection = self._client.get_collection(self._name(realm), embedding_function=self._ef)
+        except (NotFoundError, ValueError):
+            raise UnknownRealmError(f"realm: {realm!r} was never created in {self.path}; create it (no default realm is used)") from None
+        recorded = (collection.metadata or {}).get("embedder")
+        if recorded != self.embedder.name:
+            raise EmbedderMismatchError(
+                f"embedder: realm {realm!r} in {self.path} was built with {recorded!r}, not {self.embedder.name!r}; "
+                f"open it with {recorded!r} or use a new store"
+            )
+        self._collections[realm] = collection
+        return collection
+
+    def create_realm(self, realm: str) -> None:
+        validate_realm(realm)
+        try:
+            self._collection(realm)
+        except UnknownRealmError:
+            pass
+        else:
+            raise RealmExistsError(f"realm: {realm!r} already exists in {self.path}; realms are unique per trial, name a new one")
+        self._collections[realm] = self._client.create_collection(
+            self._name(realm),
+            embedding_function=self._ef,
+            metadata={"realm": realm, "stored": 0, "embedder": self.embedder.name, "memtrial_schema": ADAPTER_SCHEMA},
+            configuration={"hnsw": {"space": "cosine"}},
+        )
+
+    def check_realm(self, realm: str) -> None:
+        self._collection(realm)
+
+    def realms(self) -> tuple[str, ...]:
+        """Every realm of the store, sorted."""
+        names = []
+        for collection in self._client.list_collections():
+            if collection.name.startswith(COLLECTION_PREFIX):
+                names.append(str((collection.metadata or {}).get("realm", collection.name)))
+        return tuple(sorted(names))
+
+    # ------------------------------------------------------------------ writes
+
+    def remember(self, realm: str, items: Sequence[MemoryItem | str | bytes]) -> tuple[str, ...]:
+        validate_realm(realm)
+        checked = coerce_items(items)
+        collection = self._collection(realm)
+        meta = dict(collection.metadata or {})
+        stored = int(meta.get("stored", 0))
+
+        wanted_old = sorted({old for item in checked for old in item.supersedes})
+        known: dict[str, str] = {}  # stored id -> its superseded_by
+        if wanted_old:
+            got = collection.get(ids=wanted_old, include=["metadatas"])
+            known = {i: str(m.get("superseded_by", "")) for i, m in zip(got["ids"], got["metadatas"])}
+        by_subject: dict[str, list[str]] = {}
+        for subject in sorted({normalize_subject(i.subject) for i in checked if i.subject}):
+            got = collection.get(where={"$and": [{"subject": subject}, {"superseded_by": ""}]}, include=[])
+            by_subject[subject] = list(got["ids"])
+
+        ids: list[str] = []
+        records: list[dict[str, Any]] = []
+        marks: dict[str, str] = {}  # id already stored -> the new id that supersedes it
+        for index, item in enumerate(checked):
+            new_id = memory_id(realm, stored + index, item.kind, item.text)
+            subject = normalize_subject(item.subject) if item.subject else ""
+            batch = {r["id"]: r for r in records}
+            for old in item.supersedes:
+                if old in batch:
+                    live = batch[old]["superseded_by"] == ""
+                    why = "is already superseded"
+                else:
+                    live = old in known and known[old] == "" and old not in marks
+                    why = "is not a memory of this realm" if old not in known else "is already superseded"
+                if not live:
+                    raise UnknownMemoryIdError(f"items[{index}].supersedes: id {old!r} {why}; name a live memory of realm {realm!r}")
+                if old in batch:
+                    batch[old]["superseded_by"] = new_id
+                else:
+                    marks[old] = new_id
+            if subject:
+                for old in by_subject.get(subject, []):
+                    marks.setdefault(old, new_id)
+                for record in records:
+                    if record["subject"] == subject and record["superseded_by"] == "":
+                        record["superseded_by"] = new_id
+            records.append({"id": new_id, "text": item.text, "kind": item.kind, "subject": subject, "superseded_by": "", "seq": stored + index})
+            ids.append(new_id)
+
+        added = False
+        marked: list[str] = []
+        try:
+            collection.add(
+                ids=[r["id"] for r in records],
+                documents=[r["text"] for r in records],
+                metadatas=[{k: r[k] for k in ("kind", "subject", "superseded_by", "seq")} for r in records],
+            )
+            added = True
+            if marks:
+                marked = sorted(marks)
+                collection.update(ids=marked, metadatas=[{"superseded_by": marks[i]} for i in marked])
+            collection.modify(metadata={**meta, "stored": stored + len(checked)})
+        except Exception as error:  # noqa: BLE001 - undo, then report the Chroma failure with context
+            if marked:
+                collection.update(ids=marked, metadatas=[{"superseded_by": ""} for _ in marked])
+            if added:
+                collection.delete(ids=ids)
+            raise MemoryStoreError(f"chroma: storing {len(ids)} memories in realm {realm!r} failed ({type(error).__name__}: {error}); nothing was stored") from error
+        return tuple(ids)
+
+    def forget(self, ids: Sequence[str]) -> tuple[str, ...]:
+        if isinstance(ids, str) or not ids:
+            raise MemoryInputError("ids: give a non-empty list of memory ids to forget")
+        wanted = list(dict.fromkeys(ids))
+        where: dict[str, Any] = {}
+        for listed in self._client.list_collections():
+            if not listed.name.startswith(COLLECTION_PREFIX):
+                continue
+            collection = self._client.get_collection(listed.name, embedding_function=self._ef)
+            found = collection.get(ids=wanted, include=[])["ids"]
+            if found:
+                where[listed.name] = (collection, list(found))
+        present = {i for _, found in where.values() for i in found}
+        missing = [i for i in wanted if i not in present]
+        if missing:
+            raise UnknownMemoryIdError(f"ids: {len(missing)} id(s) are not stored (e.g. {missing[0]!r}); nothing was forgotten")
+        for collection, found in where.values():
+            collection.delete(ids=found)
+        return tuple(wanted)
+
+    # ------------------------------------------------------------------ reads
+
+    def _semantic(self, collection: Any, query: str, seen: dict[str, tuple[str, str, int]]) -> list[str]:
+        count = collection.count()
+        if not count:
+            return []
+        result = collection.query(
+            query_texts=[query],
+            n_results=min(POOL, count),
+            where={"superseded_by": ""},
+            include=["documents", "metadatas", "distances"],
+        )
+        out = []
+        for mem_id, text, meta, distance in zip(result["ids"][0], result["documents"][0], result["metadatas"][0], result["distances"][0]):
+            if 1.0 - float(distance) >= self.embedder.min_similarity:
+                seen[mem_id] = (text, str(meta["kind"]), int(meta["seq"]))
+                out.append(mem_id)
+        return out
+
+    def _keyword(self, collection: Any, query: str, seen: dict[str, tuple[str, str, int]]) -> list[str]:
+        terms = query_terms(query)
+        if not terms:
+            return []
+        patterns: list[dict[str, Any]] = [{"$regex": r"(?i)(?:^|[^\p{L}\p{N}])" + term} for term in terms]
+        document_filter = patterns[0] if len(patterns) == 1 else {"$or": patterns}
+        result = collection.get(where={"superseded_by": ""}, where_document=document_filter, include=["documents", "metadatas"])
+        docs = {}
+        for mem_id, text, meta in zip(result["ids"], result["documents"], result["metadatas"]):
+            docs[mem_id] = text
+            seen[mem_id] = (text, str(meta["kind"]), int(meta["seq"]))
+        matches = {term: [i for i, text in docs.items() if text_has_term(text, term)] for term in terms}
+        return rank_by_terms(matches, collection.count(), {i: seen[i][2] for i in docs})
+
+    def search(self, realm: str, query: str, k: int, lanes: tuple[str, ...]) -> list[MemoryHit]:
+        collection = self._collection(realm)
+        seen: dict[str, tuple[str, str, int]] = {}  # id -> (text, kind, seq)
+        ranked: dict[str, list[str]] = {}
+        if "semantic" in lanes:
+            ranked["semantic"] = self._semantic(collection, query, seen)
+        if "keyword" in lanes:
+            ranked["keyword"] = self._keyword(collection, query, seen)
+        newer = {i: v[2] for i, v in seen.items()}
+        return [
+            MemoryHit(id=mem_id, text=seen[mem_id][0], score=score, lanes=hit_lanes, kind=seen[mem_id][1])  # type: ignore[arg-type]
+            for mem_id, score, hit_lanes in fuse(ranked, self.LANES, newer)[:k]
+        ]
+
+    def accounting(self) -> Accounting:
+        return Accounting(
+            embedding_calls=self._counts["calls"],
+            embedding_texts=self._counts["texts"],
+            embedding_tokens=self._counts["tokens"],
+            storage_bytes=_dir_size(self.path),
+        )
+
+    def close(self) -> None:
+        """Release the Chroma client (its SQLite files and in-process system)."""
+        self._collections.clear()
+        close = getattr(self._client, "close", None)
+        if callable(close):
+            close()

@@ -1,0 +1,88 @@
+"""What the third-party adapters share: ids, query terms, rank fusion and the unavailable error.
+
+The reference store keeps its own versions of these in `store` and `lanes`; the adapters do not
+import them so that the reference store's retrieval can change without changing these systems.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from tasks_lib.memory.entities import COMMON_WORDS
+from tasks_lib.memory.errors import MemoryStoreError
+
+RRF_K = 60
+"""The constant of reciprocal rank fusion: a hit at rank r in a lane adds 1 / (RRF_K + r)."""
+
+POOL = 50
+"""Candidates each lane returns before fusion."""
+
+MAX_TERMS = 24
+"""Most query terms one keyword search uses (the rarest-looking, i.e. longest, are kept)."""
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+class AdapterUnavailableError(MemoryStoreError):
+    """A memory system's optional package or program is not installed here; the message says how to install it."""
+
+
+def memory_id(realm: str, counter: int, kind: str, text: str) -> str:
+    """The id of the `counter`-th memory stored in `realm`: 16 hex digits of sha256 of those inputs."""
+    return hashlib.sha256(f"{realm}\n{counter}\n{kind}\n{text}".encode()).hexdigest()[:16]
+
+
+def realm_key(realm: str) -> str:
+    """A filesystem- and collection-safe key for `realm` (24 hex digits of its sha256)."""
+    return hashlib.sha256(realm.encode()).hexdigest()[:24]
+
+
+def stem(word: str) -> str:
+    """A crude prefix stem, so that a prefix match finds inflections: `branches` -> `branch`, `exported` -> `export`."""
+    for suffix, keep in (("ing", 4), ("ies", 3), ("es", 4), ("ed", 4), ("s", 3)):
+        if word.endswith(suffix) and len(word) - len(suffix) >= keep and not word.endswith("ss"):
+            return word[: -len(suffix)]
+    return word
+
+
+def query_terms(query: str) -> tuple[str, ...]:
+    """The query's distinct casefolded non-common words (longer than one character), stemmed, sorted."""
+    terms = {stem(w) for w in _WORD.findall(query.casefold()) if w not in COMMON_WORDS and len(w) > 1}
+    return tuple(sorted(sorted(terms, key=lambda t: (-len(t), t))[:MAX_TERMS]))
+
+
+def text_has_term(text: str, term: str) -> bool:
+    """True when a word of `text` (casefolded) starts with `term`."""
+    return re.search(r"(?<![^\W_])" + re.escape(term), text.casefold()) is not None
+
+
+def rank_by_terms(matches: Mapping[str, Iterable[str]], total: int, newer: Mapping[str, int]) -> list[str]:
+    """Rank documents by the summed IDF of the terms they contain (BM25 without length or frequency).
+
+    `matches` maps each term to the live documents containing it; `total` is how many live
+    documents there are; ties go to the newer document (higher `newer` value).
+    """
+    scores: dict[str, float] = {}
+    for docs in matches.values():
+        found = set(docs)
+        if not found:
+            continue
+        idf = math.log(1.0 + (total - len(found) + 0.5) / (len(found) + 0.5))
+        for doc in found:
+            scores[doc] = scores.get(doc, 0.0) + idf
+    return sorted(scores, key=lambda d: (-scores[d], -newer.get(d, 0), d))[:POOL]
+
+
+def fuse(ranked: Mapping[str, Sequence[str]], lane_order: Sequence[str], newer: Mapping[str, int]) -> list[tuple[str, float, tuple[str, ...]]]:
+    """Reciprocal rank fusion of per-lane rankings: (id, score, lanes in `lane_order`) best first, ties newest first."""
+    scores: dict[str, float] = {}
+    lanes: dict[str, list[str]] = {}
+    for lane in lane_order:
+        for rank, doc in enumerate(ranked.get(lane, ()), start=1):
+            scores[doc] = scores.get(doc, 0.0) + 1.0 / (RRF_K + rank)
+            lanes.setdefault(doc, []).append(lane)
+    order = sorted(scores, key=lambda d: (-scores[d], -newer.get(d, 0), d))
+    return [(doc, scores[doc], tuple(lanes[doc])) for doc in order]

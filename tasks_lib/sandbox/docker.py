@@ -1,0 +1,184 @@
+"""The `docker` provider: one container per command, network `none`, the workspace bind-mounted.
+
+The container's root filesystem is read-only; `/tmp` and HOME are private tmpfs; the workspace is
+bound read-write at `/workspace` and nothing else of the host is mounted except the request's
+read-only mounts, so the runner-owned area is invisible by construction (a hidden path inside the
+workspace or a mount is covered by an empty tmpfs). CPUs, memory (memory+swap equal, so no
+swap), process count and file size come from the limits; all capabilities are dropped. On timeout
+the container is killed, which kills every process in it. Isolation is `container`.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tasks_lib.sandbox.base import (
+    DEFAULT_PATH,
+    SANDBOX_HOME,
+    Sandbox,
+    SandboxCapabilities,
+    SandboxRequest,
+    SandboxResult,
+)
+from tasks_lib.sandbox.capture import BoundedSink, drain_chunks
+from tasks_lib.sandbox.errors import SandboxError, SandboxUnavailable, SandboxUnsupported
+
+WORKSPACE_INSIDE = "/workspace"
+TMPFS_OPTIONS = "rw,nosuid,nodev,size=512m"
+READER_JOIN_SECONDS = 10.0
+API_TIMEOUT_SECONDS = 60
+
+
+class DockerSandbox(Sandbox):
+    """Run each command in a fresh container on the daemon at `base_url` from `image`."""
+
+    name = "docker"
+
+    def __init__(self, *, base_url: str, image: str) -> None:
+        """Connect to the daemon at `base_url` (e.g. a private dockerd's unix:// socket).
+
+        Raises:
+            SandboxUnavailable: the daemon does not answer or has no image `image`.
+        """
+        import docker  # noqa: PLC0415 - the SDK is only loaded for this provider
+        from docker.errors import DockerException, ImageNotFound  # noqa: PLC0415
+        from requests.exceptions import RequestException  # noqa: PLC0415
+
+        self._docker = docker
+        self._api_errors: tuple[type[BaseException], ...] = (DockerException, RequestException, OSError)
+        self.image = image
+        try:
+            self._client = docker.DockerClient(base_url=base_url, timeout=API_TIMEOUT_SECONDS)
+            self._client.ping()
+            self._client.images.get(image)
+        except ImageNotFound as error:
+            raise SandboxUnavailable(f"docker daemon at {base_url} has no image {image!r}; build it with ensure_image()") from error
+        except self._api_errors as error:
+            raise SandboxUnavailable(f"docker daemon at {base_url} does not answer: {error}") from error
+
+    def capabilities(self) -> SandboxCapabilities:
+        return SandboxCapabilities(provider=self.name, isolation="container", network_modes=("none",))
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _mounts(self, request: SandboxRequest) -> tuple[list[object], dict[str, str]]:
+        types = self._docker.types
+        mounts = [types.Mount(target=WORKSPACE_INSIDE, source=str(request.workspace), type="bind", read_only=False)]
+        pairs = [(str(request.workspace), WORKSPACE_INSIDE)]
+        for mount in request.mounts:
+            if mount.inside == WORKSPACE_INSIDE or mount.inside.startswith(WORKSPACE_INSIDE + "/"):
+                raise SandboxUnsupported(f"mount target {mount.inside} lies inside {WORKSPACE_INSIDE}")
+            mounts.append(types.Mount(target=mount.inside, source=str(mount.source), type="bind", read_only=True))
+            pairs.append((str(mount.source), mount.inside))
+        tmpfs = {"/tmp": TMPFS_OPTIONS, SANDBOX_HOME: TMPFS_OPTIONS}
+        for hidden in request.hidden_paths:
+            text = str(hidden)
+            if text == str(request.workspace) or str(request.workspace).startswith(text.rstrip("/") + "/"):
+                raise SandboxUnsupported(f"workspace {request.workspace} lies inside hidden path {hidden}")
+            for source, inside in pairs:
+                if text.startswith(source.rstrip("/") + "/") and hidden.exists():
+                    if not hidden.is_dir():
+                        raise SandboxUnsupported(f"hidden path {hidden} is a file inside a mount; hide its folder")
+                    tmpfs[inside + text[len(source.rstrip("/")):]] = "ro,size=1k"
+        return mounts, tmpfs
+
+    def run(self, request: SandboxRequest) -> SandboxResult:
+        request.validate_host_paths()
+        limits = request.limits
+        if limits.network != "none":
+            raise SandboxUnsupported(f"network {limits.network!r}: docker containers run with network none only")
+        mounts, tmpfs = self._mounts(request)
+        env = {"PATH": DEFAULT_PATH, **request.env, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp"}
+        types = self._docker.types
+        try:
+            container = self._client.containers.create(
+                self.image,
+                command=list(request.argv),
+                environment=env,
+                working_dir=WORKSPACE_INSIDE,
+                mounts=mounts,
+                tmpfs=tmpfs,
+                network_mode="none",
+                nano_cpus=int(limits.cpus * 1e9),
+                mem_limit=f"{limits.memory_mb}m",
+                memswap_limit=f"{limits.memory_mb}m",
+                pids_limit=limits.max_processes,
+                ulimits=[types.Ulimit(name="fsize", soft=limits.max_file_mb << 20, hard=limits.max_file_mb << 20),
+                         types.Ulimit(name="core", soft=0, hard=0)],
+                read_only=True,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                hostname="localhost",
+                log_config=types.LogConfig(type="json-file", config={"max-size": "64m", "max-file": "2"}),
+            )
+        except self._docker.errors.ImageNotFound as error:
+            raise SandboxUnavailable(f"image {self.image!r} disappeared from the daemon") from error
+        except self._api_errors as error:
+            raise SandboxError(f"docker could not create a container for {request.argv[0]!r}: {error}") from error
+        try:
+            return self._run_container(container, request)
+        finally:
+            try:
+                container.remove(force=True)
+            except self._api_errors:
+                pass  # already gone; nothing of the run depends on it
+
+    def _run_container(self, container: object, request: SandboxRequest) -> SandboxResult:
+        limits = request.limits
+        stdout, stderr = BoundedSink(limits.max_output_bytes), BoundedSink(limits.max_output_bytes)
+        started = time.monotonic()
+        try:
+            container.start()  # type: ignore[attr-defined]
+        except self._api_errors as error:
+            raise SandboxError(f"docker could not start {request.argv[0]!r} in {self.image}: {error}") from error
+        readers = [
+            drain_chunks(container.logs(stdout=True, stderr=False, stream=True, follow=True), stdout, self._api_errors),  # type: ignore[attr-defined]
+            drain_chunks(container.logs(stdout=False, stderr=True, stream=True, follow=True), stderr, self._api_errors),  # type: ignore[attr-defined]
+        ]
+        timed_out = False
+        remaining = limits.timeout_seconds - (time.monotonic() - started)
+        try:
+            container.wait(timeout=max(0.1, remaining))  # type: ignore[attr-defined]
+        except self._api_errors:
+            if time.monotonic() - started < limits.timeout_seconds - 0.5:
+                raise
+            timed_out = True
+        wall = time.monotonic() - started
+        if timed_out:
+            try:
+                container.kill()  # type: ignore[attr-defined]
+            except self._api_errors:
+                pass  # it exited between the timeout and the kill
+            container.wait(timeout=API_TIMEOUT_SECONDS)  # type: ignore[attr-defined]
+        for reader in readers:
+            reader.join(READER_JOIN_SECONDS)
+        container.reload()  # type: ignore[attr-defined]
+        state = container.attrs["State"]  # type: ignore[attr-defined]
+        code = int(state["ExitCode"])
+        oom = bool(state.get("OOMKilled"))
+        killed = timed_out or oom or code == 137
+        reason = "timeout" if timed_out else ("memory" if oom else ("signal" if killed else None))
+        unenforced = []
+        if any(r.is_alive() for r in readers):
+            unenforced.append("the log stream did not end; output capture stopped early")
+        return SandboxResult(
+            provider=self.name,
+            isolation="container",
+            exit_code=None if killed and code >= 128 else code,
+            signal=code - 128 if killed and code >= 128 else None,
+            stdout=stdout.result(),
+            stderr=stderr.result(),
+            wall_seconds=round(wall, 6),
+            timed_out=timed_out,
+            killed=killed,
+            kill_reason=reason,
+            workspace_path=WORKSPACE_INSIDE,
+            unenforced=tuple(unenforced),
+        )
+
+
+def workspace_inside(_: Path) -> str:
+    """Where any workspace appears inside a docker sandbox."""
+    return WORKSPACE_INSIDE

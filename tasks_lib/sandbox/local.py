@@ -1,0 +1,302 @@
+"""The `local` provider: a subprocess in its own session, limited by prlimit, confined by bwrap.
+
+With bubblewrap (`bwrap`) the command runs in new PID, IPC, UTS and (for network `none`) network
+namespaces with no capabilities. Its root is an empty read-only tmpfs onto which every top-level
+host directory is bound read-only, except the ones masked (`/root`, `/run`, `/mnt`, `/media`;
+`/tmp`, `/home` and `/var/tmp` become private empty tmpfs). The workspace appears read-write at
+`/workspace`, and every hidden path (the runner-owned area) is covered by an empty tmpfs. The
+bwrap arguments travel through a pipe (`--args`), so host paths do not show in the sandbox's
+process list. Isolation is `namespace`.
+
+Without a working bwrap the command runs as a plain process in its own session (isolation
+`process`): private HOME and TMPDIR directories and a scrubbed environment still hold, but the
+host filesystem, `/tmp` and the network are shared; each result lists that in `unenforced`.
+
+In both modes util-linux `prlimit` sets address space (memory, per process), CPU time, file size,
+process count and core size, and `taskset` pins the command to whole cores. On timeout the
+process group, the session and every descendant seen while it ran are killed.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tasks_lib.sandbox.base import (
+    DEFAULT_PATH,
+    SANDBOX_HOME,
+    Guarantee,
+    Sandbox,
+    SandboxCapabilities,
+    SandboxLimits,
+    SandboxRequest,
+    SandboxResult,
+)
+from tasks_lib.sandbox.capture import BoundedSink, drain_file
+from tasks_lib.sandbox.errors import SandboxError, SandboxRequestError, SandboxUnavailable, SandboxUnsupported
+from tasks_lib.sandbox.procs import TreeWatcher, kill_tree
+
+WORKSPACE_INSIDE = "/workspace"
+"""Where the workspace appears under bwrap."""
+
+MASKED_TOP = ("root", "run", "mnt", "media")
+"""Top-level host directories never shown inside bwrap (besides /proc, /dev, /tmp, /home)."""
+
+PRIVATE_TMPFS = ("/tmp", "/home", "/var/tmp")
+"""Directories that are private, empty tmpfs inside bwrap."""
+
+READER_JOIN_SECONDS = 5.0
+
+PROCESS_ONLY: dict[Guarantee, str] = {
+    "private-tmp": "no bwrap: /tmp is the host's shared /tmp (TMPDIR is private)",
+    "hidden-paths": "no bwrap: the runner-owned area is readable by the command",
+    "write-confinement": "no bwrap: the command can write anywhere its user can",
+    "network-none": "no bwrap: the command shares the host network",
+}
+
+
+@functools.lru_cache(maxsize=8)
+def bwrap_problem(path: str | None) -> str | None:
+    """Why bwrap at `path` cannot confine a command here, or None when it can."""
+    if path is None:
+        return "bwrap not found on PATH; install bubblewrap (scripts/install_test_deps.sh)"
+    probe = [path, "--die-with-parent", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/",
+             "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"bwrap at {path} could not run: {error}"
+    if done.returncode != 0:
+        return f"bwrap at {path} cannot create namespaces here: {done.stderr.decode(errors='replace').strip()}"
+    return None
+
+
+def _under(path: str, roots: Sequence[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+class LocalSandbox(Sandbox):
+    """Run commands on this machine: bwrap namespaces when available, else a plain process group."""
+
+    name = "local"
+
+    def __init__(self, *, bwrap: bool | None = None, bwrap_path: str | None = None) -> None:
+        """`bwrap=None` uses bwrap when it works here; True requires it; False never uses it.
+
+        Raises:
+            SandboxUnavailable: `bwrap=True` and bwrap cannot run here, or util-linux
+                `prlimit`/`taskset` is missing.
+        """
+        self._prlimit = shutil.which("prlimit")
+        self._taskset = shutil.which("taskset")
+        if self._prlimit is None or self._taskset is None:
+            raise SandboxUnavailable("the local sandbox needs util-linux prlimit and taskset on PATH")
+        path = bwrap_path or shutil.which("bwrap")
+        self.bwrap_reason = "disabled by the caller (bwrap=False)" if bwrap is False else bwrap_problem(path)
+        if bwrap is True and self.bwrap_reason is not None:
+            raise SandboxUnavailable(self.bwrap_reason)
+        self._bwrap = path if self.bwrap_reason is None else None
+
+    # ------------------------------------------------------------------ interface
+
+    def capabilities(self) -> SandboxCapabilities:
+        if self._bwrap:
+            return SandboxCapabilities(provider=self.name, isolation="namespace", network_modes=("none", "loopback"))
+        reasons = {k: f"{v} ({self.bwrap_reason})" for k, v in PROCESS_ONLY.items()}
+        return SandboxCapabilities(
+            provider=self.name, isolation="process", unenforceable=reasons, network_modes=("none", "loopback")
+        )
+
+    def run(self, request: SandboxRequest) -> SandboxResult:
+        request.validate_host_paths()
+        limits = request.limits
+        unenforced = self._unenforced(request)
+        scratch = Path(tempfile.mkdtemp())  # neutral name: the command sees it as HOME
+        try:
+            if self._bwrap:
+                home, tmpdir, workspace_path = SANDBOX_HOME, "/tmp", WORKSPACE_INSIDE
+                bwrap_args = self._bwrap_args(request)
+            else:
+                self._check_process_mounts(request)
+                (scratch / "home").mkdir()
+                (scratch / "tmp").mkdir()
+                home, tmpdir, workspace_path = str(scratch / "home"), str(scratch / "tmp"), str(request.workspace)
+                bwrap_args = None
+            env = {"PATH": DEFAULT_PATH, **request.env, "HOME": home, "TMPDIR": tmpdir}
+            return self._execute(request, env, bwrap_args, workspace_path, unenforced)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)  # our own scratch; a leftover is only disk
+
+    # ------------------------------------------------------------------ pieces
+
+    def _unenforced(self, request: SandboxRequest) -> list[str]:
+        limits = request.limits
+        notes = [f"{limits.memory_mb} MiB memory applies per process (RLIMIT_AS), not to the process tree"]
+        cores = self._cores(limits)
+        if len(cores) != limits.cpus:
+            notes.append(f"cpus={limits.cpus}: pinned to {len(cores)} whole core(s); a fractional quota is not enforced")
+        if os.geteuid() == 0:
+            notes.append("max_processes: RLIMIT_NPROC does not bind root")
+        if limits.network == "loopback":
+            notes.append("network=loopback: the host network is shared; egress beyond loopback is not blocked")
+        if not self._bwrap:
+            notes.extend(f"{k}: {v}" for k, v in PROCESS_ONLY.items())
+        return notes
+
+    @staticmethod
+    def _cores(limits: SandboxLimits) -> list[int]:
+        available = sorted(os.sched_getaffinity(0))
+        return available[: max(1, min(len(available), math.ceil(limits.cpus)))]
+
+    @staticmethod
+    def _check_process_mounts(request: SandboxRequest) -> None:
+        for mount in request.mounts:
+            if mount.inside != str(mount.source):
+                raise SandboxUnsupported(
+                    f"mount {mount.source} -> {mount.inside}: without bwrap a mount cannot be moved; "
+                    "drop the target or install bubblewrap"
+                )
+
+    def _bwrap_args(self, request: SandboxRequest) -> list[str]:
+        workspace = str(request.workspace)
+        visible = [workspace, *(str(m.source) for m in request.mounts)]
+        for hidden in request.hidden_paths:
+            if _under(workspace, [str(hidden)]):
+                raise SandboxRequestError(f"workspace {workspace} lies inside hidden path {hidden}; it would be masked")
+        args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+                "--unshare-cgroup-try", "--cap-drop", "ALL"]
+        if request.limits.network == "none":
+            args.append("--unshare-net")
+        args += ["--tmpfs", "/"]
+        for entry in sorted(os.scandir("/"), key=lambda e: e.name):
+            if entry.name in ("proc", "dev", "tmp", "home", *MASKED_TOP):
+                continue
+            if entry.is_symlink():
+                args += ["--symlink", os.readlink(entry.path), entry.path]
+            else:
+                args += ["--ro-bind", entry.path, entry.path]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        for private in PRIVATE_TMPFS:
+            if private in ("/tmp", "/home") or os.path.isdir(private):
+                args += ["--tmpfs", private]
+        args += ["--dir", SANDBOX_HOME, "--dir", WORKSPACE_INSIDE, "--bind", workspace, WORKSPACE_INSIDE]
+        for mount in request.mounts:
+            if _under(mount.inside, [WORKSPACE_INSIDE]):
+                raise SandboxUnsupported(
+                    f"mount target {mount.inside} lies inside {WORKSPACE_INSIDE}; its mount point would be "
+                    "created in the workspace and show up as a mutation"
+                )
+            args += ["--ro-bind", str(mount.source), mount.inside]
+        masked_roots = ["/tmp", "/home", "/var/tmp", *(f"/{n}" for n in MASKED_TOP)]
+        for hidden in request.hidden_paths:
+            text = str(hidden)
+            inside = self._inside_path(text, request)
+            if not os.path.lexists(text) or (inside is None and _under(text, masked_roots)):
+                continue  # nothing to hide, or already invisible (a mount point would reveal its name)
+            target = inside or text
+            if hidden.is_dir() and not hidden.is_symlink():
+                args += ["--tmpfs", target]
+            else:
+                args += ["--ro-bind", "/dev/null", target]
+        args += ["--remount-ro", "/", "--chdir", WORKSPACE_INSIDE]
+        return args
+
+    @staticmethod
+    def _inside_path(host: str, request: SandboxRequest) -> str | None:
+        """Where host path `host` appears inside bwrap when it lies in the workspace or a mount."""
+        pairs = [(str(request.workspace), WORKSPACE_INSIDE), *((str(m.source), m.inside) for m in request.mounts)]
+        for source, inside in pairs:
+            if _under(host, [source]):
+                return inside + host[len(source.rstrip("/")):]
+        return None
+
+    def _limit_prefix(self, limits: SandboxLimits) -> list[str]:
+        cpu_seconds = math.ceil(limits.timeout_seconds * max(1.0, limits.cpus)) + 1
+        return [
+            str(self._prlimit),
+            f"--as={limits.memory_mb * 1024 * 1024}",
+            f"--cpu={cpu_seconds}",
+            f"--fsize={limits.max_file_mb * 1024 * 1024}",
+            f"--nproc={limits.max_processes}",
+            "--core=0",
+            "--",
+            str(self._taskset),
+            "--cpu-list",
+            ",".join(str(c) for c in self._cores(limits)),
+        ]
+
+    def _execute(
+        self,
+        request: SandboxRequest,
+        env: dict[str, str],
+        bwrap_args: list[str] | None,
+        workspace_path: str,
+        unenforced: list[str],
+    ) -> SandboxResult:
+        limits = request.limits
+        argv = self._limit_prefix(limits)
+        pass_fds: tuple[int, ...] = ()
+        read_end = write_end = -1
+        if bwrap_args is not None:
+            read_end, write_end = os.pipe()
+            payload = b"".join(a.encode() + b"\0" for a in bwrap_args)
+            if len(payload) > 60_000:
+                raise SandboxRequestError(f"bwrap arguments are {len(payload)} bytes; too many mounts or hidden paths")
+            os.write(write_end, payload)
+            os.close(write_end)
+            pass_fds = (read_end,)
+            argv += [str(self._bwrap), "--args", str(read_end), "--"]
+        argv += list(request.argv)
+        stdout, stderr = BoundedSink(limits.max_output_bytes), BoundedSink(limits.max_output_bytes)
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv, cwd=request.workspace, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True, close_fds=True, pass_fds=pass_fds,
+            )
+        except OSError as error:
+            raise SandboxError(f"local sandbox could not start {argv[0]}: {error}") from error
+        finally:
+            if read_end >= 0:
+                os.close(read_end)
+        watcher = TreeWatcher(proc.pid).start() if bwrap_args is None else None
+        readers = [drain_file(proc.stdout, stdout), drain_file(proc.stderr, stderr)]  # type: ignore[arg-type]
+        timed_out = False
+        try:
+            proc.wait(timeout=limits.timeout_seconds)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            wall = time.monotonic() - started
+            if watcher is not None:
+                watcher.stop()
+            kill_tree(proc.pid, watcher)  # leftovers of a finished command die with it too
+            proc.wait()
+        for reader in readers:
+            reader.join(READER_JOIN_SECONDS)
+        if any(r.is_alive() for r in readers):
+            unenforced.append("an escaped process kept an output pipe open; capture stopped early")
+        code = proc.returncode
+        signal_number = -code if code < 0 else None
+        killed = timed_out or signal_number is not None
+        return SandboxResult(
+            provider=self.name,
+            isolation="namespace" if bwrap_args is not None else "process",
+            exit_code=None if signal_number is not None else code,
+            signal=signal_number,
+            stdout=stdout.result(),
+            stderr=stderr.result(),
+            wall_seconds=round(wall, 6),
+            timed_out=timed_out,
+            killed=killed,
+            kill_reason="timeout" if timed_out else ("signal" if killed else None),
+            workspace_path=workspace_path,
+            unenforced=tuple(unenforced),
+        )

@@ -31,12 +31,13 @@ from tasks_lib.memory.adapter import MAX_QUERY_BYTES, MemoryHit, check_text
 from tasks_lib.memory.errors import HookError
 from tasks_lib.memory.provenance import wrap_block
 from tasks_lib.memory.realms import validate_realm
-from tasks_lib.memory.server import SOCKET_ENV, MemoryClient
 from tasks_lib.memory.store import SqliteMemoryStore
 from tasks_lib.memory.switches import active_lanes, memory_off
 
 REALM_ENV = "MEMTRIAL_REALM"
 """The trial's realm, used verbatim."""
+SOCKET_ENV = "MEMTRIAL_MEMORY_SOCKET"
+"""Socket of the run's served replica (see `server`); when set it is used instead of MEMTRIAL_MEMORY_DB."""
 STORE_ENV = "MEMTRIAL_MEMORY_DB"
 """Path of the run's private store replica."""
 SESSION_QUERY_ENV = "MEMTRIAL_SESSION_QUERY"
@@ -142,6 +143,8 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
             lanes = active_lanes(SqliteMemoryStore.LANES, None, env)
             if not lanes:
                 return HookResult(exit_code=0)
+            from tasks_lib.memory.server import MemoryClient  # not at import: `python -m ...server` imports this package
+
             hits = MemoryClient(socket_path, timeout=SOCKET_TIMEOUT_SECONDS).recall(realm, query, DEFAULT_K, lanes=lanes)
         else:
             with SqliteMemoryStore(store_path, create=False) as store:

@@ -14,7 +14,7 @@ Protocol: one UTF-8 JSON object per line, at most MAX_REQUEST_BYTES; one JSON ob
     any failure                                      -> {"ok": false, "error": <error class>, "message": <one line>}
 
 A connection may carry several requests; it is closed after IDLE_TIMEOUT_SECONDS without a full
-line, or after an oversized or non-JSON line. Every answered request is appended to
+line, or after an oversized or non-JSON line. Every answered request but ping is appended to
 `DIR/requests.jsonl` (op, realm, lanes, ids; never the query text), which is how a run can see
 what the memory system was actually asked.
 
@@ -50,12 +50,9 @@ from tasks_lib.contracts import ContractModel
 from tasks_lib.memory import errors as memory_errors
 from tasks_lib.memory.adapter import MemoryHit, MemoryItem
 from tasks_lib.memory.errors import MemoryInputError, MemoryStoreError
+from tasks_lib.memory.hook import REALM_ENV, SOCKET_ENV
 from tasks_lib.memory.switches import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 
-SOCKET_ENV = "MEMTRIAL_MEMORY_SOCKET"
-"""Path of the served replica's socket; when set, the hook recalls through it instead of opening a file."""
-REALM_ENV = "MEMTRIAL_REALM"
-"""The trial's realm (the same variable the hook reads)."""
 
 SOCKET_NAME = "memory.sock"
 """File name of the socket inside the private socket folder."""
@@ -211,10 +208,11 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
                 response = self._dispatch(op, request, audit)
         except MemoryStoreError as error:
             response = {"ok": False, "error": type(error).__name__, "message": str(error)}
-        audit.update(ok=response["ok"], at=round(time.time(), 3))
-        if not response["ok"]:
-            audit["error"] = response["error"]
-        self._audit(audit)
+        if op != "ping":
+            audit.update(ok=response["ok"], at=round(time.time(), 3))
+            if not response["ok"]:
+                audit["error"] = response["error"]
+            self._audit(audit)
         return response, True
 
     def _dispatch(self, op: object, request: dict[str, Any], audit: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,234 @@
+"""The served replica: a real server process on a private Unix socket, a real hook process talking to it.
+
+Nothing is mocked. Each test starts its own server from a replica of a frozen store and stops it
+by PID at teardown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tasks_lib.memory.errors import UnknownRealmError
+from tasks_lib.memory.provenance import find_provenance
+from tasks_lib.memory.replica import file_sha256, restore_replica, snapshot
+from tasks_lib.memory.server import (
+    MAX_REQUEST_BYTES,
+    PID_NAME,
+    REQUEST_LOG_NAME,
+    SOCKET_ENV,
+    MemoryClient,
+    MemoryServerError,
+    ServedReplica,
+    private_dir,
+    start_server,
+    stop_server,
+)
+from tasks_lib.memory.store import SqliteMemoryStore
+
+REALM = "trial:run-1.uploader.on.t0"
+PROMPT = "what exit code does the uploader use for a full disk quota?"
+
+
+@pytest.fixture
+def frozen(tmp_path: Path) -> tuple[Path, str, tuple[str, ...]]:
+    """A frozen store with one realm and one planted memory: (frozen path, its sha256, planted ids)."""
+    live = tmp_path / "live.sqlite"
+    with SqliteMemoryStore(live) as store:
+        store.create_realm(REALM)
+        ids = store.remember(REALM, ["The uploader exits with code 75 when the disk quota is full."])
+    receipt = snapshot(live, tmp_path / "frozen.sqlite")
+    return tmp_path / "frozen.sqlite", receipt.sha256, ids
+
+
+@pytest.fixture
+def served(tmp_path: Path, frozen: tuple[Path, str, tuple[str, ...]]) -> Iterator[ServedReplica]:
+    replica = restore_replica(frozen[0], tmp_path / "run", expected_sha256=frozen[1])
+    server = start_server(replica, realm=REALM)
+    try:
+        yield server
+    finally:
+        stop_server(Path(server.socket_dir))
+        shutil.rmtree(server.socket_dir, ignore_errors=True)
+
+
+def _hook(env_extra: dict[str, str], prompt: str = PROMPT) -> subprocess.CompletedProcess[bytes]:
+    """Run the hook as its own process with only the served-replica settings (no store path)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIAL_")}
+    env.update(env_extra)
+    event = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": prompt, "session_id": "s1"})
+    return subprocess.run([sys.executable, "-m", "tasks_lib.memory.hook"], input=event.encode(),
+                          capture_output=True, env=env, timeout=60, check=False)
+
+
+def _stderr_lines(done: subprocess.CompletedProcess[bytes]) -> list[bytes]:
+    """stderr lines, without runpy's warning that `python -m` re-imports a module the package __init__ imported."""
+    return [line for line in done.stderr.splitlines() if b"RuntimeWarning: 'tasks_lib.memory.hook' found" not in line]
+
+
+def _requests(server: ServedReplica) -> list[dict[str, object]]:
+    log = Path(server.socket_dir) / REQUEST_LOG_NAME
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_nothing_a_run_does_changes_the_frozen_original(served: ServedReplica, frozen: tuple[Path, str, tuple[str, ...]]) -> None:
+    """Writes through the socket land in the replica; the frozen file keeps its bytes and read-only mode."""
+    frozen_path, digest, planted = frozen
+    client = MemoryClient(served.socket_path)
+    before_replica = file_sha256(Path(served.store_path))
+    new = client.remember(REALM, ["The uploader retries three times before giving up."])
+    assert client.forget(planted) == planted
+    assert [h.id for h in client.recall(REALM, "uploader retries", 5)] == list(new)
+    assert file_sha256(frozen_path) == digest, "the frozen original changed"
+    assert not frozen_path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+    assert file_sha256(Path(served.store_path)) != before_replica, "the run's writes did not reach its replica"
+
+
+def test_hook_through_the_socket_delivers_with_provenance(served: ServedReplica, frozen: tuple[Path, str, tuple[str, ...]]) -> None:
+    done = _hook(served.env())
+    assert done.returncode == 0, done.stderr
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "code 75" in context
+    assert find_provenance(context) == [("prompt-time", frozen[2])]
+    assert [r["op"] for r in _requests(served)] == ["recall"], "the hook must recall through the server"
+
+
+def test_exported_settings_name_the_socket_and_realm_only(served: ServedReplica) -> None:
+    assert served.env() == {SOCKET_ENV: served.socket_path, "MEMTRIAL_REALM": REALM}
+
+
+@pytest.mark.parametrize(
+    ("switches", "lanes"),
+    [
+        ({"MEMTRIAL_MEMORY_OFF": "1"}, None),
+        ({"MEMTRIAL_ABLATE_LANES": "all"}, None),
+        ({"MEMTRIAL_ABLATE_LANES": "semantic,graph,corrections"}, ["keyword"]),
+    ],
+    ids=["kill-switch", "ablate-all", "ablate-three"],
+)
+def test_switches_are_read_by_the_hook_itself(
+    tmp_path: Path, frozen: tuple[Path, str, tuple[str, ...]], monkeypatch: pytest.MonkeyPatch,
+    switches: dict[str, str], lanes: list[str] | None,
+) -> None:
+    """The server is started with the opposite switch in its environment and must ignore it;
+    the hook alone decides, before any request: no request at all, or only the active lanes."""
+    monkeypatch.setenv("MEMTRIAL_MEMORY_OFF", "1")
+    monkeypatch.setenv("MEMTRIAL_ABLATE_LANES", "keyword")
+    replica = restore_replica(frozen[0], tmp_path / "run", expected_sha256=frozen[1])
+    server = start_server(replica, realm=REALM)
+    try:
+        done = _hook({**server.env(), **switches})
+        assert done.returncode == 0, done.stderr
+        requests = _requests(server)
+        if lanes is None:
+            assert (done.stdout, requests) == (b"", []), "a switched-off hook must not call the server"
+        else:
+            assert find_provenance(done.stdout.decode()) == [("prompt-time", frozen[2])]
+            assert [(r["op"], r["lanes"]) for r in requests] == [("recall", lanes)]
+        plain = _hook(server.env())
+        assert plain.returncode == 0 and find_provenance(plain.stdout.decode()), \
+            "the server must not apply the switches it inherited"
+    finally:
+        stop_server(Path(server.socket_dir))
+        shutil.rmtree(server.socket_dir, ignore_errors=True)
+
+
+def test_hook_reports_an_unknown_realm_from_the_server_in_one_line(served: ServedReplica) -> None:
+    done = _hook({**served.env(), "MEMTRIAL_REALM": "trial:never-made"})
+    assert done.returncode == 1 and done.stdout == b""
+    lines = _stderr_lines(done)
+    assert len(lines) == 1 and b"was never created" in lines[0]
+
+
+def test_client_raises_the_store_error_type(served: ServedReplica) -> None:
+    with pytest.raises(UnknownRealmError, match="was never created"):
+        MemoryClient(served.socket_path).recall("trial:absent", "anything")
+
+
+def test_socket_is_private(served: ServedReplica) -> None:
+    folder, sock = Path(served.socket_dir), Path(served.socket_path)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_ISSOCK(sock.stat().st_mode) and stat.S_IMODE(sock.stat().st_mode) == 0o600
+
+
+def test_server_refuses_a_folder_others_can_enter(tmp_path: Path) -> None:
+    shared = Path("/tmp") / f"memtrial-shared-{os.getpid()}"
+    shared.mkdir(mode=0o755)
+    try:
+        shared.chmod(0o755)
+        with pytest.raises(MemoryServerError, match="chmod 700"):
+            private_dir(shared)
+    finally:
+        shared.rmdir()
+
+
+def test_oversized_request_is_refused_and_the_server_keeps_serving(served: ServedReplica) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(20)
+        conn.connect(served.socket_path)
+        conn.sendall(b'{"op": "ping", "pad": "' + b"x" * (MAX_REQUEST_BYTES + 10) + b'"}\n')
+        answer = json.loads(conn.makefile("rb").readline())
+    assert answer["ok"] is False and "longer than" in answer["message"]
+    assert MemoryClient(served.socket_path).ping()["pid"] == served.pid
+
+
+def test_a_silent_client_does_not_block_others(served: ServedReplica) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as idle:
+        idle.connect(served.socket_path)
+        assert MemoryClient(served.socket_path, timeout=5).ping()["realms"] == [REALM]
+
+
+def test_bad_requests_name_the_field(served: ServedReplica) -> None:
+    client = MemoryClient(served.socket_path)
+    with pytest.raises(Exception, match=r"items\[0\]\.text"):
+        client.remember(REALM, [""])
+    with pytest.raises(Exception, match="op: 'drop' is not one of"):
+        client.call({"op": "drop"})
+    with pytest.raises(Exception, match="unknown field"):
+        client.call({"op": "forget", "ids": ["x"], "realm": REALM})
+
+
+def test_stop_by_pid_removes_socket_and_pid_file(tmp_path: Path, frozen: tuple[Path, str, tuple[str, ...]]) -> None:
+    replica = restore_replica(frozen[0], tmp_path / "run", expected_sha256=frozen[1])
+    server = start_server(replica)
+    folder = Path(server.socket_dir)
+    try:
+        assert stop_server(folder) is True
+        assert not Path(server.socket_path).exists() and not (folder / PID_NAME).exists()
+        with pytest.raises(ProcessLookupError):
+            os.kill(server.pid, 0)
+        assert stop_server(folder) is False, "stopping twice is a no-op"
+        with pytest.raises(MemoryServerError, match="no memory server is listening"):
+            MemoryClient(server.socket_path).ping()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_stop_never_signals_a_recycled_pid(tmp_path: Path) -> None:
+    """A stale PID file naming some other process must not get that process killed."""
+    folder = private_dir(Path("/tmp") / f"memtrial-stale-{os.getpid()}")
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (folder / PID_NAME).write_text(f"{bystander.pid}\n")
+        assert stop_server(folder) is False
+        assert bystander.poll() is None, "stop_server killed a process that was not the memory server"
+    finally:
+        bystander.kill()
+        bystander.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_start_fails_clearly_on_a_file_that_is_not_a_store(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.sqlite"
+    bogus.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(MemoryServerError, match="exited with status 2"):
+        start_server(bogus)

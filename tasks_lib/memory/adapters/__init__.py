@@ -1,6 +1,6 @@
 """Adapters that put third-party memory systems behind `MemoryAdapter`, found by name in `tasks_lib.memory.registry`.
 
-- `chroma.ChromaMemoryAdapter`: Chroma, embedded (`chromadb`, the `chroma` extra); lanes semantic, keyword.
+- `chroma.ChromaMemoryAdapter`: Chroma, embedded (`chromadb`, the `chroma` extra); lanes keyword, semantic.
 - `mcp_memory.McpMemoryAdapter`: the MCP knowledge-graph memory server from npm
   (`@modelcontextprotocol/server-memory`, installed by `scripts/install_mcp_memory.sh`) over
   stdio; lanes keyword, graph.

@@ -8,10 +8,10 @@ telemetry is off. Each record's metadata holds `kind`, `subject` (normalised, or
 `superseded_by == ""`.
 
 Lanes:
-- `semantic`: `collection.query` by the embedder's vector, similarity at least the embedder's
-  `min_similarity`.
 - `keyword`: `collection.get` with a `where_document` `$regex` per query term (a word starting
   with the term, case-insensitive), ranked by summed IDF.
+- `semantic`: `collection.query` by the embedder's vector, similarity at least the embedder's
+  `min_similarity`.
 
 `remember` checks every item and every `supersedes` id before it writes; if a Chroma call fails
 midway, the records it added are deleted and superseded marks are put back.
@@ -112,9 +112,9 @@ def _dir_size(path: Path) -> int:
 
 
 class ChromaMemoryAdapter(MemoryAdapter):
-    """Chroma, embedded, one collection per realm (lanes: semantic, keyword)."""
+    """Chroma, embedded, one collection per realm (lanes: keyword, semantic)."""
 
-    LANES: ClassVar[tuple[str, ...]] = ("semantic", "keyword")
+    LANES: ClassVar[tuple[str, ...]] = ("keyword", "semantic")
 
     def __init__(self, path: Path | str, embedder: Embedder | str = "hashed") -> None:
         """Open (or create) a Chroma store in folder `path` using memtrial embedder `embedder`.
@@ -265,19 +265,19 @@ class ChromaMemoryAdapter(MemoryAdapter):
         if isinstance(ids, str) or not ids:
             raise MemoryInputError("ids: give a non-empty list of memory ids to forget")
         wanted = list(dict.fromkeys(ids))
-        where: dict[str, Any] = {}
+        holders: dict[str, tuple[Any, list[str]]] = {}
         for listed in self._client.list_collections():
             if not listed.name.startswith(COLLECTION_PREFIX):
                 continue
             collection = self._client.get_collection(listed.name, embedding_function=self._ef)
             found = collection.get(ids=wanted, include=[])["ids"]
             if found:
-                where[listed.name] = (collection, list(found))
-        present = {i for _, found in where.values() for i in found}
+                holders[listed.name] = (collection, list(found))
+        present = {i for _, found in holders.values() for i in found}
         missing = [i for i in wanted if i not in present]
         if missing:
             raise UnknownMemoryIdError(f"ids: {len(missing)} id(s) are not stored (e.g. {missing[0]!r}); nothing was forgotten")
-        for collection, found in where.values():
+        for collection, found in holders.values():
             collection.delete(ids=found)
         return tuple(wanted)
 
@@ -318,10 +318,10 @@ class ChromaMemoryAdapter(MemoryAdapter):
         collection = self._collection(realm)
         seen: dict[str, tuple[str, str, int]] = {}  # id -> (text, kind, seq)
         ranked: dict[str, list[str]] = {}
-        if "semantic" in lanes:
-            ranked["semantic"] = self._semantic(collection, query, seen)
         if "keyword" in lanes:
             ranked["keyword"] = self._keyword(collection, query, seen)
+        if "semantic" in lanes:
+            ranked["semantic"] = self._semantic(collection, query, seen)
         newer = {i: v[2] for i, v in seen.items()}
         return [
             MemoryHit(id=mem_id, text=seen[mem_id][0], score=score, lanes=hit_lanes, kind=seen[mem_id][1])  # type: ignore[arg-type]

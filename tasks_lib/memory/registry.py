@@ -1,0 +1,110 @@
+"""Memory systems found by name: the reference store and the third-party adapters.
+
+`open_memory_system("chroma", folder)` returns a fresh adapter keeping its data under `folder`.
+An unknown name raises UnknownMemorySystemError listing the known ones; a known system whose
+optional package or program is missing raises AdapterUnavailableError saying how to install it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks_lib.memory.adapter import MemoryAdapter
+from tasks_lib.memory.adapters.chroma import ChromaMemoryAdapter, chroma_unavailable
+from tasks_lib.memory.adapters.common import AdapterUnavailableError
+from tasks_lib.memory.adapters.mcp_memory import McpMemoryAdapter, mcp_memory_unavailable
+from tasks_lib.memory.errors import MemoryStoreError
+from tasks_lib.memory.store import SqliteMemoryStore
+
+
+class UnknownMemorySystemError(MemoryStoreError):
+    """A memory system name is not registered."""
+
+
+@dataclass(frozen=True)
+class MemorySystem:
+    """One registered memory system."""
+
+    name: str
+    """Registry name."""
+    summary: str
+    """One line: what it is and how it is run."""
+    lanes: tuple[str, ...]
+    """Its retrieval lanes, in hit order."""
+    install: str
+    """How to install its optional parts (empty when it needs none)."""
+    opener: Callable[[Path, str], MemoryAdapter]
+    """Build an adapter keeping its data in a folder, with a memtrial embedder name."""
+    unavailable: Callable[[], str | None]
+    """None when it can run here, else why not."""
+
+
+def _open_reference(folder: Path, embedder: str) -> MemoryAdapter:
+    folder.mkdir(parents=True, exist_ok=True)
+    return SqliteMemoryStore(folder / "memory.sqlite", embedder)
+
+
+def _open_mcp_memory(folder: Path, embedder: str) -> MemoryAdapter:
+    return McpMemoryAdapter(folder)  # no embeddings: the server matches text
+
+
+MEMORY_SYSTEMS: dict[str, MemorySystem] = {
+    system.name: system
+    for system in (
+        MemorySystem(
+            "reference",
+            "memtrial's SQLite store (FTS5, embeddings, entity graph, corrections), in process",
+            SqliteMemoryStore.LANES,
+            "",
+            _open_reference,
+            lambda: None,
+        ),
+        MemorySystem(
+            "chroma",
+            "Chroma, embedded PersistentClient, one collection per realm, memtrial's embedder",
+            ChromaMemoryAdapter.LANES,
+            "pip install -e '.[chroma]'",
+            ChromaMemoryAdapter,
+            chroma_unavailable,
+        ),
+        MemorySystem(
+            "mcp-memory",
+            "@modelcontextprotocol/server-memory (npm) over MCP stdio, one server and memory file per realm",
+            McpMemoryAdapter.LANES,
+            "bash scripts/install_mcp_memory.sh",
+            _open_mcp_memory,
+            mcp_memory_unavailable,
+        ),
+    )
+}
+"""Known memory systems by name."""
+
+
+def get_memory_system(name: str) -> MemorySystem:
+    """The memory system called `name`; raises UnknownMemorySystemError listing the known names."""
+    system = MEMORY_SYSTEMS.get(name)
+    if system is None:
+        raise UnknownMemorySystemError(
+            f"memory system: unknown name {name!r}; known memory systems are {', '.join(sorted(MEMORY_SYSTEMS))}"
+        )
+    return system
+
+
+def memory_system_unavailable(name: str) -> str | None:
+    """None when memory system `name` can run here, else the reason (for skip messages)."""
+    return get_memory_system(name).unavailable()
+
+
+def open_memory_system(name: str, folder: Path | str, *, embedder: str = "hashed") -> MemoryAdapter:
+    """A new adapter of memory system `name` keeping its data under `folder`.
+
+    Raises UnknownMemorySystemError, AdapterUnavailableError (with the install command), and the
+    adapter's own errors (UnknownEmbedderError, EmbedderUnavailableError, MemoryStoreError).
+    """
+    system = get_memory_system(name)
+    reason = system.unavailable()
+    if reason:
+        raise AdapterUnavailableError(reason)
+    return system.opener(Path(folder), embedder)

@@ -1,0 +1,231 @@
+"""Third-party memory systems behind the adapter interface: the conformance suite for every registered
+system, plus what each adapter promises on top (offline embedding, realm isolation, no orphan servers).
+
+A system whose optional package is missing is skipped with the reason printed; under CI (CI=true)
+it fails instead, since CI installs every extra (`pip install -e '.[chroma]'`,
+`bash scripts/install_mcp_memory.sh`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tasks_lib.memory.adapter import MemoryItem
+from tasks_lib.memory.adapters.common import AdapterUnavailableError
+from tasks_lib.memory.conformance import CONFORMANCE_CHECKS, FACTS, AdapterFactory, switched
+from tasks_lib.memory.embeddings import HashedEmbedder
+from tasks_lib.memory.errors import EmbedderMismatchError, RealmExistsError, UnknownRealmError
+from tasks_lib.memory.registry import (
+    MEMORY_SYSTEMS,
+    UnknownMemorySystemError,
+    get_memory_system,
+    memory_system_unavailable,
+    open_memory_system,
+)
+from tasks_lib.memory.switches import ABLATE_LANES_ENV, MEMORY_OFF_ENV
+
+SYSTEMS = tuple(MEMORY_SYSTEMS)
+REALM = "adapters:realm-a"
+OTHER = "adapters:realm-b"
+
+
+def require(name: str) -> None:
+    """Skip (printing why) when system `name` cannot run here; under CI, fail instead."""
+    reason = memory_system_unavailable(name)
+    if reason is None:
+        return
+    print(f"memory system {name!r} unavailable: {reason}")
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI must install every memory system: {reason}")
+    pytest.skip(reason)
+
+
+def factory(name: str, tmp_path: Path) -> AdapterFactory:
+    require(name)
+    counter = itertools.count()
+    return lambda: open_memory_system(name, tmp_path / f"{name}-{next(counter)}")
+
+
+def alive(pid: int) -> bool:
+    """True while process `pid` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+# ---------------------------------------------------------------------- the shared suite
+
+CASES = [(name, check) for name in SYSTEMS for check in CONFORMANCE_CHECKS]
+
+
+@pytest.mark.parametrize(("name", "check"), CASES, ids=[f"{n}-{c.__name__.removeprefix('check_')}" for n, c in CASES])
+def test_conformance(name: str, check: Callable[[AdapterFactory], None], tmp_path: Path) -> None:
+    check(factory(name, tmp_path))
+
+
+@pytest.mark.parametrize("name", SYSTEMS)
+def test_forgetting_a_correction_does_not_revive_what_it_replaced(name: str, tmp_path: Path) -> None:
+    """Forgetting the memory that superseded another must not make the stale one servable again."""
+    with switched(**{MEMORY_OFF_ENV: None, ABLATE_LANES_ENV: None}), factory(name, tmp_path)() as adapter:
+        adapter.create_realm(REALM)
+        (old,) = adapter.remember(REALM, [MemoryItem(text="The staging database listens on port 5433.", subject="staging port")])
+        (new,) = adapter.remember(
+            REALM, [MemoryItem(text="The staging database now listens on port 6543.", kind="correction", subject="staging port")]
+        )
+        adapter.forget([new])
+        served = [h.id for h in adapter.recall(REALM, "staging database port", 10)]
+        assert old not in served and new not in served
+
+
+@pytest.mark.parametrize("name", SYSTEMS)
+def test_memories_and_realms_survive_reopening(name: str, tmp_path: Path) -> None:
+    """A store closed and opened again on the same folder serves the same memories and knows its realms."""
+    require(name)
+    with switched(**{MEMORY_OFF_ENV: None, ABLATE_LANES_ENV: None}):
+        with open_memory_system(name, tmp_path / "store") as adapter:
+            adapter.create_realm(REALM)
+            ids = adapter.remember(REALM, [fact for fact, _ in FACTS])
+        with open_memory_system(name, tmp_path / "store") as adapter:
+            assert ids[3] in [h.id for h in adapter.recall(REALM, FACTS[3][1], 3)]
+            with pytest.raises(RealmExistsError):
+                adapter.create_realm(REALM)
+            with pytest.raises(UnknownRealmError):
+                adapter.recall(OTHER, "anything at all")
+            (later,) = adapter.remember(REALM, ["A later memory about zeppelin hangars."])
+            assert later not in ids
+
+
+@pytest.mark.parametrize("name", [n for n in SYSTEMS if "keyword" in MEMORY_SYSTEMS[n].lanes])
+def test_keyword_lane_alone_finds_every_fact(name: str, tmp_path: Path) -> None:
+    """The keyword lane is a real search of the system, not a pass-through: alone it finds each fact in the top 3."""
+    with switched(**{MEMORY_OFF_ENV: None, ABLATE_LANES_ENV: None}), factory(name, tmp_path)() as adapter:
+        adapter.create_realm(REALM)
+        ids = adapter.remember(REALM, [fact for fact, _ in FACTS] + ["Unrelated: the office closes at six."])
+        for (fact, query), fact_id in zip(FACTS, ids):
+            hits = adapter.recall(REALM, query, 3, lanes=["keyword"])
+            assert fact_id in [h.id for h in hits], f"keyword lane missed {fact!r} for {query!r}"
+            assert all(h.lanes == ("keyword",) for h in hits)
+
+
+# ---------------------------------------------------------------------- Chroma
+
+
+def test_chroma_embeds_with_memtrial_embedder_offline(tmp_path: Path) -> None:
+    """Chroma's default ONNX embedder downloads a model; the collections must use memtrial's embedder, telemetry off."""
+    require("chroma")
+    from tasks_lib.memory.adapters.chroma import ChromaMemoryAdapter
+
+    with switched(**{MEMORY_OFF_ENV: None, ABLATE_LANES_ENV: None}), ChromaMemoryAdapter(tmp_path / "c") as adapter:
+        adapter.create_realm(REALM)
+        adapter.remember(REALM, [fact for fact, _ in FACTS])
+        stored = adapter.accounting()
+        assert stored.embedding_calls == 1 and stored.embedding_texts == len(FACTS)
+        assert adapter.recall(REALM, FACTS[0][1], 3, lanes=["semantic"])
+        assert adapter.accounting().embedding_calls == 2
+        collection = adapter._collection(REALM)
+        assert collection.configuration["embedding_function"].name() == "memtrial"
+        assert collection.configuration["hnsw"]["space"] == "cosine"
+        assert adapter._client.get_settings().anonymized_telemetry is False
+
+
+def test_chroma_refuses_a_store_built_with_another_embedder(tmp_path: Path) -> None:
+    """Vectors of two embedders are not comparable: reopening a realm with another embedder is an error."""
+    require("chroma")
+    from tasks_lib.memory.adapters.chroma import ChromaMemoryAdapter
+
+    class OtherEmbedder(HashedEmbedder):
+        name = "hashed-other"
+
+    with ChromaMemoryAdapter(tmp_path / "c") as adapter:
+        adapter.create_realm(REALM)
+    with ChromaMemoryAdapter(tmp_path / "c", OtherEmbedder()) as adapter, pytest.raises(EmbedderMismatchError, match="hashed"):
+        adapter.recall(REALM, "anything")
+
+
+# ---------------------------------------------------------------------- MCP knowledge-graph memory server
+
+
+def test_mcp_realms_use_separate_servers_and_memory_files(tmp_path: Path) -> None:
+    """Each realm has its own server process and memory file, so one realm's file never holds another's text."""
+    require("mcp-memory")
+    from tasks_lib.memory.adapters.mcp_memory import McpMemoryAdapter
+
+    with McpMemoryAdapter(tmp_path / "m") as adapter:
+        adapter.create_realm(REALM)
+        adapter.create_realm(OTHER)
+        adapter.remember(REALM, ["Alpha realm secret: the vault code is 1234."])
+        adapter.remember(OTHER, ["Beta realm note: lunch is at noon."])
+        assert len(set(adapter.server_pids())) == 2
+        files = sorted((tmp_path / "m" / "realms").glob("*/memory.jsonl"))
+        assert len(files) == 2
+        texts = [f.read_text() for f in files]
+        assert sum("vault code" in t for t in texts) == 1 and sum("lunch" in t for t in texts) == 1
+        assert not any("vault code" in t and "lunch" in t for t in texts)
+        assert adapter.realms() == (REALM, OTHER)
+
+
+def test_mcp_close_leaves_no_server_process(tmp_path: Path) -> None:
+    """Closing the adapter stops every realm server it started (no orphan node processes)."""
+    require("mcp-memory")
+    from tasks_lib.memory.adapters.mcp_memory import McpMemoryAdapter
+
+    adapter = McpMemoryAdapter(tmp_path / "m")
+    adapter.create_realm(REALM)
+    adapter.create_realm(OTHER)
+    pids = adapter.server_pids()
+    assert len(pids) == 2 and all(alive(p) for p in pids)
+    adapter.close()
+    assert not any(alive(p) for p in pids)
+    assert adapter.server_pids() == ()
+
+
+def test_mcp_memories_are_plain_graph_entities_other_clients_can_read(tmp_path: Path) -> None:
+    """The state lives in the server's own file format: a second MCP client on the same file sees the memory."""
+    require("mcp-memory")
+    from tasks_lib.memory.adapters.mcp_memory import McpMemoryAdapter, mcp_memory_server
+    from tasks_lib.memory.mcp_client import McpStdioClient
+
+    with McpMemoryAdapter(tmp_path / "m") as adapter:
+        adapter.create_realm(REALM)
+        (mem_id,) = adapter.remember(REALM, [MemoryItem(text="Ravi Kumar owns billing_service.", kind="fact")])
+    (memory_file,) = (tmp_path / "m" / "realms").glob("*/memory.jsonl")
+    env = {"PATH": os.environ["PATH"], "MEMORY_FILE_PATH": str(memory_file)}
+    with McpStdioClient(["node", str(mcp_memory_server())], env=env, timeout=30) as client:
+        graph = client.call_tool_json("open_nodes", {"names": [mem_id]})
+    assert graph["entities"] == [{"name": mem_id, "entityType": "fact", "observations": ["Ravi Kumar owns billing_service."]}]
+    assert {"from": mem_id, "to": "entity:billing_service", "relationType": "mentions"} in graph["relations"]
+    assert all(json.loads(line)["type"] in ("entity", "relation") for line in memory_file.read_text().splitlines())
+
+
+# ---------------------------------------------------------------------- registry
+
+
+def test_unknown_memory_system_lists_the_known_ones() -> None:
+    with pytest.raises(UnknownMemorySystemError, match="chroma, mcp-memory, reference"):
+        get_memory_system("mem-zero")
+
+
+def test_registered_lanes_are_the_adapters_lanes(tmp_path: Path) -> None:
+    for name in ("reference", "chroma", "mcp-memory"):
+        assert name in MEMORY_SYSTEMS
+    for name, system in MEMORY_SYSTEMS.items():
+        if system.unavailable() is None:
+            with system.opener(tmp_path / name, "hashed") as adapter:
+                assert adapter.LANES == system.lanes
+
+
+def test_missing_mcp_server_names_the_install_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An uninstalled system is an error saying how to install it, never a silent fallback."""
+    monkeypatch.setenv("MEMTRIAL_MCP_MEMORY_SERVER", str(tmp_path / "missing" / "index.js"))
+    reason = memory_system_unavailable("mcp-memory")
+    assert reason is not None and "install_mcp_memory.sh" in reason
+    with pytest.raises(AdapterUnavailableError, match="install_mcp_memory.sh"):
+        open_memory_system("mcp-memory", tmp_path / "m")

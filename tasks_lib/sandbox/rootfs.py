@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tasks_lib.sandbox.errors import SandboxUnavailable
 
-PROGRAMS = ("sh", "cat", "ls", "env", "sleep", "setsid", "head", "touch", "mkdir", "rm", "id", "true", "false")
+PROGRAMS = ("sh", "cat", "ls", "env", "sleep", "setsid", "head", "touch", "mkdir", "rm", "id", "true", "false", "wc", "tr", "grep")
 """Programs copied into the image besides python3."""
 
 PYTHON = "/usr/bin/python3"

@@ -1,0 +1,296 @@
+"""The mutation audit: what changed in the workspace outside the declared output paths.
+
+`snapshot_tree` records every entry under a root before the agent starts (type, permission bits,
+content SHA-256 or symlink target); `audit` snapshots the finished workspace and reports every
+change outside `allowed_output_paths`: added, removed, changed, permission-modified,
+symlink-retargeted and type-swapped, each with its before and after state. The receipt is
+deterministic (sorted by path, then kind) and `passed` is true only when there are no such
+changes and something was compared. The audit only reads; it never repairs.
+
+An allowed path covers that file or the whole subtree under it. Directories created on the way
+to an allowed path (`target/` for `target/debug`) are allowed as additions. The allowlist has to
+describe what the toolchain writes (a lockfile, a build folder), not only what the task is about.
+
+Hashing runs on a thread pool (hashlib releases the GIL on buffers over 2 KiB), so all cores read
+and hash at once; a snapshot never follows a symlink.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from tasks_lib.contracts import ContractModel, Document, RelPath, Sha256, check_rel_path
+from tasks_lib.errors import MemtrialError
+
+EntryType = Literal["file", "dir", "symlink", "other"]
+ChangeKind = Literal["added", "removed", "changed", "permission-modified", "symlink-retargeted", "type-swapped"]
+
+CHUNK = 8 << 20
+"""Largest single read; files up to this size are read in one call."""
+BATCH_BYTES = 8 << 20
+"""Hash jobs are batches of files adding up to about this many bytes (fewer pool round trips)."""
+
+
+class AuditError(MemtrialError):
+    """A tree could not be snapshotted or audited (unreadable entry, missing root, bad allowlist)."""
+
+
+class SnapshotEntry(ContractModel):
+    """One entry of a tree."""
+
+    path: RelPath
+    """Path relative to the snapshot root."""
+    type: EntryType
+    """`file`, `dir`, `symlink`, or `other` (fifo, socket, device)."""
+    mode: int = Field(ge=0, le=0o7777)
+    """Permission bits (including setuid/setgid/sticky); 0 for a symlink."""
+    sha256: Sha256 | None = None
+    """SHA-256 of a file's content; None for other types."""
+    size: int | None = Field(default=None, ge=0)
+    """Size of a file in bytes."""
+    link_target: str | None = None
+    """Target of a symlink, exactly as stored."""
+
+
+class TreeSnapshot(Document):
+    """Every entry under a root, sorted by path."""
+
+    KIND: ClassVar[str] = "tree snapshot"
+
+    entries: tuple[SnapshotEntry, ...]
+    """All entries, sorted by path (the root itself is not an entry)."""
+    digest: Sha256
+    """SHA-256 over the sorted entries; equal trees have equal digests."""
+
+
+class Change(ContractModel):
+    """One difference between the snapshot and the finished tree."""
+
+    path: RelPath
+    """Path relative to the audited root."""
+    kind: ChangeKind
+    """What happened to it."""
+    before: SnapshotEntry | None
+    """The entry before (None when added)."""
+    after: SnapshotEntry | None
+    """The entry after (None when removed)."""
+
+
+class AuditReceipt(Document):
+    """Result of the mutation audit of one run."""
+
+    KIND: ClassVar[str] = "mutation audit receipt"
+
+    allowed_output_paths: tuple[RelPath, ...]
+    """The declared output paths (files or whole subtrees), sorted."""
+    before_digest: Sha256
+    """Digest of the snapshot taken before the agent started."""
+    after_digest: Sha256
+    """Digest of the finished tree."""
+    entries_before: int = Field(ge=0)
+    """Entries in the snapshot."""
+    entries_after: int = Field(ge=0)
+    """Entries in the finished tree."""
+    violations: tuple[Change, ...]
+    """Changes outside the allowed paths, sorted by path then kind; any one fails the run."""
+    allowed_changes: tuple[Change, ...]
+    """Changes inside the allowed paths, for the record."""
+    passed: bool
+    """True only when there are no violations and at least one entry was compared."""
+
+    @model_validator(mode="after")
+    def _passed_matches(self) -> AuditReceipt:
+        expected = not self.violations and (self.entries_before + self.entries_after) > 0
+        if self.passed != expected:
+            raise ValueError(f"passed={self.passed} contradicts the receipt; it must be {expected}")
+        return self
+
+
+# --------------------------------------------------------------------------- snapshot
+
+
+def _hash_file(root: str, rel: str) -> tuple[int, int, str]:
+    """(mode bits, size, sha256) of regular file `rel`, opened without following a symlink."""
+    path = os.path.join(root, rel)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as error:
+        raise AuditError(f"{path}: cannot be opened for the audit ({error.strerror}); the tree must be readable and still") from error
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise AuditError(f"{path}: changed type while the tree was being read; snapshot a tree nothing writes to")
+        hasher, size = hashlib.sha256(), 0
+        want = min(info.st_size + 1, CHUNK)  # a small file is read in one call, then EOF
+        while chunk := os.read(fd, want):
+            hasher.update(chunk)
+            size += len(chunk)
+            want = CHUNK
+        digest = hasher.hexdigest()
+    finally:
+        os.close(fd)
+    return stat.S_IMODE(info.st_mode), size, digest
+
+
+def _hash_batch(root: str, rels: list[str]) -> list[tuple[int, int, str]]:
+    return [_hash_file(root, rel) for rel in rels]
+
+
+def _walk(root: str) -> tuple[list[SnapshotEntry], list[tuple[str, int]]]:
+    """Non-file entries described, and (path, size) of every regular file to hash."""
+    described: list[SnapshotEntry] = []
+    files: list[tuple[str, int]] = []
+    stack = [""]
+    while stack:
+        prefix = stack.pop()
+        try:
+            with os.scandir(os.path.join(root, prefix) if prefix else root) as items:
+                listing = list(items)
+        except OSError as error:
+            raise AuditError(f"{os.path.join(root, prefix)}: cannot list it for the audit ({error.strerror})") from error
+        for item in listing:
+            rel = prefix + item.name
+            info = item.stat(follow_symlinks=False)
+            if stat.S_ISREG(info.st_mode):
+                files.append((rel, info.st_size))
+            elif stat.S_ISDIR(info.st_mode):
+                described.append(SnapshotEntry(path=rel, type="dir", mode=stat.S_IMODE(info.st_mode)))
+                stack.append(rel + "/")
+            elif stat.S_ISLNK(info.st_mode):
+                described.append(SnapshotEntry(path=rel, type="symlink", mode=0, link_target=os.readlink(item.path)))
+            else:
+                described.append(SnapshotEntry(path=rel, type="other", mode=stat.S_IMODE(info.st_mode)))
+    return described, files
+
+
+def _batches(files: list[tuple[str, int]]) -> list[list[str]]:
+    batches: list[list[str]] = []
+    current: list[str] = []
+    weight = 0
+    for rel, size in files:
+        current.append(rel)
+        weight += size + 4096  # per-file cost counts too
+        if weight >= BATCH_BYTES:
+            batches.append(current)
+            current, weight = [], 0
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _digest(entries: Iterable[SnapshotEntry]) -> str:
+    hasher = hashlib.sha256()
+    for e in entries:
+        hasher.update(f"{e.type} {e.mode:o} {e.sha256 or '-'} {e.link_target or '-'} {e.path}\n".encode())
+    return hasher.hexdigest()
+
+
+def snapshot_tree(root: Path, workers: int | None = None) -> TreeSnapshot:
+    """Snapshot every entry under `root` (never following symlinks), hashing files on all cores.
+
+    Raises:
+        AuditError: `root` is not a directory, or an entry cannot be read or changes type while read.
+    """
+    if not root.is_dir() or root.is_symlink():
+        raise AuditError(f"{root}: not a directory; the audit snapshots a workspace folder")
+    base = str(root)
+    described, files = _walk(base)
+    batches = _batches(files)
+    workers = workers or os.cpu_count() or 1
+    if workers > 1 and len(batches) > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="audit-hash") as pool:
+            hashed = [r for batch in pool.map(lambda b: _hash_batch(base, b), batches) for r in batch]
+    else:
+        hashed = [r for b in batches for r in _hash_batch(base, b)]
+    entries = described + [
+        SnapshotEntry(path=rel, type="file", mode=mode, size=size, sha256=digest)
+        for (rel, _), (mode, size, digest) in zip(files, hashed, strict=True)
+    ]
+    entries.sort(key=lambda e: e.path)
+    return TreeSnapshot(entries=tuple(entries), digest=_digest(entries))
+
+
+# --------------------------------------------------------------------------- audit
+
+
+def _covered(path: str, allowed: Sequence[str]) -> bool:
+    return any(path == a or path.startswith(a + "/") for a in allowed)
+
+
+def _ancestor_of_allowed(path: str, allowed: Sequence[str]) -> bool:
+    return any(a.startswith(path + "/") for a in allowed)
+
+
+def _changes(path: str, before: SnapshotEntry | None, after: SnapshotEntry | None) -> list[Change]:
+    if before is None:
+        return [Change(path=path, kind="added", before=None, after=after)]
+    if after is None:
+        return [Change(path=path, kind="removed", before=before, after=None)]
+    if before.type != after.type:
+        return [Change(path=path, kind="type-swapped", before=before, after=after)]
+    found: list[Change] = []
+    if before.type == "symlink":
+        if before.link_target != after.link_target:
+            found.append(Change(path=path, kind="symlink-retargeted", before=before, after=after))
+        return found
+    if before.sha256 != after.sha256:
+        found.append(Change(path=path, kind="changed", before=before, after=after))
+    if before.mode != after.mode:
+        found.append(Change(path=path, kind="permission-modified", before=before, after=after))
+    return found
+
+
+def diff_snapshots(before: TreeSnapshot, after: TreeSnapshot) -> list[Change]:
+    """Every change from `before` to `after`, sorted by path then kind."""
+    old = {e.path: e for e in before.entries}
+    new = {e.path: e for e in after.entries}
+    changes: list[Change] = []
+    for path in sorted(old.keys() | new.keys()):
+        a, b = old.get(path), new.get(path)
+        if a != b:
+            changes.extend(_changes(path, a, b))
+    changes.sort(key=lambda c: (c.path, c.kind))
+    return changes
+
+
+def audit(before: TreeSnapshot, after_root: Path, allowed_output_paths: Sequence[str]) -> AuditReceipt:
+    """Compare the finished tree at `after_root` with `before`; fail on any change outside the allowlist.
+
+    Raises:
+        AuditError: an allowed path is not a portable relative path, or the tree cannot be read.
+    """
+    allowed: list[str] = []
+    for value in allowed_output_paths:
+        try:
+            allowed.append(check_rel_path(value).rstrip("/"))
+        except ValueError as error:
+            raise AuditError(f"allowed_output_paths: {error}") from error
+    allowed = sorted(set(allowed))
+    after = snapshot_tree(after_root)
+    violations: list[Change] = []
+    permitted: list[Change] = []
+    for change in diff_snapshots(before, after):
+        inside = _covered(change.path, allowed) or (
+            change.kind == "added" and change.after is not None and change.after.type == "dir"
+            and _ancestor_of_allowed(change.path, allowed)
+        )
+        (permitted if inside else violations).append(change)
+    entries_before, entries_after = len(before.entries), len(after.entries)
+    return AuditReceipt(
+        allowed_output_paths=tuple(allowed),
+        before_digest=before.digest,
+        after_digest=after.digest,
+        entries_before=entries_before,
+        entries_after=entries_after,
+        violations=tuple(violations),
+        allowed_changes=tuple(permitted),
+        passed=not violations and entries_before + entries_after > 0,
+    )

@@ -237,6 +237,10 @@ def run(
         raise typer.Exit(1)
 
 
+from flows.cli_memory import memory_app, provisioner_app
+app.add_typer(memory_app, name="memory"); app.add_typer(provisioner_app, name="provisioner")
+
+
 def _summary_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> Table:
     table = Table(title=title)
     for column in columns:

@@ -61,13 +61,30 @@ DIFF_HUNK = re.compile(
 )
 
 
+@dataclass(frozen=True)
+class Prefiltered:
+    """A regex run only on texts that contain one of its literal anchors (checked on lowercased bytes).
+
+    Python's `re` does no literal prefiltering for alternations; a substring test first makes the
+    common case (no anchor anywhere) cost one pass of memchr-speed search instead of a regex scan.
+    """
+
+    pattern: re.Pattern[bytes]
+    anchors: tuple[bytes, ...]
+
+    def finditer(self, data: bytes, lowered: bytes) -> Iterator[re.Match[bytes]]:
+        if any(anchor in lowered for anchor in self.anchors):
+            yield from self.pattern.finditer(data)
+
+
 def _term_regex(terms: Sequence[str]) -> re.Pattern[bytes]:
     return re.compile(rb"(?<![A-Za-z0-9])(?:" + b"|".join(t.encode() for t in terms) + rb")(?![A-Za-z0-9])", re.IGNORECASE)
 
 
-def phrase_regex(phrases: Sequence[str]) -> re.Pattern[bytes] | None:
-    """One case-insensitive pattern for answer phrases: whitespace-tolerant, word-bounded at word ends."""
+def phrase_regex(phrases: Sequence[str]) -> Prefiltered | None:
+    """One case-insensitive matcher for answer phrases: whitespace-tolerant, word-bounded at word ends."""
     parts = []
+    anchors = []
     for phrase in phrases:
         words = phrase.strip().split()
         if not words:
@@ -76,11 +93,14 @@ def phrase_regex(phrases: Sequence[str]) -> re.Pattern[bytes] | None:
         head = rb"(?<!\w)" if re.match(r"\w", words[0]) else b""
         tail = rb"(?!\w)" if re.search(r"\w$", words[-1]) else b""
         parts.append(head + body + tail)
-    return re.compile(b"|".join(parts), re.IGNORECASE) if parts else None
+        anchors.append(words[0].lower().encode())
+    return Prefiltered(re.compile(b"|".join(parts), re.IGNORECASE), tuple(anchors)) if parts else None
 
 
-HARNESS_RE = _term_regex(HARNESS_TERMS)
+HARNESS_RE = Prefiltered(_term_regex(HARNESS_TERMS), (b"memtrial", b"smriti", b"stele", b"memory", b"treatment", b"ablate:", b"tare"))
 IDENTITY_RE = _term_regex(IDENTITY_TERMS)
+DIFF_RE = Prefiltered(DIFF_HUNK, (b"\n+++ ", b"diff --git"))
+SECRET_RE = Prefiltered(SECRET_CONTENT, (b"private key-----", b"akia", b"sk-", b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"_authtoken"))
 
 
 @dataclass
@@ -103,18 +123,19 @@ def _excerpt(data: bytes, start: int, end: int) -> str:
     return data[start:end].decode("utf-8", errors="replace").replace("\n", "\\n")[:120]
 
 
-def _scan_content(out: _Collector, surface: Surface, path: str, data: bytes, answers: re.Pattern[bytes] | None) -> None:
+def _scan_content(out: _Collector, surface: Surface, path: str, data: bytes, answers: Prefiltered | None) -> None:
     """Content rules for one text: harness identity, answer phrases, diff hunks, secrets."""
-    checks: list[tuple[FindingKind, str, re.Pattern[bytes] | None]] = [
+    checks: list[tuple[FindingKind, str, Prefiltered | None]] = [
         ("benchmark-awareness", "harness-identity-term", HARNESS_RE),
         ("solution-leak", "answer-phrase", answers),
-        ("patch-or-diff", "unified-diff-hunk", DIFF_HUNK),
-        ("suspicious-metadata", "secret-shaped-content", SECRET_CONTENT),
+        ("patch-or-diff", "unified-diff-hunk", DIFF_RE),
+        ("suspicious-metadata", "secret-shaped-content", SECRET_RE),
     ]
-    for kind, rule, pattern in checks:
-        if pattern is None:
+    lowered = data.lower()
+    for kind, rule, matcher in checks:
+        if matcher is None:
             continue
-        for count, match in enumerate(pattern.finditer(data)):
+        for count, match in enumerate(matcher.finditer(data, lowered)):
             if count >= MAX_HITS_PER_RULE:
                 break
             out.add(kind, surface, path, rule, f"found {_excerpt(data, match.start(), match.end())!r}", _line_of(data, match.start()))
@@ -144,7 +165,7 @@ def _scan_path(out: _Collector, surface: Surface, rel: str, reported_dirs: set[s
         out.add("patch-or-diff", surface, rel, "patch-file-suffix", "patch, diff or merge leftover file")
 
 
-def _scan_tree(out: _Collector, surface: Surface, root: Path, answers: re.Pattern[bytes] | None, extra_wiring: RuleSet) -> None:
+def _scan_tree(out: _Collector, surface: Surface, root: Path, answers: Prefiltered | None, extra_wiring: RuleSet) -> None:
     if root.is_file():
         files, base = [root.name], root.parent
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
@@ -36,13 +36,13 @@ def check_rel_path(value: str) -> str:
         raise ValueError(f"path {value!r} is absolute; give it relative to its root")
     if re.match(r"^[A-Za-z]:", value):
         raise ValueError(f"path {value!r} starts with a drive letter; give a relative POSIX path")
-    parts = value.split("/")
+    parts = (value[:-1] if value.endswith("/") else value).split("/")
     if ".." in parts:
         raise ValueError(f"path {value!r} has a '..' component; it must stay inside its root")
     if all(p in ("", ".") for p in parts):
         raise ValueError(f"path {value!r} names no file (only '.' components)")
-    normal = str(PurePosixPath(value))
-    if normal != value.rstrip("/") or "//" in value:
+    if "" in parts or "." in parts:
+        normal = "/".join(p for p in parts if p not in ("", "."))
         raise ValueError(f"path {value!r} is not in normal form; write {normal!r}")
     return value
 

@@ -36,7 +36,7 @@ def prepare_corpus(
     with tempfile.TemporaryDirectory(prefix="memtrial-prepare-") as tmp:
         tree = Path(tmp) / "tree"
         build = build_tree(repository, revision, tree, subdir)
-        redaction = redact_tree(tree, build.corpus_id)
+        redaction = redact_tree(tree, build.corpus_id, listing=build.files)
         report = certify(tree, challenge_texts=challenge_texts, answer_phrases=answer_phrases, runner_owned_names=runner_owned_names)
         if keep_tree is not None:
             if keep_tree.exists():

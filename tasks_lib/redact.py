@@ -7,9 +7,10 @@ a receipt naming each removed path with its SHA-256. Certification runs afterwar
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
-from tasks_lib.contracts import CorpusBuild, RedactionReceipt, RemovedPath, dump_document, load_document
+from tasks_lib.contracts import CorpusBuild, RedactionReceipt, RemovedPath, TreeEntry, dump_document, load_document
 from tasks_lib.corpus import RECEIPT_NAME, TREE_DIR
 from tasks_lib.errors import CorpusError
 from tasks_lib.rules import AUTO_LOADED_CONTEXT, RuleSet
@@ -36,9 +37,15 @@ def _remove_empty_matching_dirs(tree: Path, rules: RuleSet) -> None:
             os.rmdir(dirpath)
 
 
-def plan_redaction(tree: Path, corpus_id: str, rules: RuleSet = AUTO_LOADED_CONTEXT) -> RedactionReceipt:
-    """The receipt redaction of `tree` will produce; reads only."""
-    before = list_tree(tree)
+def plan_redaction(
+    tree: Path, corpus_id: str, rules: RuleSet = AUTO_LOADED_CONTEXT, listing: Sequence[TreeEntry] | None = None
+) -> RedactionReceipt:
+    """The receipt redaction of `tree` will produce; reads only.
+
+    `listing` is the tree's listing when the caller has just built it (as `build_tree` returns it)
+    and nothing else has touched it: it saves hashing every file again. None reads the tree.
+    """
+    before = list(listing) if listing is not None else list_tree(tree)
     removed = [
         RemovedPath(path=entry.path, sha256=entry.sha256, rule=rule)
         for entry in before
@@ -62,9 +69,11 @@ def apply_redaction(tree: Path, receipt: RedactionReceipt, rules: RuleSet = AUTO
     _remove_empty_matching_dirs(tree, rules)
 
 
-def redact_tree(tree: Path, corpus_id: str, rules: RuleSet = AUTO_LOADED_CONTEXT) -> RedactionReceipt:
+def redact_tree(
+    tree: Path, corpus_id: str, rules: RuleSet = AUTO_LOADED_CONTEXT, listing: Sequence[TreeEntry] | None = None
+) -> RedactionReceipt:
     """Remove every file of `tree` that `rules` covers; return the receipt (not written anywhere)."""
-    receipt = plan_redaction(tree, corpus_id, rules)
+    receipt = plan_redaction(tree, corpus_id, rules, listing)
     apply_redaction(tree, receipt, rules)
     return receipt
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 
 # Files and folders that coding agents read into their context without being asked, as of 2026.
 AUTO_LOADED_CONTEXT_RULES: tuple[str, ...] = (
@@ -58,7 +59,7 @@ class PathRule:
 
 @dataclass(frozen=True)
 class RuleSet:
-    """An ordered list of path rules."""
+    """An ordered list of path rules, indexed so a lookup costs a few dict probes per path."""
 
     rules: tuple[PathRule, ...]
 
@@ -66,12 +67,31 @@ class RuleSet:
     def of(cls, texts: tuple[str, ...]) -> RuleSet:
         return cls(tuple(PathRule.parse(t) for t in texts))
 
+    @cached_property
+    def _index(self) -> tuple[dict[str, list[tuple[int, PathRule]]], dict[str, list[tuple[int, PathRule]]]]:
+        """Rules keyed by their last part (file rules) and by their first part (folder rules)."""
+        by_last: dict[str, list[tuple[int, PathRule]]] = {}
+        by_first: dict[str, list[tuple[int, PathRule]]] = {}
+        for position, rule in enumerate(self.rules):
+            if rule.directory:
+                by_first.setdefault(rule.parts[0], []).append((position, rule))
+            else:
+                by_last.setdefault(rule.parts[-1], []).append((position, rule))
+        return by_last, by_first
+
     def first_match(self, rel_path: str) -> str | None:
-        """The text of the first rule covering `rel_path`, or None."""
-        for rule in self.rules:
-            if rule.matches(rel_path):
-                return rule.text
-        return None
+        """The text of the first rule (in list order) covering `rel_path`, or None."""
+        by_last, by_first = self._index
+        parts = rel_path.lower().split("/")
+        best: tuple[int, str] | None = None
+        for position, rule in by_last.get(parts[-1], ()):
+            if rule.matches(rel_path) and (best is None or position < best[0]):
+                best = (position, rule.text)
+        for part in parts:
+            for position, rule in by_first.get(part, ()):
+                if (best is None or position < best[0]) and rule.matches(rel_path):
+                    best = (position, rule.text)
+        return best[1] if best else None
 
     def digest(self) -> str:
         """SHA-256 of the rule list, recorded in receipts."""

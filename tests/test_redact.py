@@ -167,3 +167,12 @@ def test_interrupted_redaction_is_refused(make_repo: MakeRepo, tmp_path: Path) -
 def test_redacting_a_folder_that_is_not_a_package_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CorpusError, match="not a packaged corpus"):
         redact_package(tmp_path)
+
+
+def test_a_fresh_build_listing_gives_the_same_receipt_as_reading_the_tree(make_repo: MakeRepo, tmp_path: Path) -> None:
+    from tasks_lib.corpus import build_tree
+
+    repo, commit = make_repo({"AGENTS.md": "x", ".claude/a.md": "y", "src/a.py": "a"})
+    build = build_tree(repo, commit, tmp_path / "one")
+    build_tree(repo, commit, tmp_path / "two")
+    assert redact_tree(tmp_path / "one", build.corpus_id, listing=build.files) == redact_tree(tmp_path / "two", build.corpus_id)

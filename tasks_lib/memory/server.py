@@ -35,7 +35,6 @@ import signal
 import socket
 import socketserver
 import stat
-import subprocess
 import sys
 import tempfile
 import threading
@@ -447,32 +446,39 @@ def start_server(
     folder = private_dir(Path(tempfile.mkdtemp(prefix="memtrial-mem-")) if socket_dir is None else socket_dir)
     env = {k: v for k, v in os.environ.items() if k not in (MEMORY_OFF_ENV, ABLATE_LANES_ENV)}
     log_path = folder / LOG_NAME
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", _MODULE, "--store", str(store_path), "--socket-dir", str(folder)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True, env=env,
-        )
+    argv = [sys.executable, "-m", _MODULE, "--store", str(store_path), "--socket-dir", str(folder)]
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        # posix_spawn, not Popen: the server outlives this call on purpose and is reaped by PID in stop_server.
+        pid = os.posix_spawn(sys.executable, argv, env, setsid=True, file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, log_fd, 1),
+            (os.POSIX_SPAWN_DUP2, log_fd, 2),
+        ])
+    finally:
+        os.close(log_fd)
     socket_path = folder / SOCKET_NAME
     client = MemoryClient(socket_path, timeout=2.0)
     deadline = time.monotonic() + timeout
     while True:
-        if process.poll() is not None:
-            raise MemoryServerError(f"store: the memory server exited with status {process.returncode}; {_log_tail(log_path)}")
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            raise MemoryServerError(
+                f"store: the memory server exited with status {os.waitstatus_to_exitcode(status)}; {_log_tail(log_path)}")
         if socket_path.exists() and (folder / PID_NAME).exists():
             try:
                 pong = client.ping()
             except MemoryServerError:
                 pong = None
-            if pong is not None and pong.get("pid") == process.pid:
+            if pong is not None and pong.get("pid") == pid:
                 break
         if time.monotonic() > deadline:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
-            process.wait()
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
             raise MemoryServerError(f"store: the memory server did not answer within {timeout:g} s; {_log_tail(log_path)}")
         time.sleep(0.05)
-    process.returncode = 0  # detached on purpose: stop_server reaps it by PID; keep Popen from warning
-    return ServedReplica(pid=process.pid, socket_path=str(socket_path), socket_dir=str(folder),
+    return ServedReplica(pid=pid, socket_path=str(socket_path), socket_dir=str(folder),
                          store_path=str(store_path), realm=realm)
 
 

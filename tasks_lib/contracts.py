@@ -182,6 +182,8 @@ class MemorySpec(ContractModel):
     """The retrieval lane expected to carry it (keyword, semantic, graph, corrections, ...)."""
     kind: Literal["convention", "fact", "decision", "procedure", "correction", "superseded"]
     """What sort of knowledge it is; `superseded` marks an old value that a `correction` replaces."""
+    subject: Identifier | None = None
+    """What the memory is about; a `correction` supersedes the `superseded` memories with the same subject."""
 
 
 class ArmArtifacts(ContractModel):
@@ -243,12 +245,24 @@ class TaskManifest(Document):
     """Tests applied only after the agent's turn; never visible to the agent."""
     answer_terms: tuple[NonEmptyText, ...] = ()
     """Terms that reveal the answer; none may appear in a visible file or prompt."""
+    answer_path: RelPath | None = None
+    """Investigation tasks: the declared output file the grounded answer is written to."""
     allowed_output_paths: tuple[RelPath, ...] = Field(min_length=1)
     """Workspace paths the agent and its toolchain may change."""
     agent_timeout_seconds: int = Field(default=900, ge=1, le=86400)
     """Wall-clock limit of the agent's turn."""
     environment: Environment = Environment()
     """Resource limits of the sandbox."""
+
+    @model_validator(mode="after")
+    def _answer_path_fits(self) -> TaskManifest:
+        if self.kind == "investigation" and self.answer_path is None:
+            raise ValueError("an investigation task must declare answer_path, the file its answer is written to")
+        if self.answer_path is not None and not any(
+            self.answer_path == p.rstrip("/") or self.answer_path.startswith(p.rstrip("/") + "/") for p in self.allowed_output_paths
+        ):
+            raise ValueError(f"answer_path {self.answer_path!r} is not inside allowed_output_paths; add it there")
+        return self
 
 
 # --------------------------------------------------------------------------- corpus artifacts

@@ -180,3 +180,32 @@ def test_every_field_of_every_contract_is_documented(model: type[BaseModel]) -> 
 def test_every_contract_forbids_extra_fields_and_is_frozen(model: type[BaseModel]) -> None:
     assert model.model_config.get("extra") == "forbid"
     assert model.model_config.get("frozen") is True
+
+
+def _task(**overrides: object) -> dict[str, object]:
+    data: dict[str, object] = {
+        "schema_version": 1, "task_id": "retry-budget", "kind": "investigation",
+        "instruction": "How many attempts does one event get?", "check_command": ["sh", "{verifier}"],
+        "verifier": {"runtime": "posix-shell", "asset": {"path": "verifier.sh", "sha256": DIGEST}},
+        "allowed_output_paths": ["answer.txt"], "answer_path": "answer.txt",
+    }
+    data.update(overrides)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"answer_path": None}, "must declare answer_path"),
+        ({"answer_path": "notes/answer.txt"}, "not inside allowed_output_paths"),
+    ],
+    ids=["investigation-without-answer-path", "answer-path-outside-outputs"],
+)
+def test_investigation_answer_path_is_declared_and_writable(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(ContractError, match=message):
+        parse_document(TaskManifest, _task(**overrides), "task.json")
+
+
+def test_answer_path_inside_an_allowed_folder_is_fine() -> None:
+    doc = parse_document(TaskManifest, _task(allowed_output_paths=["out/"], answer_path="out/answer.txt"), "task.json")
+    assert doc.answer_path == "out/answer.txt"

@@ -189,3 +189,22 @@ def test_planting_specs_turns_a_correction_into_supersession(store: SqliteMemory
     assert len(ids) == 3 and store.live_ids(REALM) == (ids[1], ids[2])
     served = [h.id for h in store.recall(REALM, "default for --retries", 5)]
     assert ids[2] in served and ids[0] not in served
+
+
+def test_a_correction_supersedes_the_superseded_memory_with_its_subject(tmp_path: Path) -> None:
+    """Subjects are explicit: the correction replaces exactly the old value it names, not a neighbour."""
+    from tasks_lib.contracts import MemorySpec
+    from tasks_lib.memory.planting import plant
+    from tasks_lib.memory.store import SqliteMemoryStore
+
+    specs = [
+        MemorySpec(text="Billing reads the tenant from X-Tenant-Id.", lane="keyword", kind="superseded", subject="tenant-header"),
+        MemorySpec(text="Billing logs the tenant as tenant_id in every line.", lane="keyword", kind="superseded", subject="tenant-log-field"),
+        MemorySpec(text="Correction: billing now reads the tenant from X-Org-Scope only.", lane="corrections", kind="correction", subject="tenant-header"),
+    ]
+    with SqliteMemoryStore(tmp_path / "m.sqlite") as store:
+        store.create_realm("trial:t1")
+        ids = plant(store, "trial:t1", specs)
+        served = {hit.id for hit in store.recall("trial:t1", "which header carries the tenant for billing", k=10)}
+        assert ids[0] not in served and ids[2] in served
+        assert ids[1] in set(store.live_ids("trial:t1"))

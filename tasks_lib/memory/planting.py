@@ -1,9 +1,10 @@
 """Plant a task's `MemorySpec`s through any adapter, turning `superseded`/`correction` pairs into supersession.
 
 Rule: every spec that is not a correction is stored first, in one call, in spec order. Then each
-`correction` supersedes the `superseded`-kind specs that share an entity with it (see
-`entities`); when none shares one and the task has exactly one `superseded` spec, it supersedes
-that one. A correction with nothing to supersede is an error naming `memories[i]`.
+`correction` supersedes the `superseded`-kind specs with the same `subject` when it declares one;
+otherwise those that share an entity with it (see `entities`), or, when none does and the task
+has exactly one `superseded` spec, that one. A correction with nothing to supersede is an error
+naming `memories[i]`.
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ def plant(adapter: MemoryAdapter, realm: str, specs: Sequence[MemorySpec]) -> tu
     for index, spec in enumerate(specs):
         if spec.kind != "correction":
             continue
-        mine = extract_entities(spec.text)
-        targets = [i for i in stale if mine & extract_entities(specs[i].text)]
-        if not targets and len(stale) == 1:
-            targets = stale
+        if spec.subject is not None:
+            targets = [i for i in stale if specs[i].subject == spec.subject]
+        else:
+            mine = extract_entities(spec.text)
+            targets = [i for i in stale if mine & extract_entities(specs[i].text)]
+            if not targets and len(stale) == 1:
+                targets = stale
         if not targets:
             raise MemoryInputError(
                 f"memories[{index}]: this correction shares no entity with any 'superseded' memory; "

@@ -1,0 +1,1 @@
+"""Agents: adapters that run a coding agent on a workspace and return its transcript and usage."""

@@ -23,20 +23,32 @@ import stat
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from tasks_lib.contracts import ContractModel, Document, RelPath, Sha256, check_rel_path
 from tasks_lib.errors import MemtrialError
+
+
+def check_tree_path(value: str) -> str:
+    """`value` if it is a relative path of a Linux tree ('/'-separated, no '.', '..' or empty part)."""
+    if not value or value.startswith("/") or "\x00" in value or any(p in ("", ".", "..") for p in value.split("/")):
+        raise ValueError(f"path {value!r} is not a relative path inside the tree")
+    return value
+
+
+TreePath = Annotated[str, AfterValidator(check_tree_path)]
+"""A relative path as found on disk: any Linux name (a backslash too); a name that is not UTF-8
+is written with backslash escapes of its bytes."""
 
 EntryType = Literal["file", "dir", "symlink", "other"]
 ChangeKind = Literal["added", "removed", "changed", "permission-modified", "symlink-retargeted", "type-swapped"]
 
 CHUNK = 8 << 20
 """Largest single read; files up to this size are read in one call."""
-BATCH_BYTES = 8 << 20
-"""Hash jobs are batches of files adding up to about this many bytes (fewer pool round trips)."""
+BATCH_FILES = 32
+"""Files per hashing job (fewer pool round trips than one job per file)."""
 
 
 class AuditError(MemtrialError):
@@ -46,7 +58,7 @@ class AuditError(MemtrialError):
 class SnapshotEntry(ContractModel):
     """One entry of a tree."""
 
-    path: RelPath
+    path: TreePath
     """Path relative to the snapshot root."""
     type: EntryType
     """`file`, `dir`, `symlink`, or `other` (fifo, socket, device)."""
@@ -74,7 +86,7 @@ class TreeSnapshot(Document):
 class Change(ContractModel):
     """One difference between the snapshot and the finished tree."""
 
-    path: RelPath
+    path: TreePath
     """Path relative to the audited root."""
     kind: ChangeKind
     """What happened to it."""
@@ -121,7 +133,7 @@ def _hash_file(root: str, rel: str) -> tuple[int, int, str]:
     """(mode bits, size, sha256) of regular file `rel`, opened without following a symlink."""
     path = os.path.join(root, rel)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as error:
         raise AuditError(f"{path}: cannot be opened for the audit ({error.strerror}); the tree must be readable and still") from error
     try:
@@ -144,10 +156,23 @@ def _hash_batch(root: str, rels: list[str]) -> list[tuple[int, int, str]]:
     return [_hash_file(root, rel) for rel in rels]
 
 
-def _walk(root: str) -> tuple[list[SnapshotEntry], list[tuple[str, int]]]:
-    """Non-file entries described, and (path, size) of every regular file to hash."""
+def _shown(rel: str) -> str:
+    """`rel` as recorded: unchanged when it is UTF-8, else its bytes with backslash escapes."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(rel).decode("utf-8", "backslashreplace")
+    return rel
+
+
+def _walk(root: str) -> tuple[list[SnapshotEntry], list[str]]:
+    """Non-file entries described, and the path of every regular file to hash.
+
+    Types come from the directory listing (no stat per file); the hashing workers fstat each file
+    they open, so the per-file system calls run in parallel too.
+    """
     described: list[SnapshotEntry] = []
-    files: list[tuple[str, int]] = []
+    files: list[str] = []
     stack = [""]
     while stack:
         prefix = stack.pop()
@@ -158,32 +183,24 @@ def _walk(root: str) -> tuple[list[SnapshotEntry], list[tuple[str, int]]]:
             raise AuditError(f"{os.path.join(root, prefix)}: cannot list it for the audit ({error.strerror})") from error
         for item in listing:
             rel = prefix + item.name
+            if item.is_file(follow_symlinks=False):
+                files.append(rel)
+                continue
             info = item.stat(follow_symlinks=False)
-            if stat.S_ISREG(info.st_mode):
-                files.append((rel, info.st_size))
-            elif stat.S_ISDIR(info.st_mode):
-                described.append(SnapshotEntry(path=rel, type="dir", mode=stat.S_IMODE(info.st_mode)))
+            shown = _shown(rel)
+            if stat.S_ISDIR(info.st_mode):
+                described.append(SnapshotEntry(path=shown, type="dir", mode=stat.S_IMODE(info.st_mode)))
                 stack.append(rel + "/")
             elif stat.S_ISLNK(info.st_mode):
-                described.append(SnapshotEntry(path=rel, type="symlink", mode=0, link_target=os.readlink(item.path)))
+                target = _shown(os.readlink(item.path))
+                described.append(SnapshotEntry(path=shown, type="symlink", mode=0, link_target=target))
             else:
-                described.append(SnapshotEntry(path=rel, type="other", mode=stat.S_IMODE(info.st_mode)))
+                described.append(SnapshotEntry(path=shown, type="other", mode=stat.S_IMODE(info.st_mode)))
     return described, files
 
 
-def _batches(files: list[tuple[str, int]]) -> list[list[str]]:
-    batches: list[list[str]] = []
-    current: list[str] = []
-    weight = 0
-    for rel, size in files:
-        current.append(rel)
-        weight += size + 4096  # per-file cost counts too
-        if weight >= BATCH_BYTES:
-            batches.append(current)
-            current, weight = [], 0
-    if current:
-        batches.append(current)
-    return batches
+def _batches(files: list[str]) -> list[list[str]]:
+    return [files[i : i + BATCH_FILES] for i in range(0, len(files), BATCH_FILES)]
 
 
 def _digest(entries: Iterable[SnapshotEntry]) -> str:
@@ -210,9 +227,11 @@ def snapshot_tree(root: Path, workers: int | None = None) -> TreeSnapshot:
             hashed = [r for batch in pool.map(lambda b: _hash_batch(base, b), batches) for r in batch]
     else:
         hashed = [r for b in batches for r in _hash_batch(base, b)]
+    # Built without re-validation: every field was just computed here (a scandir name is never
+    # empty, '.', '..' or slash-bearing; the digest is hexdigest()); loading a snapshot validates.
     entries = described + [
-        SnapshotEntry(path=rel, type="file", mode=mode, size=size, sha256=digest)
-        for (rel, _), (mode, size, digest) in zip(files, hashed, strict=True)
+        SnapshotEntry.model_construct(path=_shown(rel), type="file", mode=mode, size=size, sha256=digest, link_target=None)
+        for rel, (mode, size, digest) in zip(files, hashed, strict=True)
     ]
     entries.sort(key=lambda e: e.path)
     return TreeSnapshot(entries=tuple(entries), digest=_digest(entries))

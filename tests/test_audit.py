@@ -224,3 +224,17 @@ def test_parallel_hashing_matches_a_single_thread(tmp_path: Path) -> None:
 def test_missing_root_is_an_audit_error(tmp_path: Path) -> None:
     with pytest.raises(AuditError, match="not a directory"):
         snapshot_tree(tmp_path / "absent")
+
+
+def test_odd_file_names_are_audited_not_fatal(tmp_path: Path) -> None:
+    """Regression: an agent cannot crash the audit (and turn a violation into an infra failure) with a
+    file name that is legal on Linux but not a portable path: a backslash, or bytes that are not UTF-8."""
+    root = make_tree(tmp_path / "ws")
+    before = snapshot_tree(root)
+    (root / "a\\b.txt").write_text("x")
+    with open(os.path.join(os.fsencode(root), b"bad-\xff.txt"), "wb") as handle:
+        handle.write(b"x")
+    receipt = audit(before, root, ["build"])
+    assert sorted(c.path for c in receipt.violations) == ["a\\b.txt", "bad-\\xff.txt"]
+    again = parse_document(AuditReceipt, json.loads(dump_document(receipt)), "audit.json")
+    assert again == receipt

@@ -11,7 +11,6 @@ the container is killed, which kills every process in it. Isolation is `containe
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from tasks_lib.sandbox.base import (
     DEFAULT_PATH,
@@ -141,9 +140,9 @@ class DockerSandbox(Sandbox):
         remaining = limits.timeout_seconds - (time.monotonic() - started)
         try:
             container.wait(timeout=max(0.1, remaining))  # type: ignore[attr-defined]
-        except self._api_errors:
+        except self._api_errors as error:
             if time.monotonic() - started < limits.timeout_seconds - 0.5:
-                raise
+                raise SandboxError(f"docker stopped answering while {request.argv[0]!r} ran: {error}") from error
             timed_out = True
         wall = time.monotonic() - started
         if timed_out:
@@ -178,7 +177,3 @@ class DockerSandbox(Sandbox):
             unenforced=tuple(unenforced),
         )
 
-
-def workspace_inside(_: Path) -> str:
-    """Where any workspace appears inside a docker sandbox."""
-    return WORKSPACE_INSIDE

@@ -116,7 +116,6 @@ class LocalSandbox(Sandbox):
 
     def run(self, request: SandboxRequest) -> SandboxResult:
         request.validate_host_paths()
-        limits = request.limits
         unenforced = self._unenforced(request)
         scratch = Path(tempfile.mkdtemp())  # neutral name: the command sees it as HOME
         try:
@@ -166,7 +165,6 @@ class LocalSandbox(Sandbox):
 
     def _bwrap_args(self, request: SandboxRequest) -> list[str]:
         workspace = str(request.workspace)
-        visible = [workspace, *(str(m.source) for m in request.mounts)]
         for hidden in request.hidden_paths:
             if _under(workspace, [str(hidden)]):
                 raise SandboxRequestError(f"workspace {workspace} lies inside hidden path {hidden}; it would be masked")

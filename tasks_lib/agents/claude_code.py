@@ -1,0 +1,490 @@
+"""The `claude-code` agent: the real Claude Code CLI (npm `@anthropic-ai/claude-code`), headless.
+
+Per session the adapter
+
+1. writes the memory hooks into the arm's own HOME, `<session.home>/.claude/settings.json`
+   (user-level settings; nothing is written into the workspace): `SessionStart` and
+   `UserPromptSubmit` both run `session.hook_argv`, joined with `shlex.join` because Claude Code
+   runs a hook command through its own shell;
+2. runs `claude -p --output-format stream-json --verbose --include-hook-events` once per prompt,
+   the prompt on stdin, cwd = the workspace, HOME = `session.home`, TMPDIR = `<home>/tmp`, in
+   permission mode `bypassPermissions` (file edits and commands need no approval) and with
+   `--setting-sources user`, so only the arm's HOME configures the CLI, never settings shipped in
+   the corpus. The first prompt fixes the session id (`--session-id`), each follow-up prompt
+   resumes it (`--resume`);
+3. turns the stream into `TranscriptStep`s (see `parse_stream`) and reads tokens and cost from the
+   `result` message of each invocation.
+
+How delivery is seen. With `--include-hook-events` the stream carries a `hook_response` system
+message for every hook run, with the hook's stdout, exit code and outcome. A successful one
+becomes a `hook` step whose text is the context the hook returned (`additionalContext` of its JSON,
+or its plain stdout) and whose channel is the hook event; `tasks_lib.injection` then confirms
+delivery from it. This is the CLI's own report of what its hook produced, which Claude Code adds
+to the model's context for these two events; the tests check against a scripted server that the
+same marker reaches the request body (on) and never does (off).
+
+Environment. Nothing of the runner's environment is passed on except PATH: the CLI gets HOME,
+TMPDIR, LANG, the switches that stop non-essential traffic (telemetry, error reporting, the auto
+updater), ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY from the adapter's configuration (or, when not
+configured, the runner's variables of those names) and `session.env` (the memory switches). As
+root the CLI refuses bypass mode outside a sandbox it recognises, so there IS_SANDBOX=1 is set.
+
+Limitation (to fix later): the CLI does not run through the `tasks_lib.sandbox` providers yet. The
+`local` provider gives every command its own fresh private HOME (a tmpfs under bwrap) and only
+read-only extra mounts, so it can neither use `session.home` (where the hooks live) nor keep the
+session files a follow-up prompt resumes from. The CLI therefore runs as a plain subprocess in its
+own session with its own HOME and TMPDIR and a scrubbed environment; it shares the host filesystem
+and network. Each transcript starts with a `system` step saying so, and `session.sandbox` is
+reported there, not applied.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
+from tasks_lib.agents.errors import AgentSetupError
+from tasks_lib.agents.registry import register_agent
+from tasks_lib.sandbox.base import DEFAULT_PATH
+from tasks_lib.sandbox.capture import BoundedSink, drain_file
+from tasks_lib.sandbox.procs import TreeWatcher, kill_tree
+
+PINNED_VERSION = "2.1.332"
+"""The CLI version `scripts/install_claude_code.sh` installs and the tests drive."""
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+"""The checkout this package lives in (an editable install)."""
+
+DEFAULT_BINARY = REPO_ROOT / ".memtrial" / "npm-claude" / "node_modules" / ".bin" / "claude"
+"""Where `scripts/install_claude_code.sh` puts the CLI."""
+
+BINARY_ENV = "MEMTRIAL_CLAUDE_BINARY"
+"""Optional: path of the `claude` binary to use."""
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+"""Model asked for when neither the session nor the adapter names one."""
+
+HOOK_EVENTS = ("SessionStart", "UserPromptSubmit")
+"""Hook events wired to `session.hook_argv`."""
+
+HOOK_TIMEOUT_SECONDS = 60
+"""Per-hook timeout written into settings.json (Claude Code's own limit on one hook run)."""
+
+QUIET_ENV = {
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_BUG_COMMAND": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+}
+"""Switches that keep the CLI from calling anything but the model endpoint."""
+
+MAX_STREAM_BYTES = 256 << 20
+"""Stream-json bytes kept per invocation; past it the transcript notes the truncation."""
+
+MAX_STDERR_BYTES = 1 << 20
+"""Stderr bytes kept per invocation."""
+
+READER_JOIN_SECONDS = 5.0
+
+SANDBOX_NOTE = (
+    "claude-code ran as a plain subprocess (own session, HOME and TMPDIR; scrubbed environment); "
+    "sandbox {sandbox!r} was not applied: the sandbox providers give each command a fresh private HOME "
+    "and read-only mounts, so the arm's HOME (hooks, resumable session) cannot be used through them yet"
+)
+
+
+def find_binary(binary: str | Path | None = None) -> Path:
+    """The `claude` binary: `binary`, else $MEMTRIAL_CLAUDE_BINARY, else the project-local install, else PATH.
+
+    Raises:
+        AgentSetupError: none of them is an executable file.
+    """
+    candidates: list[str] = []
+    if binary is not None:
+        candidates.append(str(binary))
+    else:
+        if os.environ.get(BINARY_ENV):
+            candidates.append(os.environ[BINARY_ENV])
+        candidates.append(str(DEFAULT_BINARY))
+        found = shutil.which("claude")
+        if found:
+            candidates.append(found)
+    for candidate in candidates:
+        path = Path(candidate)
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    looked = ", ".join(candidates) or "nothing"
+    raise AgentSetupError(
+        f"claude-code: the Claude Code CLI is not installed (looked at {looked}); "
+        "run scripts/install_claude_code.sh or pass binary="
+    )
+
+
+def settings_for(hook_argv: Sequence[str]) -> dict[str, Any]:
+    """The user-level settings.json that wires every event in HOOK_EVENTS to `hook_argv`."""
+    command = shlex.join(hook_argv)
+    entry = [{"hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_SECONDS}]}]
+    return {"hooks": {event: entry for event in HOOK_EVENTS}}
+
+
+def install_settings(home: Path, hook_argv: Sequence[str]) -> Path:
+    """Write `<home>/.claude/settings.json` (replacing any) and return its path."""
+    path = home / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings_for(hook_argv), indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+@dataclass
+class StreamUsage:
+    """Usage of one invocation, from its `result` message."""
+
+    input_tokens: int = 0
+    """Uncached input + cache writes + cache reads: every input token the model processed."""
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    """`total_cost_usd`: for a resumed session this includes the cost restored from the session (2.1.332)."""
+    reported: bool = False
+    """False when the stream had no result message (killed, crashed): the numbers are then 0."""
+
+
+@dataclass
+class ParsedStream:
+    """What one invocation's stream-json output says."""
+
+    steps: list[TranscriptStep] = field(default_factory=list)
+    session_id: str | None = None
+    usage: StreamUsage = field(default_factory=StreamUsage)
+    is_error: bool = False
+    """The result message reported an error."""
+    api_error: str | None = None
+    """The API error the result reported (endpoint unreachable, rejected key), if any."""
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _hook_context(stdout: str) -> str:
+    """The context a hook's stdout hands Claude Code: JSON additionalContext, else the plain text."""
+    text = stdout.strip()
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(payload, dict):
+        specific = payload.get("hookSpecificOutput")
+        if isinstance(specific, dict) and isinstance(specific.get("additionalContext"), str):
+            return specific["additionalContext"]
+    return text
+
+
+def _content_text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for item in content:
+            if isinstance(item, dict) and isinstance(item.get("text"), str):
+                parts.append(item["text"])
+            elif isinstance(item, dict):
+                parts.append(f"[{item.get('type', 'content')}]")
+        return "\n".join(parts)
+    return "" if content is None else json.dumps(content)
+
+
+def _system_step(message: dict[str, Any], parsed: ParsedStream) -> None:
+    subtype = message.get("subtype")
+    if subtype == "init":
+        parsed.session_id = message.get("session_id") or parsed.session_id
+        parsed.steps.append(TranscriptStep(
+            source="system", kind="context",
+            text=(f"claude-code {message.get('claude_code_version', '?')} session {message.get('session_id')} "
+                  f"model {message.get('model')} permission mode {message.get('permissionMode')}"),
+        ))
+    elif subtype == "hook_response":
+        event = str(message.get("hook_event") or message.get("hook_name") or "hook")
+        stdout = str(message.get("stdout") or "")  # "output" mixes in stderr
+        if message.get("outcome") == "success" and message.get("exit_code") in (0, None):
+            if stdout.strip():
+                parsed.steps.append(TranscriptStep(source="hook", kind="context", text=_hook_context(stdout), channel=event))
+        else:
+            stderr = str(message.get("stderr") or "").strip()
+            parsed.steps.append(TranscriptStep(
+                source="system", kind="error", channel=event,
+                text=f"hook {event} {message.get('outcome')} (exit {message.get('exit_code')}): {stderr[:1000]}",
+            ))
+
+
+def _assistant_steps(message: dict[str, Any], parsed: ParsedStream) -> None:
+    body = message.get("message")
+    content = body.get("content") if isinstance(body, dict) else None
+    if message.get("is_api_error_message"):  # written by the CLI, not the model
+        text = _content_text(content)
+        parsed.steps.append(TranscriptStep(source="system", kind="error", text=f"{message.get('api_error') or 'api error'}: {text}"))
+        return
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and block.get("text"):
+            parsed.steps.append(TranscriptStep(source="agent", kind="message", text=str(block["text"])))
+        elif kind == "thinking" and block.get("thinking"):
+            parsed.steps.append(TranscriptStep(source="agent", kind="message", text=str(block["thinking"])))
+        elif kind in ("tool_use", "server_tool_use"):
+            arguments = json.dumps(block.get("input"), ensure_ascii=False, sort_keys=True)
+            parsed.steps.append(TranscriptStep(source="agent", kind="tool-call", text=f"{block.get('name')} {arguments}"))
+
+
+def _user_steps(message: dict[str, Any], parsed: ParsedStream) -> None:
+    body = message.get("message")
+    content = body.get("content") if isinstance(body, dict) else None
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            text = _content_text(block.get("content"))
+            if block.get("is_error"):
+                text = "[error] " + text
+            parsed.steps.append(TranscriptStep(source="tool", kind="tool-result", text=text))
+
+
+def _result_step(message: dict[str, Any], parsed: ParsedStream) -> None:
+    usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+    cost = message.get("total_cost_usd")
+    parsed.usage = StreamUsage(
+        input_tokens=_int(usage.get("input_tokens")) + _int(usage.get("cache_creation_input_tokens"))
+        + _int(usage.get("cache_read_input_tokens")),
+        output_tokens=_int(usage.get("output_tokens")),
+        cost_usd=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0 else 0.0,
+        reported=True,
+    )
+    parsed.session_id = message.get("session_id") or parsed.session_id
+    parsed.is_error = bool(message.get("is_error"))
+    if message.get("api_error_status") is not None or message.get("api_error") or message.get("terminal_reason") == "api_error":
+        status = message.get("api_error_status")
+        parsed.api_error = f"{message.get('api_error') or 'api error'}{f' (status {status})' if status is not None else ''}: {message.get('result')}"
+    parsed.steps.append(TranscriptStep(
+        source="system", kind="usage",
+        text=(f"{message.get('subtype')}: input {usage.get('input_tokens', 0)} (+cache write "
+              f"{usage.get('cache_creation_input_tokens', 0)}, cache read {usage.get('cache_read_input_tokens', 0)}), "
+              f"output {usage.get('output_tokens', 0)}, cost ${parsed.usage.cost_usd:.6f}, turns {message.get('num_turns')}"),
+    ))
+    if parsed.is_error:
+        parsed.steps.append(TranscriptStep(
+            source="system", kind="error",
+            text=f"result {message.get('subtype')}: {str(message.get('result') or message.get('errors') or '')[:2000]}",
+        ))
+
+
+def parse_stream(text: str) -> ParsedStream:
+    """Parse Claude Code's stream-json output (one JSON object a line) into transcript steps.
+
+    - `system`/`init`: a system step naming the version, session and model;
+    - `system`/`hook_response`: a successful hook with output becomes a `hook` context step
+      (channel = the hook event); a failed one a system error step (stderr only);
+    - `assistant`: text and thinking become agent messages, tool uses agent tool calls;
+    - `user`: tool results become tool steps (the prompt itself is not in the stream);
+    - `result`: a usage step, the invocation's usage and cost, and an error step when it failed.
+
+    Other lines (hook_started, status, partial messages) are skipped; a line that is not JSON
+    becomes a system error step.
+    """
+    parsed = ParsedStream()
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            parsed.steps.append(TranscriptStep(source="system", kind="error", text=f"not stream-json: {line[:500]}"))
+            continue
+        if not isinstance(message, dict):
+            continue
+        kind = message.get("type")
+        if kind == "system":
+            _system_step(message, parsed)
+        elif kind == "assistant":
+            _assistant_steps(message, parsed)
+        elif kind == "user":
+            _user_steps(message, parsed)
+        elif kind == "result":
+            _result_step(message, parsed)
+    return parsed
+
+
+@dataclass
+class _Invocation:
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    truncated: bool
+
+
+class ClaudeCodeAgent(Agent):
+    """The Claude Code CLI, headless; see the module docstring."""
+
+    name = "claude-code"
+
+    def __init__(
+        self,
+        binary: str | Path | None = None,
+        model: str = DEFAULT_MODEL,
+        extra_args: Sequence[str] = (),
+        base_url: str | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        """`binary`: the `claude` executable (default: see `find_binary`); `model`: used when the
+        session names none; `extra_args`: appended to every invocation; `base_url`/`api_key`: the
+        Anthropic endpoint and key (default: the runner's ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY).
+        """
+        self.binary = binary
+        self.model = model
+        self.extra_args = tuple(extra_args)
+        self.base_url = base_url
+        self.api_key = api_key
+
+    def environment(self, session: AgentSession, tmpdir: Path) -> dict[str, str]:
+        """The CLI's whole environment (see the module docstring)."""
+        env = {
+            "PATH": os.environ.get("PATH") or DEFAULT_PATH,
+            "LANG": "C.UTF-8",
+            **QUIET_ENV,
+        }
+        base_url = self.base_url or os.environ.get("ANTHROPIC_BASE_URL")
+        api_key = self.api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if base_url:
+            env["ANTHROPIC_BASE_URL"] = base_url
+        if api_key:
+            env["ANTHROPIC_API_KEY"] = api_key
+        if os.geteuid() == 0:
+            env["IS_SANDBOX"] = "1"  # as root the CLI refuses bypassPermissions without it
+        env.update(session.env)
+        env["HOME"] = str(session.home)
+        env["TMPDIR"] = str(tmpdir)
+        return env
+
+    def argv(self, binary: Path, model: str, session_id: str, resume: bool) -> list[str]:
+        """One invocation's argv (the prompt goes on stdin)."""
+        return [
+            str(binary), "-p", "--output-format", "stream-json", "--verbose", "--include-hook-events",
+            "--model", model, "--permission-mode", "bypassPermissions", "--setting-sources", "user",
+            *(["--resume", session_id] if resume else ["--session-id", session_id]),
+            *self.extra_args,
+        ]
+
+    def run(self, session: AgentSession) -> AgentRun:
+        """Run every prompt of `session` in one resumed Claude Code session.
+
+        Raises:
+            AgentSetupError: the CLI is not installed, or no API key is configured.
+        """
+        binary = find_binary(self.binary)
+        if not (self.api_key or os.environ.get("ANTHROPIC_API_KEY") or session.env.get("ANTHROPIC_API_KEY")):
+            raise AgentSetupError("claude-code: no API key; pass api_key= or set ANTHROPIC_API_KEY")
+        session.home.mkdir(parents=True, exist_ok=True)
+        install_settings(session.home, session.hook_argv)
+        tmpdir = session.home / "tmp"
+        tmpdir.mkdir(exist_ok=True)
+        env = self.environment(session, tmpdir)
+        model = session.model or self.model
+        session_id = str(uuid.uuid4())
+        steps = [TranscriptStep(source="system", kind="context", text=SANDBOX_NOTE.format(sandbox=session.sandbox))]
+        input_tokens = output_tokens = 0
+        cost = 0.0
+        exit_code: int | None = None
+        infra: str | None = None
+        started = time.monotonic()
+        for index, prompt in enumerate(session.prompts):
+            steps.append(TranscriptStep(source="user", kind="prompt", text=prompt))
+            remaining = session.timeout_seconds - (time.monotonic() - started)
+            if remaining <= 0:
+                steps.append(TranscriptStep(source="system", kind="error", text="session timeout reached before this prompt"))
+                exit_code = None
+                break
+            try:
+                done = self._invoke(self.argv(binary, model, session_id, resume=index > 0), prompt, session.workspace, env, remaining)
+            except OSError as error:
+                infra = f"claude-code could not start {binary}: {error}"
+                steps.append(TranscriptStep(source="system", kind="error", text=infra))
+                exit_code = None
+                break
+            parsed = parse_stream(done.stdout)
+            steps.extend(parsed.steps)
+            session_id = parsed.session_id or session_id
+            input_tokens += parsed.usage.input_tokens
+            output_tokens += parsed.usage.output_tokens
+            cost = max(cost, parsed.usage.cost_usd)  # total_cost_usd is cumulative over a resumed session
+            exit_code = done.exit_code
+            if done.truncated:
+                steps.append(TranscriptStep(source="system", kind="error", text=f"stream-json output past {MAX_STREAM_BYTES} bytes was dropped"))
+            if not parsed.usage.reported:
+                steps.append(TranscriptStep(source="system", kind="error", text="no result message: usage and cost of this prompt are unknown (counted as 0)"))
+            if done.timed_out:
+                steps.append(TranscriptStep(source="system", kind="error", text=f"killed at the session timeout ({session.timeout_seconds:g} s)"))
+                exit_code = None
+                break
+            if parsed.api_error is not None and infra is None:
+                infra = f"model endpoint: {parsed.api_error}"
+            if done.exit_code != 0:
+                tail = done.stderr.strip()[-2000:]
+                steps.append(TranscriptStep(source="system", kind="error", text=f"claude exited {done.exit_code}: {tail}"))
+                if not parsed.usage.reported and infra is None:
+                    infra = f"claude exited {done.exit_code} without a result: {tail[-300:]}"
+                break
+        return AgentRun(
+            exit_code=exit_code,
+            infra_failure=infra,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost_usd=round(cost, 10),
+            wall_seconds=round(time.monotonic() - started, 6),
+            transcript=Transcript(agent=self.name, session_id=session_id, steps=tuple(steps)),
+        )
+
+    @staticmethod
+    def _invoke(argv: list[str], prompt: str, cwd: Path, env: Mapping[str, str], timeout: float) -> _Invocation:
+        """Run one invocation with `prompt` on stdin; kill its whole process tree at `timeout` and when it ends."""
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=dict(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, close_fds=True,
+        )
+        watcher = TreeWatcher(proc.pid).start()
+        out, err = BoundedSink(MAX_STREAM_BYTES), BoundedSink(MAX_STDERR_BYTES)
+        readers = [drain_file(proc.stdout, out), drain_file(proc.stderr, err)]  # type: ignore[arg-type]
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(prompt.encode("utf-8"))
+            proc.stdin.close()
+        except OSError:
+            pass  # the CLI exited before reading its prompt; its exit status and stderr say why
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            watcher.stop()
+            kill_tree(proc.pid, watcher)  # background commands the agent left behind die with it
+            proc.wait()
+        for reader in readers:
+            reader.join(READER_JOIN_SECONDS)
+        stdout, stderr = out.result(), err.result()
+        code = proc.returncode
+        return _Invocation(
+            exit_code=None if code < 0 else code, stdout=stdout.text, stderr=stderr.text,
+            timed_out=timed_out, truncated=stdout.truncated,
+        )
+
+
+register_agent(ClaudeCodeAgent.name, ClaudeCodeAgent)

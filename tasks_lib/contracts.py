@@ -413,14 +413,30 @@ class RunRecord(Document):
     """The run (matrix) this attempt belongs to."""
     task_id: Identifier
     """The task."""
+    task_kind: TaskKind | None = None
+    """The task's kind, for per-kind views."""
     condition: Condition
     """The memory condition."""
     trial: int = Field(ge=0)
     """Trial number within the condition."""
+    order: int = Field(default=0, ge=0)
+    """Position of this attempt in its task's interleaved schedule."""
+    agent: NonEmptyText = "unknown"
+    """The agent adapter that ran the attempt."""
+    calibration: bool = False
+    """True for the calibration agent: an instrument of the runner, never admissible to a published cohort."""
+    corpus_id: Sha256 | None = None
+    """The corpus the workspace was built from."""
     outcome: Literal["pass", "fail", "ungradable"]
     """Verifier result; missing evidence is `ungradable`, never a pass."""
     infra_failure: bool = False
     """True when the apparatus, not the agent, failed."""
+    failure_reason: str | None = None
+    """Why the attempt did not pass (audit violation, check failed, agent infra failure, ...)."""
+    check_exit_code: int | None = None
+    """Exit status of the check command (None when it did not run or timed out)."""
+    audit_passed: bool | None = None
+    """Whether the mutation audit passed (None when it did not run)."""
     input_tokens: int = Field(ge=0)
     """Input tokens the agent used."""
     output_tokens: int = Field(ge=0)
@@ -430,13 +446,17 @@ class RunRecord(Document):
     wall_seconds: float = Field(ge=0)
     """Wall time of the agent's turn."""
     transcript: RelPath | None = None
-    """Transcript, relative to the run's artifact folder."""
+    """Transcript, relative to the artifact root."""
     injection: Literal["yes", "no", "unknown"]
     """Whether delivery of memory was confirmed from non-agent transcript steps."""
     injection_channel: str | None = None
     """The channel that delivered it (prompt-time retrieval, session start, ...)."""
+    planted_ids: tuple[str, ...] = ()
+    """Memory ids planted for this attempt (forgotten by exact id afterwards)."""
+    delivered_ids: tuple[str, ...] = ()
+    """Memory ids the transcript shows delivered."""
     audit_receipt: RelPath | None = None
-    """Mutation-audit receipt, relative to the run's artifact folder."""
+    """Mutation-audit receipt, relative to the artifact root."""
     build_under_test: NonEmptyText
     """The memory-system build measured; recorded per data point, not in the comparability key."""
 

@@ -1,0 +1,273 @@
+"""Running the arms: one task under one memory condition, one trial, end to end.
+
+For every attempt: build the task's fixture from git objects into a fresh workspace and redact
+it; snapshot it for the audit; plant the task's memories in a fresh store under a realm unique to
+the trial (nothing under `off`, where the memory system's kill switch is set instead); run the
+agent with the visible prompt(s) only, memory reaching it through its hook; audit the workspace;
+apply `hidden/`; run the check command (exit 0 = pass); confirm delivery from the transcript;
+store the transcript, the audit receipt and the record; and, in a finalizer, forget every planted
+id by exact id and remove the workspace. Conditions are interleaved within each task so that no
+condition always runs first.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks_lib.agents.base import Agent, AgentRun, AgentSession
+from tasks_lib.agents.calibration import CalibrationAgent
+from tasks_lib.agents.registry import get_agent
+from tasks_lib.artifacts import ArtifactStore, run_key
+from tasks_lib.audit import AuditReceipt, audit, snapshot_tree
+from tasks_lib.contracts import RunRecord, check_rel_path
+from tasks_lib.corpus import build_tree
+from tasks_lib.errors import MemtrialError
+from tasks_lib.injection import confirm_injection
+from tasks_lib.memory.hook import REALM_ENV, STORE_ENV
+from tasks_lib.memory.planting import plant
+from tasks_lib.memory.realms import trial_realm
+from tasks_lib.memory.store import SqliteMemoryStore
+from tasks_lib.memory.switches import ABLATE_LANES_ENV as ABLATE_ENV, MEMORY_OFF_ENV as OFF_ENV
+from tasks_lib.redact import redact_tree
+from tasks_lib.taskcorpus import LoadedTask, overlay, run_check
+
+HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.hook")
+"""The memory delivery hook every agent's prompt/session hooks call."""
+REFERENCE_BUILD = "memtrial-reference/0.1.0"
+
+
+class ArmsError(MemtrialError):
+    """A paired run cannot be set up (bad condition, unknown task, ...)."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One cell of the matrix."""
+
+    task: LoadedTask
+    condition: str
+    trial: int
+    order: int
+
+
+def memory_env(condition: str, realm: str, store_path: Path | None) -> dict[str, str]:
+    """The environment the agent and its hooks get for `condition`."""
+    if condition == "off":
+        return {OFF_ENV: "1", REALM_ENV: realm}
+    env = {REALM_ENV: realm, STORE_ENV: str(store_path)}
+    if condition.startswith("ablate:"):
+        env[ABLATE_ENV] = condition.removeprefix("ablate:")
+    return env
+
+
+def schedule(tasks: Sequence[LoadedTask], conditions: Sequence[str], trials: int) -> list[Attempt]:
+    """Every task x condition x trial, conditions rotated each trial so order effects cancel."""
+    if trials < 1:
+        raise ArmsError(f"trials: must be at least 1, got {trials}")
+    if not conditions:
+        raise ArmsError("conditions: name at least one (off, on, ablate:<lane>, ablate:all)")
+    plan: list[Attempt] = []
+    for task in tasks:
+        order = 0
+        for trial in range(trials):
+            shift = trial % len(conditions)
+            for condition in list(conditions[shift:]) + list(conditions[:shift]):
+                plan.append(Attempt(task, condition, trial, order))
+                order += 1
+    return plan
+
+
+@contextmanager
+def planted_memory(attempt: Attempt, run_id: str, root: Path, embedder: str) -> Iterator[tuple[dict[str, str], tuple[str, ...]]]:
+    """Plant the task's memories for this attempt (not under `off`); forget them by exact id after."""
+    realm = trial_realm(run_id, attempt.task.task_id, attempt.condition, attempt.trial)
+    if attempt.condition == "off" or not attempt.task.manifest.memories:
+        yield memory_env(attempt.condition, realm, root / "memory.sqlite"), ()
+        return
+    store_path = root / "memory.sqlite"
+    store = SqliteMemoryStore(store_path, embedder)
+    ids: tuple[str, ...] = ()
+    try:
+        store.create_realm(realm)
+        ids = plant(store, realm, attempt.task.manifest.memories)
+        store.close()
+        yield memory_env(attempt.condition, realm, store_path), ids
+    finally:
+        store = SqliteMemoryStore(store_path, embedder)
+        try:
+            if ids:
+                store.forget(ids)
+        finally:
+            store.close()
+
+
+def make_agent(name: str, task: LoadedTask, options: dict[str, object]) -> Agent:
+    """The agent for one attempt; the calibration agent is built from the task's runner-owned files."""
+    if name == "calibration":
+        memories = task.manifest.memories
+        return CalibrationAgent(
+            solution_dir=task.solution_dir,
+            kind=task.manifest.kind,
+            stale_texts=[m.text for m in memories if m.kind == "superseded"],
+            correction_texts=[m.text for m in memories if m.kind == "correction"],
+        )
+    return get_agent(name, **options)
+
+
+def _grade(run: AgentRun, receipt: AuditReceipt | None, check_exit: int | None, check_ran: bool) -> tuple[str, bool, str | None]:
+    """(outcome, infra_failure, reason): nothing passes without a passed audit and a zero exit."""
+    if run.infra_failure:
+        return "ungradable", True, f"agent infrastructure: {run.infra_failure}"
+    if receipt is None:
+        return "ungradable", True, "the mutation audit did not run"
+    if not receipt.passed:
+        return "fail", False, f"mutation audit: {len(receipt.violations)} change(s) outside the allowed paths"
+    if not check_ran:
+        return "ungradable", True, "the check command could not run"
+    if check_exit == 0:
+        return "pass", False, None
+    return "fail", False, "check failed" if check_exit is not None else "check timed out"
+
+
+def run_attempt(
+    attempt: Attempt,
+    *,
+    run_id: str,
+    repo_root: Path,
+    commit: str,
+    tasks_subdir: str,
+    agent_name: str,
+    store: ArtifactStore,
+    agent_options: dict[str, object] | None = None,
+    embedder: str = "hashed",
+    timeout_seconds: float | None = None,
+) -> RunRecord:
+    """Run one attempt end to end and store its transcript, receipt and record; return the record."""
+    task = attempt.task
+    prefix = ("attempts", task.task_id, attempt.condition.replace(":", "-"), f"t{attempt.trial}")
+    with tempfile.TemporaryDirectory(prefix="memtrial-arm-") as tmp:
+        root = Path(tmp)
+        workspace, home = root / "workspace", root / "home"
+        home.mkdir()
+        build = build_tree(repo_root, commit, workspace, subdir=f"{tasks_subdir}/{task.root.name}/{task.manifest.fixture}")
+        redact_tree(workspace, build.corpus_id, listing=build.files)
+        before = snapshot_tree(workspace)
+        with planted_memory(attempt, run_id, root, embedder) as (env, planted):
+            agent = make_agent(agent_name, task, agent_options or {})
+            session = AgentSession(
+                workspace=workspace,
+                home=home,
+                prompts=(task.manifest.instruction, *task.manifest.follow_up_prompts),
+                env=env,
+                hook_argv=HOOK_ARGV,
+                timeout_seconds=timeout_seconds or task.manifest.agent_timeout_seconds,
+            )
+            started = time.monotonic()
+            run = agent.run(session)
+            wall = run.wall_seconds or round(time.monotonic() - started, 3)
+        receipt = audit(before, workspace, task.manifest.allowed_output_paths)
+        check_exit, check_ran = None, False
+        if receipt.passed and not run.infra_failure:
+            overlay(task.hidden_dir, workspace)
+            check = run_check(task, workspace, "solution")
+            check_exit, check_ran = check.exit_code, check.exit_code is not None or "[timed out]" in check.output_tail
+        outcome, infra, reason = _grade(run, receipt, check_exit, check_ran)
+        injection = confirm_injection(run.transcript, expected_ids=planted)
+        transcript_key = run_key(run_id, *prefix, "transcript.json")
+        receipt_key = run_key(run_id, *prefix, "audit.json")
+        store.put_json(transcript_key, run.transcript)
+        store.put_json(receipt_key, receipt)
+        record = RunRecord(
+            run_id=run_id,
+            task_id=task.task_id,
+            task_kind=task.manifest.kind,
+            condition=attempt.condition,
+            trial=attempt.trial,
+            order=attempt.order,
+            agent=agent_name,
+            calibration=agent_name == "calibration",
+            corpus_id=build.corpus_id,
+            outcome=outcome,  # type: ignore[arg-type]
+            infra_failure=infra,
+            failure_reason=reason,
+            check_exit_code=check_exit,
+            audit_passed=receipt.passed,
+            input_tokens=run.input_tokens,
+            output_tokens=run.output_tokens,
+            cost_usd=run.cost_usd,
+            wall_seconds=wall,
+            transcript=transcript_key,
+            injection=injection.confirmed,
+            injection_channel=",".join(injection.channels) or None,
+            planted_ids=planted,
+            delivered_ids=injection.memory_ids,
+            audit_receipt=receipt_key,
+            build_under_test=REFERENCE_BUILD,
+        )
+        store.put_json(run_key(run_id, *prefix, "record.json"), record)
+    return record
+
+
+def check_conditions(conditions: Sequence[str], lanes: Sequence[str]) -> list[str]:
+    """Validate condition names against the memory system's lanes; return them."""
+    out = []
+    for condition in conditions:
+        lane = condition.removeprefix("ablate:") if condition.startswith("ablate:") else None
+        if condition not in ("off", "on") and (lane is None or (lane != "all" and lane not in lanes)):
+            raise ArmsError(f"condition {condition!r} is unknown; use off, on, ablate:all or ablate:<lane> with a lane of {', '.join(lanes)}")
+        out.append(condition)
+    return out
+
+
+def select_tasks(tasks: Sequence[LoadedTask], ids: Sequence[str] | None) -> list[LoadedTask]:
+    """The tasks named in `ids` (all when None), in corpus order; an unknown id lists the known ones."""
+    if not ids:
+        return list(tasks)
+    known = {t.task_id: t for t in tasks}
+    missing = [i for i in ids if i not in known]
+    if missing:
+        raise ArmsError(f"unknown task(s) {', '.join(missing)}; known tasks: {', '.join(sorted(known))}")
+    return [known[i] for i in ids]
+
+
+def task_subdir_of(tasks_root: Path, repo_root: Path) -> str:
+    """The tasks folder relative to the repository root, as a POSIX path."""
+    rel = tasks_root.resolve().relative_to(repo_root.resolve()).as_posix()
+    return check_rel_path(rel)
+
+
+ProgressFn = Callable[[RunRecord], None]
+
+
+def run_matrix(
+    attempts: Sequence[Attempt],
+    *,
+    run_id: str,
+    repo_root: Path,
+    commit: str,
+    tasks_subdir: str,
+    agent_name: str,
+    store: ArtifactStore,
+    agent_options: dict[str, object] | None = None,
+    embedder: str = "hashed",
+    progress: ProgressFn | None = None,
+) -> list[RunRecord]:
+    """Run every attempt in schedule order; return the records (also stored one by one)."""
+    records = []
+    for attempt in attempts:
+        record = run_attempt(
+            attempt, run_id=run_id, repo_root=repo_root, commit=commit, tasks_subdir=tasks_subdir,
+            agent_name=agent_name, store=store, agent_options=agent_options, embedder=embedder,
+        )
+        records.append(record)
+        if progress:
+            progress(record)
+    return records
+
+

@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import socketserver
@@ -444,6 +445,16 @@ def start_server(
     if not store_path.is_file():
         raise MemoryServerError(f"store: no memory store at {store_path}; restore or create one first")
     folder = private_dir(Path(tempfile.mkdtemp(prefix="memtrial-mem-")) if socket_dir is None else socket_dir)
+    try:
+        return _spawn(store_path, folder, realm, timeout)
+    except BaseException:
+        if socket_dir is None:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _spawn(store_path: Path, folder: Path, realm: str | None, timeout: float) -> ServedReplica:
+    """Spawn the server for `store_path` in `folder` and wait for its ping; see `start_server`."""
     env = {k: v for k, v in os.environ.items() if k not in (MEMORY_OFF_ENV, ABLATE_LANES_ENV)}
     log_path = folder / LOG_NAME
     argv = [sys.executable, "-m", _MODULE, "--store", str(store_path), "--socket-dir", str(folder)]

@@ -23,7 +23,8 @@ a run does can reach the frozen original. Artifact ids and edges live in the pro
 tables (`provisioner_items`, `provisioner_edges`) inside the same file.
 
 Snapshot opens the replica afresh and reports what is stored there now: evidence documents and
-graph nodes are live memories (a memory stored during the run counts as a node), edges are
+graph nodes are live memories (neither superseded nor forgotten; a memory stored during the
+run counts as a node), edges are
 artifact edges whose two ends are still live. Probes: `fulltext` is the store's keyword lane,
 `semantic` its semantic lane, `graph` the node(s) whose label or id equals the query plus the
 store's graph-lane hits, then their neighbours along the artifact edges. Hit ids are artifact ids
@@ -60,7 +61,7 @@ from tasks_lib.memory.adapter import MemoryItem, MemoryKind
 from tasks_lib.memory.embeddings import DEFAULT_EMBEDDER
 from tasks_lib.memory.errors import InvalidRealmError
 from tasks_lib.memory.realms import validate_realm
-from tasks_lib.memory.replica import REPLICA_FILE_NAME, FrozenStore, file_sha256, restore_replica, snapshot
+from tasks_lib.memory.replica import REPLICA_FILE_NAME, FrozenStore, restore_replica, snapshot
 from tasks_lib.memory.server import ServedReplica, start_server, stop_server
 from tasks_lib.memory.switches import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 from tasks_lib.provisioner import (

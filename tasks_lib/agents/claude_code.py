@@ -447,7 +447,7 @@ class ClaudeCodeAgent(Agent):
             infra_failure=infra,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
-            cost_usd=round(cost, 10),
+            cost_usd=cost,
             wall_seconds=round(time.monotonic() - started, 6),
             transcript=Transcript(agent=self.name, session_id=session_id, steps=tuple(steps)),
         )

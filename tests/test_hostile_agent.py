@@ -7,6 +7,7 @@ from __future__ import annotations
 import secrets
 import shutil
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -125,7 +126,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         agent = get_agent("hostile", limits=LIMITS, hidden_paths=(hidden,))
         session = AgentSession(
             workspace=workspace, home=home, prompts=("Fix add in src/calc.py.",), env={"MEMTRIAL_MEMORY_OFF": "1"},
-            hook_argv=(__import__("sys").executable, "-m", "tasks_lib.memory.hook"), timeout_seconds=120,
+            hook_argv=(sys.executable, "-m", "tasks_lib.memory.hook"), timeout_seconds=120,
         )
         run = agent.run(session)
         time.sleep(0.3)

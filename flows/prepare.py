@@ -9,8 +9,6 @@ whose inputs did not change. Receipts and a Parquet table go to the artifact sto
 from __future__ import annotations
 
 import hashlib
-import secrets
-from datetime import datetime, timezone
 from pathlib import Path
 
 from flows.settings import configure_prefect
@@ -30,12 +28,6 @@ from tasks_lib.trees import sha256_file  # noqa: E402
 
 PREPARATION_TABLE = "preparation.parquet"
 STAGE_MODULES = ("contracts.py", "corpus.py", "redact.py", "rules.py", "certify.py", "prepare.py", "trees.py")
-
-
-def new_run_id(prefix: str = "run") -> str:
-    """A fresh, sortable run id: `<prefix>-YYYYMMDD-HHMMSS-<6 hex>`."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{prefix}-{stamp}-{secrets.token_hex(3)}"
 
 
 def stage_code_digest() -> str:

@@ -40,6 +40,8 @@ from tasks_lib.taskcorpus import LoadedTask, overlay, run_check
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.hook")
 """The memory delivery hook every agent's prompt/session hooks call."""
 REFERENCE_BUILD = "memtrial-reference/0.1.0"
+KEY_MEMORY_KINDS = frozenset({"convention", "decision", "procedure", "correction"})
+"""Memory kinds that carry a task's answer; the calibration agent needs one of them delivered."""
 
 
 class ArmsError(MemtrialError):
@@ -111,9 +113,11 @@ def make_agent(name: str, task: LoadedTask, options: dict[str, object]) -> Agent
     """The agent for one attempt; the calibration agent is built from the task's runner-owned files."""
     if name == "calibration":
         memories = task.manifest.memories
+        key = [m.text for m in memories if m.kind in KEY_MEMORY_KINDS] or [m.text for m in memories if m.kind != "superseded"]
         return CalibrationAgent(
             solution_dir=task.solution_dir,
             kind=task.manifest.kind,
+            key_texts=key,
             stale_texts=[m.text for m in memories if m.kind == "superseded"],
             correction_texts=[m.text for m in memories if m.kind == "correction"],
         )
@@ -146,6 +150,7 @@ def run_attempt(
     store: ArtifactStore,
     agent_options: dict[str, object] | None = None,
     embedder: str = "hashed",
+    sandbox: str = "local",
     timeout_seconds: float | None = None,
 ) -> RunRecord:
     """Run one attempt end to end and store its transcript, receipt and record; return the record."""
@@ -167,6 +172,7 @@ def run_attempt(
                 env=env,
                 hook_argv=HOOK_ARGV,
                 timeout_seconds=timeout_seconds or task.manifest.agent_timeout_seconds,
+                sandbox=sandbox,
             )
             started = time.monotonic()
             run = agent.run(session)
@@ -256,6 +262,7 @@ def run_matrix(
     store: ArtifactStore,
     agent_options: dict[str, object] | None = None,
     embedder: str = "hashed",
+    sandbox: str = "local",
     progress: ProgressFn | None = None,
 ) -> list[RunRecord]:
     """Run every attempt in schedule order; return the records (also stored one by one)."""
@@ -263,7 +270,7 @@ def run_matrix(
     for attempt in attempts:
         record = run_attempt(
             attempt, run_id=run_id, repo_root=repo_root, commit=commit, tasks_subdir=tasks_subdir,
-            agent_name=agent_name, store=store, agent_options=agent_options, embedder=embedder,
+            agent_name=agent_name, store=store, agent_options=agent_options, embedder=embedder, sandbox=sandbox,
         )
         records.append(record)
         if progress:

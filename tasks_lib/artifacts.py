@@ -12,9 +12,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import secrets
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,6 +34,12 @@ BLOBS = "blobs/sha256"
 RECORDS_TABLE = "records.parquet"
 TEMP_MARK = ".partial-"
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
+
+
+def new_run_id(prefix: str = "run") -> str:
+    """A fresh, sortable run id: `<prefix>-YYYYMMDD-HHMMSS-<6 hex>` (UTC)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{prefix}-{stamp}-{secrets.token_hex(3)}"
 
 
 def run_key(run_id: str, *parts: str) -> str:

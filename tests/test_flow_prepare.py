@@ -53,7 +53,8 @@ def project(make_repo: MakeRepo) -> Path:
 
 
 def run_flow(project: Path, artifact_root: str):  # type: ignore[no-untyped-def]
-    from flows.prepare import new_run_id, prepare_flow
+    from flows.prepare import prepare_flow
+    from tasks_lib.artifacts import new_run_id
 
     return prepare_flow(
         tasks_root=str(project / "corpora/tasks"), repo_root=str(project), artifact_root=artifact_root, run_id=new_run_id("test")

@@ -4,8 +4,9 @@ It is an instrument of the runner, not a measured agent, and the one exception t
 sees the solution". Like any agent it receives only the prompts and whatever its prompt hook
 injects; what it then does follows from the task's kind and from what the hook delivered:
 
-- memory delivered (a provenance block from a non-agent step) on a task memory can solve: it
-  applies the task's solution, reading nothing else (cost: prompt + delivered context);
+- the memory that carries the answer delivered (its text inside a provenance block from a hook)
+  on a task memory can solve: it applies the task's solution, reading nothing else (cost: prompt
+  + delivered context);
 - a stale-trap whose delivered context holds the superseded value but not its correction: it acts
   on the stale value, i.e. writes nothing useful, and fails;
 - otherwise it explores: reads every visible file (counted as input tokens) and succeeds only on
@@ -49,9 +50,17 @@ class CalibrationAgent(Agent):
 
     name = "calibration"
 
-    def __init__(self, solution_dir: Path, kind: str, stale_texts: Sequence[str] = (), correction_texts: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        solution_dir: Path,
+        kind: str,
+        key_texts: Sequence[str] = (),
+        stale_texts: Sequence[str] = (),
+        correction_texts: Sequence[str] = (),
+    ) -> None:
         self.solution_dir = solution_dir
         self.kind = kind
+        self.key_texts = tuple(key_texts)
         self.stale_texts = tuple(stale_texts)
         self.correction_texts = tuple(correction_texts)
 
@@ -102,7 +111,10 @@ class CalibrationAgent(Agent):
                 steps.append(TranscriptStep(source="hook", kind="context", text=context, channel="UserPromptSubmit"))
                 read += len(context.encode())
                 context_all += context
-        delivered = bool(find_provenance(context_all))
+        # Memory helps only if what carries the answer arrived, inside a provenance block.
+        delivered = bool(find_provenance(context_all)) and (
+            not self.key_texts or any(t in context_all for t in self.key_texts)
+        )
         stale_only = (
             self.kind == "stale-trap"
             and any(t in context_all for t in self.stale_texts)

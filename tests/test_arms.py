@@ -1,0 +1,159 @@
+"""Running the arms: the calibration agent's known effect is recovered exactly, and nothing passes by default."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
+from tasks_lib.agents.registry import register_agent
+from tasks_lib.arms import ArmsError, check_conditions, memory_env, planted_memory, run_matrix, schedule, select_tasks
+from tasks_lib.artifacts import LocalStore
+from tasks_lib.memory.lanes import LANES
+from tasks_lib.memory.store import SqliteMemoryStore
+from tasks_lib.taskcorpus import load_tasks, overlay
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = load_tasks(REPO / "corpora" / "tasks")
+HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+# One task of each behaviour: convention (memory decides success), deducible (memory only saves
+# tokens), tare (memory costs a little), stale-trap (the correction must win).
+PICK = ["logship-partial-exit", "tabmill-delimiter", "rotlog-keep-count", "paybridge-tenant-header"]
+
+
+def run(tasks: list[str], conditions: list[str], tmp_path: Path, agent: str = "calibration", trials: int = 1):  # type: ignore[no-untyped-def]
+    plan = schedule(select_tasks(TASKS, tasks), conditions, trials)
+    return run_matrix(plan, run_id="test-run", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
+                      agent_name=agent, store=LocalStore(tmp_path / "artifacts"))
+
+
+def test_schedule_interleaves_conditions_across_trials() -> None:
+    plan = schedule(select_tasks(TASKS, ["logship-partial-exit"]), ["off", "on", "ablate:all"], 3)
+    orders = [[a.condition for a in plan if a.trial == t] for t in range(3)]
+    assert orders == [["off", "on", "ablate:all"], ["on", "ablate:all", "off"], ["ablate:all", "off", "on"]]
+    assert [a.order for a in plan] == list(range(9))
+
+
+def test_calibration_pattern_is_recovered_exactly(tmp_path: Path) -> None:
+    """The pattern follows from the corpus: memory flips conventions, saves tokens on deducible
+    tasks, costs a little on tare tasks, and ablate:all equals off (the harness check)."""
+    records = run(PICK, ["off", "on", "ablate:all"], tmp_path)
+    by = {(r.task_id, r.condition): r for r in records}
+    outcome = {key: r.outcome for key, r in by.items()}
+    assert outcome == {
+        ("logship-partial-exit", "off"): "fail", ("logship-partial-exit", "on"): "pass", ("logship-partial-exit", "ablate:all"): "fail",
+        ("tabmill-delimiter", "off"): "pass", ("tabmill-delimiter", "on"): "pass", ("tabmill-delimiter", "ablate:all"): "pass",
+        ("rotlog-keep-count", "off"): "pass", ("rotlog-keep-count", "on"): "pass", ("rotlog-keep-count", "ablate:all"): "pass",
+        ("paybridge-tenant-header", "off"): "fail", ("paybridge-tenant-header", "on"): "pass", ("paybridge-tenant-header", "ablate:all"): "fail",
+    }
+    for task in PICK:
+        assert by[(task, "on")].injection == "yes" and by[(task, "on")].injection_channel == "prompt-time"
+        assert by[(task, "off")].injection == "no" and by[(task, "ablate:all")].injection == "no"
+        assert by[(task, "off")].planted_ids == () and len(by[(task, "on")].planted_ids) >= 1
+        assert set(by[(task, "on")].delivered_ids) <= set(by[(task, "on")].planted_ids)
+    tokens = {key: r.input_tokens + r.output_tokens for key, r in by.items()}
+    assert tokens[("tabmill-delimiter", "on")] * 1.5 <= tokens[("tabmill-delimiter", "off")], "memory saves cost on a deducible task"
+    assert tokens[("rotlog-keep-count", "on")] > tokens[("rotlog-keep-count", "off")], "on a tare task memory only adds context"
+    assert tokens[("paybridge-tenant-header", "on")] < tokens[("paybridge-tenant-header", "off")]
+    assert all(r.calibration and r.agent == "calibration" and r.audit_passed for r in records)
+    assert [by[(t, c)].outcome for t in PICK for c in ["ablate:all"]] == [by[(t, "off")].outcome for t in PICK]
+    stale = by[("paybridge-tenant-header", "on")]
+    assert len(stale.delivered_ids) == 1, "only the correction is served, never the superseded value"
+
+    store = LocalStore(tmp_path / "artifacts")
+    assert store.exists(by[("logship-partial-exit", "on")].transcript or "")
+    assert store.exists(by[("logship-partial-exit", "on")].audit_receipt or "")
+    assert len(store.list_keys("runs/test-run/attempts")) == 3 * len(records)
+
+
+class TamperingAgent(Agent):
+    """Writes the right fix, and also edits a visible test outside the allowed paths."""
+
+    name = "tampering"
+
+    def run(self, session: AgentSession) -> AgentRun:
+        task = select_tasks(TASKS, ["logship-partial-exit"])[0]
+        overlay(task.solution_dir, session.workspace)
+        (session.workspace / "tests" / "test_cli.py").write_text("# the tests were simplified\n")
+        steps = (TranscriptStep(source="agent", kind="message", text="PASSED 12 tests, all OK"),)
+        return AgentRun(exit_code=0, input_tokens=1, output_tokens=1, cost_usd=0, wall_seconds=0.1,
+                        transcript=Transcript(agent=self.name, steps=steps))
+
+
+class CrashingInfraAgent(Agent):
+    """Cannot reach its endpoint: an apparatus failure, not an agent failure."""
+
+    name = "no-endpoint"
+
+    def run(self, session: AgentSession) -> AgentRun:
+        return AgentRun(exit_code=None, infra_failure="connection refused by 127.0.0.1:9", input_tokens=0, output_tokens=0,
+                        cost_usd=0, wall_seconds=0, transcript=Transcript(agent=self.name, steps=()))
+
+
+def test_a_correct_fix_with_an_edited_test_earns_zero(tmp_path: Path) -> None:
+    register_agent("tampering", TamperingAgent)
+    (record,) = run(["logship-partial-exit"], ["on"], tmp_path, agent="tampering")
+    assert record.outcome == "fail"
+    assert record.audit_passed is False and record.check_exit_code is None
+    assert "mutation audit" in (record.failure_reason or "")
+
+
+def test_infrastructure_failure_is_ungradable_not_a_fail(tmp_path: Path) -> None:
+    register_agent("no-endpoint", CrashingInfraAgent)
+    (record,) = run(["tabmill-delimiter"], ["off"], tmp_path, agent="no-endpoint")
+    assert (record.outcome, record.infra_failure) == ("ungradable", True)
+
+
+def test_planted_memories_are_forgotten_by_exact_id_even_on_failure(tmp_path: Path) -> None:
+    attempt = schedule(select_tasks(TASKS, ["logship-partial-exit"]), ["on"], 1)[0]
+    with pytest.raises(RuntimeError, match="agent blew up"):
+        with planted_memory(attempt, "run-x", tmp_path, "hashed") as (env, ids):
+            assert len(ids) == 2 and env["MEMTRIAL_MEMORY_DB"] == str(tmp_path / "memory.sqlite")
+            raise RuntimeError("agent blew up")
+    with SqliteMemoryStore(tmp_path / "memory.sqlite", "hashed") as store:
+        assert store.live_ids(env["MEMTRIAL_REALM"]) == ()
+
+
+@pytest.mark.parametrize(
+    ("condition", "expected"),
+    [
+        ("off", {"MEMTRIAL_MEMORY_OFF": "1", "MEMTRIAL_REALM": "trial:r"}),
+        ("on", {"MEMTRIAL_REALM": "trial:r", "MEMTRIAL_MEMORY_DB": "/m.sqlite"}),
+        ("ablate:graph", {"MEMTRIAL_REALM": "trial:r", "MEMTRIAL_MEMORY_DB": "/m.sqlite", "MEMTRIAL_ABLATE_LANES": "graph"}),
+        ("ablate:all", {"MEMTRIAL_REALM": "trial:r", "MEMTRIAL_MEMORY_DB": "/m.sqlite", "MEMTRIAL_ABLATE_LANES": "all"}),
+    ],
+    ids=["off-uses-the-kill-switch", "on", "ablate-lane", "ablate-all"],
+)
+def test_memory_environment_per_condition(condition: str, expected: dict[str, str]) -> None:
+    assert memory_env(condition, "trial:r", Path("/m.sqlite")) == expected
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: check_conditions(["ablate:nope"], LANES), "condition 'ablate:nope' is unknown"),
+        (lambda: check_conditions(["sometimes"], LANES), "condition 'sometimes' is unknown"),
+        (lambda: select_tasks(TASKS, ["no-such-task"]), "unknown task"),
+        (lambda: schedule(TASKS[:1], ["on"], 0), "trials: must be at least 1"),
+    ],
+    ids=["unknown-lane", "unknown-condition", "unknown-task", "zero-trials"],
+)
+def test_bad_matrix_requests_are_refused(call, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ArmsError, match=message):
+        call()
+
+
+def test_paired_command_writes_a_records_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from flows.cli import main
+
+    code = main(["paired", "--tasks", "tabmill-delimiter", "--conditions", "off,on", "--artifacts", str(tmp_path), "--json"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [(c["condition"], c["passes"], c["runs"], c["injected"]) for c in result["cells"]] == [("off", 1, 1, 0), ("on", 1, 1, 1)]
+    table = pq.read_table(tmp_path / result["records"]).to_pandas()
+    assert sorted(table["condition"]) == ["off", "on"]

@@ -4,23 +4,33 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.memtrial-installed
+EXTRAS := test,embeddings,chroma
 
-.PHONY: demo test bench clean-venv
+.PHONY: demo test test-deps bench clean-venv
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "memtrial needs Python >= 3.11; set PYTHON=python3.11")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,embeddings]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/memtrial run
 
-test: $(STAMP)
+# What the tests drive for real: bubblewrap and a private dockerd (apt, needs root), the MCP memory
+# server and the Claude Code CLI (npm, pinned). Without them the tests that need them skip and say why.
+test-deps:
+	-bash scripts/install_test_deps.sh
+	-bash scripts/install_mcp_memory.sh
+	-bash scripts/install_claude_code.sh >/dev/null
+
+test: $(STAMP) test-deps
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
+	command -v rg >/dev/null || apt-get install -y ripgrep
 	$(BIN)/python benchmarks/bench_prepare.py
+	$(BIN)/python benchmarks/bench_audit.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -15,7 +15,10 @@ Requests are told apart by whether they carry tools:
 - a *side* request (no tools: title or topic generation, a quota probe) gets a short text reply
   and does not consume the script.
 
-Every other path answers 404 with an Anthropic-shaped error and is recorded too. Token usage of
+With the CLI's non-essential traffic switched off (see `tasks_lib.agents.claude_code.QUIET_ENV`),
+Claude Code 2.1.332 makes conversation requests only (`POST /v1/messages?beta=true`, streamed),
+and no other connection at all (checked with strace); side requests are still answered in case a
+later version makes them. Every other path answers 404 with an Anthropic-shaped error and is recorded too. Token usage of
 every reply is summed in `usage_served`, so a test can compare it with what the agent reported.
 """
 

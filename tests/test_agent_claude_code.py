@@ -234,3 +234,10 @@ def test_stream_parse_of_api_error_and_usage() -> None:
     assert parsed.api_error is not None and parsed.api_error.startswith("connection_failed")
     assert [s.source for s in parsed.steps if s.source != "system"] == []
     assert sum(s.kind == "error" for s in parsed.steps) == 3
+
+
+def test_binary_named_by_the_environment_is_the_only_candidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: a wrong MEMTRIAL_CLAUDE_BINARY must not silently fall back to some other installed CLI."""
+    monkeypatch.setenv("MEMTRIAL_CLAUDE_BINARY", str(tmp_path / "missing-claude"))
+    with pytest.raises(AgentSetupError, match="missing-claude"):
+        find_binary()

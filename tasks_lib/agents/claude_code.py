@@ -105,7 +105,9 @@ SANDBOX_NOTE = (
 
 
 def find_binary(binary: str | Path | None = None) -> Path:
-    """The `claude` binary: `binary`, else $MEMTRIAL_CLAUDE_BINARY, else the project-local install, else PATH.
+    """The `claude` binary: `binary`, else $MEMTRIAL_CLAUDE_BINARY, else the project-local install or PATH.
+
+    An explicitly named binary (argument or variable) is the only candidate.
 
     Raises:
         AgentSetupError: none of them is an executable file.
@@ -113,9 +115,9 @@ def find_binary(binary: str | Path | None = None) -> Path:
     candidates: list[str] = []
     if binary is not None:
         candidates.append(str(binary))
+    elif os.environ.get(BINARY_ENV):
+        candidates.append(os.environ[BINARY_ENV])  # named explicitly: no silent fallback to another CLI
     else:
-        if os.environ.get(BINARY_ENV):
-            candidates.append(os.environ[BINARY_ENV])
         candidates.append(str(DEFAULT_BINARY))
         found = shutil.which("claude")
         if found:

@@ -262,12 +262,16 @@ class McpMemoryAdapter(MemoryAdapter):
             raise MemoryInputError("ids: give a non-empty list of memory ids to forget")
         wanted = list(dict.fromkeys(ids))
         holders: dict[str, list[str]] = {}
-        for realm in self.realms():
+        present: set[str] = set()
+        # Realms whose server is already running first; stop starting servers once every id is found.
+        for realm in sorted(self.realms(), key=lambda r: r not in self._servers):
+            if present >= set(wanted):
+                break
             graph = self._call(realm, "open_nodes", {"names": wanted})
             found = [e["name"] for e in graph["entities"] if _is_memory(e)]
             if found:
                 holders[realm] = found
-        present = {i for found in holders.values() for i in found}
+                present.update(found)
         missing = [i for i in wanted if i not in present]
         if missing:
             raise UnknownMemoryIdError(f"ids: {len(missing)} id(s) are not stored (e.g. {missing[0]!r}); nothing was forgotten")

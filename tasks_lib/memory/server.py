@@ -428,7 +428,7 @@ def start_server(
     socket_dir: Path | None = None,
     *,
     realm: str | None = None,
-    timeout: float = 20.0,
+    timeout: float = 60.0,
 ) -> ServedReplica:
     """Start a detached server for `store_path` and wait until it answers a ping.
 

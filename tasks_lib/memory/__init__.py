@@ -3,12 +3,11 @@
 `adapter.MemoryAdapter` is the interface every memory system is wrapped in; `store.SqliteMemoryStore`
 is the embedded reference system (keyword, semantic, graph and corrections lanes over one
 SQLite file); `conformance` is the suite every adapter must pass; `hook` delivers memory to an
-agent; `replica` freezes a store and hands each run a private copy.
+agent (run it as `python -m tasks_lib.memory.hook`; not imported here, so runpy does not warn); `replica` freezes a store and hands each run a private copy.
 """
 
 from tasks_lib.memory.adapter import Accounting, MemoryAdapter, MemoryHit, MemoryItem
 from tasks_lib.memory.embeddings import EMBEDDERS, get_embedder
-from tasks_lib.memory.hook import run_hook
 from tasks_lib.memory.provenance import find_provenance
 from tasks_lib.memory.realms import trial_realm, validate_realm
 from tasks_lib.memory.replica import restore_replica, snapshot
@@ -24,7 +23,6 @@ __all__ = [
     "find_provenance",
     "get_embedder",
     "restore_replica",
-    "run_hook",
     "snapshot",
     "trial_realm",
     "validate_realm",

@@ -3,8 +3,8 @@
 `snapshot` freezes a live store into one self-contained file with SQLite's online backup API
 (consistent even while the source is open) and returns its digest. `restore_replica` copies a
 frozen file into one run's folder, checking the digest first, so every run starts from the same
-bytes and nothing a run does can reach the frozen original. (Serving a replica over a local
-socket, so a CLI and its child hooks share one process, is not built yet.)
+bytes and nothing a run does can reach the frozen original. `server` serves one replica on a
+private Unix socket so an agent's CLI and its child hooks share one process.
 """
 
 from __future__ import annotations

@@ -84,6 +84,12 @@ class MemoryItem(ContractModel):
     """What the memory is about; a newer memory with the same subject supersedes this one."""
     supersedes: tuple[str, ...] = ()
     """Ids of live memories of the same realm that this memory replaces."""
+    speaker: str | None = Field(default=None, min_length=1, max_length=200)
+    """Who said or wrote it (a conversation turn's speaker); a query naming them favours their memories."""
+    timestamp: str | None = Field(default=None, min_length=1, max_length=200)
+    """When it was said, as free text (e.g. `1:56 pm on 8 May, 2023`); indexed with the text."""
+    session: str | None = Field(default=None, min_length=1, max_length=200)
+    """The conversation or episode it belongs to; memories of one session, in storing order, are neighbours."""
 
     @field_validator("text", mode="before")
     @classmethod
@@ -95,6 +101,13 @@ class MemoryItem(ContractModel):
     def _subject_not_blank(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise ValueError("subject is blank; give a subject or leave it out")
+        return value
+
+    @field_validator("speaker", "timestamp", "session")
+    @classmethod
+    def _metadata_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or "\x00" in value):
+            raise ValueError("is blank or holds a NUL character; give text or leave it out")
         return value
 
 
@@ -111,6 +124,12 @@ class MemoryHit(ContractModel):
     """The lanes that returned this memory, in the adapter's lane order."""
     kind: MemoryKind = "fact"
     """The memory's kind."""
+    speaker: str | None = None
+    """The memory's speaker, if it was stored with one."""
+    timestamp: str | None = None
+    """The memory's timestamp, if it was stored with one."""
+    session: str | None = None
+    """The memory's session, if it was stored with one."""
 
 
 class Accounting(ContractModel):

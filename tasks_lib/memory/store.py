@@ -1,7 +1,10 @@
 """The reference memory system: one SQLite file with FTS5, embeddings and an entity graph.
 
-Rows live in `memories` (text, kind, subject, embedding, `superseded_by`), `memories_fts`
-(FTS5, same rowid) and `entities` (casefolded entity per memory). Realms are rows of `realms`;
+Rows live in `memories` (text, kind, subject, speaker, timestamp, session, embedding,
+`superseded_by`), `memories_fts` (FTS5, same rowid; column `text` is speaker, text and timestamp,
+column `context` the text of the live neighbours in the same session), `sessions` and
+`sessions_fts` (one pooled document per session: its live memories' text) and `entities`
+(casefolded entity per memory). Realms are rows of `realms`;
 a realm must be created before use. Ids are the first 16 hex digits of
 sha256(realm, per-realm counter, kind, text), so the same plan gives the same ids. Every write
 is one transaction: an error leaves the file as it was. See `adapter` for the supersession rule
@@ -28,10 +31,20 @@ from tasks_lib.memory.errors import (
     UnknownMemoryIdError,
     UnknownRealmError,
 )
-from tasks_lib.memory.lanes import LANES, corrections_lane, fuse, graph_lane, keyword_lane, semantic_lane
+from tasks_lib.memory.lanes import (
+    LANES,
+    corrections_lane,
+    fuse,
+    graph_lane,
+    keyword_lane,
+    live_vectors,
+    named_speaker,
+    semantic_lane,
+    speaker_focus,
+)
 from tasks_lib.memory.realms import validate_realm
 
-STORE_SCHEMA_VERSION = "1"
+STORE_SCHEMA_VERSION = "2"
 """Version of the store's table layout, kept in its `meta` table."""
 
 _SCHEMA = """
@@ -44,15 +57,36 @@ CREATE TABLE IF NOT EXISTS memories(
     text TEXT NOT NULL,
     kind TEXT NOT NULL,
     subject TEXT,
+    speaker TEXT,
+    timestamp TEXT,
+    session_id INTEGER REFERENCES sessions(id),
     superseded_by TEXT,
     vector BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS sessions(id INTEGER PRIMARY KEY, realm TEXT NOT NULL, name TEXT NOT NULL, UNIQUE(realm, name));
+CREATE VIRTUAL TABLE IF NOT EXISTS sessions_fts USING fts5(text, tokenize='porter unicode61 remove_diacritics 2');
+CREATE INDEX IF NOT EXISTS memories_session ON memories(session_id, seq);
 CREATE INDEX IF NOT EXISTS memories_live ON memories(realm, superseded_by);
 CREATE INDEX IF NOT EXISTS memories_subject ON memories(realm, subject);
-CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(text, tokenize='porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(text, context, tokenize='porter unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS entities(entity TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY(entity, seq)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS entities_seq ON entities(seq);
 """
+
+
+NEIGHBOURS = 1
+"""Memories on each side, in the same session, whose text forms a memory's keyword context."""
+
+
+def indexed_text(item: MemoryItem) -> str:
+    """What the keyword lane indexes for `item`: `speaker: text (timestamp)`."""
+    said = f"{item.speaker}: {item.text}" if item.speaker else item.text
+    return f"{said} ({item.timestamp})" if item.timestamp else said
+
+
+def embedded_text(item: MemoryItem) -> str:
+    """What the semantic lane embeds for `item`: `speaker: text`."""
+    return f"{item.speaker}: {item.text}" if item.speaker else item.text
 
 
 def memory_id(realm: str, counter: int, kind: str, text: str) -> str:
@@ -78,6 +112,7 @@ class SqliteMemoryStore(MemoryAdapter):
             raise MemoryStoreError(f"store path: no memory store at {self.path}; snapshot or restore one first")
         self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._counts = {"calls": 0, "texts": 0, "tokens": 0}
+        self._cache: dict[tuple[str, str], object] = {}  # (what, realm) -> value; cleared on every write
         try:
             self._conn.executescript(_SCHEMA)
             meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
@@ -112,6 +147,7 @@ class SqliteMemoryStore(MemoryAdapter):
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self._cache.clear()
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield self._conn
@@ -162,29 +198,64 @@ class SqliteMemoryStore(MemoryAdapter):
         validate_realm(realm)
         checked = coerce_items(items)
         self.check_realm(realm)
-        vectors = self._embed([item.text for item in checked])
+        vectors = self._embed([embedded_text(item) for item in checked])
         ids: list[str] = []
         with self._transaction() as conn:
             (stored,) = conn.execute("SELECT stored FROM realms WHERE name = ?", (realm,)).fetchone()
+            touched: set[int] = set()
             for index, (item, vector) in enumerate(zip(checked, vectors)):
                 new_id = memory_id(realm, stored + index, item.kind, item.text)
-                self._supersede(conn, realm, index, item, new_id)
+                touched |= self._supersede(conn, realm, index, item, new_id)
                 subject = normalize_subject(item.subject) if item.subject else None
+                session_id = self._session_id(conn, realm, item.session) if item.session else None
                 cur = conn.execute(
-                    "INSERT INTO memories(id, realm, text, kind, subject, vector) VALUES (?, ?, ?, ?, ?, ?)",
-                    (new_id, realm, item.text, item.kind, subject, vector),
+                    """INSERT INTO memories(id, realm, text, kind, subject, speaker, timestamp, session_id, vector)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                    (new_id, realm, item.text, item.kind, subject, item.speaker, item.timestamp, session_id, vector),
                 )
                 seq = cur.lastrowid
-                conn.execute("INSERT INTO memories_fts(rowid, text) VALUES (?, ?)", (seq, item.text))
+                conn.execute(
+                    "INSERT INTO memories_fts(rowid, text, context) VALUES (?, ?, '')", (seq, indexed_text(item))
+                )
                 conn.executemany(
                     "INSERT INTO entities(entity, seq) VALUES (?, ?)", [(e, seq) for e in sorted(extract_entities(item.text))]
                 )
+                if session_id is not None:
+                    touched.add(session_id)
                 ids.append(new_id)
             conn.execute("UPDATE realms SET stored = stored + ? WHERE name = ?", (len(checked), realm))
+            self._refresh_sessions(conn, touched)
         return tuple(ids)
 
-    def _supersede(self, conn: sqlite3.Connection, realm: str, index: int, item: MemoryItem, new_id: str) -> None:
-        """Mark what `item` replaces; raise UnknownMemoryIdError if a supersedes id is not live in `realm`."""
+    @staticmethod
+    def _session_id(conn: sqlite3.Connection, realm: str, name: str) -> int:
+        """The row id of session `name` of `realm`, created on first use."""
+        conn.execute("INSERT OR IGNORE INTO sessions(realm, name) VALUES (?, ?)", (realm, name))
+        (sid,) = conn.execute("SELECT id FROM sessions WHERE realm = ? AND name = ?", (realm, name)).fetchone()
+        return int(sid)
+
+    @staticmethod
+    def _refresh_sessions(conn: sqlite3.Connection, session_ids: set[int]) -> None:
+        """Rebuild the neighbour context of every live memory, and the pooled document, of these sessions."""
+        for sid in sorted(session_ids):
+            rows = conn.execute(
+                "SELECT seq, text, speaker, timestamp FROM memories WHERE session_id = ? AND superseded_by IS NULL ORDER BY seq",
+                (sid,),
+            ).fetchall()
+            said = [f"{speaker}: {text}" if speaker else text for _, text, speaker, _ in rows]
+            for i, (seq, *_rest) in enumerate(rows):
+                context = " ".join(said[j] for j in range(max(0, i - NEIGHBOURS), min(len(rows), i + NEIGHBOURS + 1)) if j != i)
+                conn.execute("UPDATE memories_fts SET context = ? WHERE rowid = ?", (context, seq))
+            conn.execute("DELETE FROM sessions_fts WHERE rowid = ?", (sid,))
+            if rows:
+                stamps = " ".join(dict.fromkeys(r[3] for r in rows if r[3]))
+                conn.execute("INSERT INTO sessions_fts(rowid, text) VALUES (?, ?)", (sid, " ".join(said) + " " + stamps))
+
+    def _supersede(self, conn: sqlite3.Connection, realm: str, index: int, item: MemoryItem, new_id: str) -> set[int]:
+        """Mark what `item` replaces and return the sessions it touched.
+
+        Raises UnknownMemoryIdError if a supersedes id is not live in `realm`.
+        """
         for old in item.supersedes:
             row = conn.execute("SELECT realm, superseded_by FROM memories WHERE id = ?", (old,)).fetchone()
             if row is None or row[0] != realm or row[1] is not None:
@@ -196,6 +267,8 @@ class SqliteMemoryStore(MemoryAdapter):
                 "UPDATE memories SET superseded_by = ? WHERE realm = ? AND subject = ? AND superseded_by IS NULL",
                 (new_id, realm, normalize_subject(item.subject)),
             )
+        rows = conn.execute("SELECT DISTINCT session_id FROM memories WHERE superseded_by = ? AND session_id IS NOT NULL", (new_id,))
+        return {r[0] for r in rows}
 
     def forget(self, ids: Sequence[str]) -> tuple[str, ...]:
         if isinstance(ids, str) or not ids:
@@ -210,15 +283,23 @@ class SqliteMemoryStore(MemoryAdapter):
                     f"ids: {len(missing)} id(s) are not stored (e.g. {missing[0]!r}); nothing was forgotten"
                 )
             seqs = [(found[i],) for i in wanted]
+            touched = {
+                r[0] for r in conn.execute(f"SELECT DISTINCT session_id FROM memories WHERE seq IN ({marks})", [s for (s,) in seqs])
+            } - {None}
             conn.executemany("DELETE FROM memories_fts WHERE rowid = ?", seqs)
             conn.executemany("DELETE FROM entities WHERE seq = ?", seqs)
             conn.executemany("DELETE FROM memories WHERE seq = ?", seqs)
+            self._refresh_sessions(conn, touched)
         return tuple(wanted)
 
     # ------------------------------------------------------------------ reads
 
     def search(self, realm: str, query: str, k: int, lanes: tuple[str, ...]) -> list[MemoryHit]:
-        ranked: dict[str, list[int]] = {}
+        (version,) = self._conn.execute("PRAGMA data_version").fetchone()
+        if self._cache.get(("data_version", "")) != version:  # another connection wrote: drop cached reads
+            self._cache.clear()
+            self._cache[("data_version", "")] = version
+        ranked: dict[str, list[tuple[int, float]]] = {}
         if "keyword" in lanes:
             ranked["keyword"] = keyword_lane(self._conn, realm, query)
         if "semantic" in lanes:
@@ -226,15 +307,34 @@ class SqliteMemoryStore(MemoryAdapter):
             self._counts["calls"] += 1
             self._counts["texts"] += 1
             self._counts["tokens"] += self.embedder.count_tokens([query])
-            ranked["semantic"] = semantic_lane(self._conn, realm, vector, self.embedder)
+            key = ("vectors", realm)
+            if key not in self._cache:
+                self._cache[key] = live_vectors(self._conn, realm, self.embedder)
+            ranked["semantic"] = semantic_lane(self._cache[key], vector, self.embedder)  # type: ignore[arg-type]
         if "graph" in lanes:
             ranked["graph"] = graph_lane(self._conn, realm, query)
         if "corrections" in lanes:
             ranked["corrections"] = corrections_lane(self._conn, realm, query)
+        fused = fuse(ranked)
+        if ("speakers", realm) not in self._cache:
+            rows = self._conn.execute("SELECT DISTINCT speaker FROM memories WHERE realm = ? AND speaker IS NOT NULL", (realm,))
+            self._cache[("speakers", realm)] = [r[0] for r in rows]
+        speakers: list[str] = self._cache[("speakers", realm)]  # type: ignore[assignment]
+        speaker = named_speaker(query, speakers) if speakers else None
+        if speaker is not None and fused:
+            marks = ",".join("?" * len(fused))
+            speaker_of = dict(self._conn.execute(f"SELECT seq, speaker FROM memories WHERE seq IN ({marks})", [f[0] for f in fused]))
+            fused = speaker_focus(fused, speaker_of, speaker)
         hits = []
-        for seq, score, hit_lanes in fuse(ranked)[:k]:
-            mem_id, text, kind = self._conn.execute("SELECT id, text, kind FROM memories WHERE seq = ?", (seq,)).fetchone()
-            hits.append(MemoryHit(id=mem_id, text=text, score=score, lanes=hit_lanes, kind=kind))
+        for seq, score, hit_lanes in fused[:k]:
+            mem_id, text, kind, spk, stamp, session = self._conn.execute(
+                """SELECT m.id, m.text, m.kind, m.speaker, m.timestamp, s.name
+                   FROM memories m LEFT JOIN sessions s ON s.id = m.session_id WHERE m.seq = ?""",
+                (seq,),
+            ).fetchone()
+            hits.append(
+                MemoryHit(id=mem_id, text=text, score=score, lanes=hit_lanes, kind=kind, speaker=spk, timestamp=stamp, session=session)
+            )
         return hits
 
     def accounting(self) -> Accounting:

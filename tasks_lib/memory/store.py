@@ -84,9 +84,14 @@ def indexed_text(item: MemoryItem) -> str:
     return f"{said} ({item.timestamp})" if item.timestamp else said
 
 
-def embedded_text(item: MemoryItem) -> str:
-    """What the semantic lane embeds for `item`: `speaker: text`."""
+def said_text(item: MemoryItem) -> str:
+    """`speaker: text`, or the text alone when the item has no speaker."""
     return f"{item.speaker}: {item.text}" if item.speaker else item.text
+
+
+def embedded_text(item: MemoryItem, previous: str | None) -> str:
+    """What the semantic lane embeds for `item`: the previous memory of its session (if any), then `speaker: text`."""
+    return f"{previous}\n{said_text(item)}" if previous else said_text(item)
 
 
 def memory_id(realm: str, counter: int, kind: str, text: str) -> str:
@@ -198,7 +203,7 @@ class SqliteMemoryStore(MemoryAdapter):
         validate_realm(realm)
         checked = coerce_items(items)
         self.check_realm(realm)
-        vectors = self._embed([embedded_text(item) for item in checked])
+        vectors = self._embed([embedded_text(item, prev) for item, prev in zip(checked, self._previous_texts(realm, checked))])
         ids: list[str] = []
         with self._transaction() as conn:
             (stored,) = conn.execute("SELECT stored FROM realms WHERE name = ?", (realm,)).fetchone()
@@ -226,6 +231,25 @@ class SqliteMemoryStore(MemoryAdapter):
             conn.execute("UPDATE realms SET stored = stored + ? WHERE name = ?", (len(checked), realm))
             self._refresh_sessions(conn, touched)
         return tuple(ids)
+
+    def _previous_texts(self, realm: str, items: Sequence[MemoryItem]) -> list[str | None]:
+        """For each item with a session, `speaker: text` of the memory stored just before it in that session."""
+        last: dict[str, str | None] = {}
+        out: list[str | None] = []
+        for item in items:
+            if item.session is None:
+                out.append(None)
+                continue
+            if item.session not in last:
+                row = self._conn.execute(
+                    """SELECT m.text, m.speaker FROM memories m JOIN sessions s ON s.id = m.session_id
+                       WHERE s.realm = ? AND s.name = ? AND m.superseded_by IS NULL ORDER BY m.seq DESC LIMIT 1""",
+                    (realm, item.session),
+                ).fetchone()
+                last[item.session] = (f"{row[1]}: {row[0]}" if row[1] else row[0]) if row else None
+            out.append(last[item.session])
+            last[item.session] = said_text(item)
+        return out
 
     @staticmethod
     def _session_id(conn: sqlite3.Connection, realm: str, name: str) -> int:

@@ -15,7 +15,6 @@ from tasks_lib.agents.registry import get_agent
 from tasks_lib.injection import confirm_injection
 from tasks_lib.memory.provenance import wrap_block
 from tasks_lib.memory.store import SqliteMemoryStore
-from tasks_lib.sandbox import register_sandbox
 from tasks_lib.sandbox.base import SandboxLimits
 from tasks_lib.sandbox.errors import SandboxUnavailable
 
@@ -144,11 +143,13 @@ def test_timeout_is_an_agent_outcome(tmp_path: Path) -> None:
     assert "timed out" in run.transcript.steps[-1].text
 
 
-def test_unavailable_sandbox_and_unstartable_hook_are_infra_failures(tmp_path: Path) -> None:
+def test_unavailable_sandbox_and_unstartable_hook_are_infra_failures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks_lib.sandbox import registry
+
     def broken(**_: object) -> None:
         raise SandboxUnavailable("test provider: no daemon here")
 
-    register_sandbox("broken-for-command-test", broken)  # type: ignore[arg-type]
+    monkeypatch.setitem(registry._REGISTERED, "broken-for-command-test", broken)  # removed again after the test
     session = _session(tmp_path, {"MEMTRIAL_MEMORY_OFF": "1"}).model_copy(update={"sandbox": "broken-for-command-test"})
     run = _python("print(1)").run(session)
     assert run.exit_code is None and "no daemon here" in (run.infra_failure or "")

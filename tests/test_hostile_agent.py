@@ -24,7 +24,7 @@ from tasks_lib.agents.registry import get_agent, register_agent
 from tasks_lib.audit import AuditReceipt, audit, snapshot_tree
 from tasks_lib.corpus import build_tree
 from tasks_lib.injection import confirm_injection
-from tasks_lib.sandbox.base import SandboxLimits, SandboxRequest, SandboxResult
+from tasks_lib.sandbox.base import ReadOnlyMount, SandboxLimits, SandboxRequest, SandboxResult
 from tasks_lib.sandbox.local import LocalSandbox
 
 ALLOWED = ("src/calc.py",)
@@ -111,9 +111,12 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     sandbox = LocalSandbox()
-    argv = ("python3", hostile_agent.__file__, "--hidden", str(hidden), "--outside", str(outside),
+    # The agent script is mounted read-only at a fixed place: the checkout may live under a path
+    # the sandbox hides (a clean clone in /tmp, for one).
+    agent_script = ReadOnlyMount(source=Path(hostile_agent.__file__).resolve(), target="/tmp/memtrial-agent/hostile_agent.py")
+    argv = ("python3", agent_script.inside, "--hidden", str(hidden), "--outside", str(outside),
             "--system", str(system), "--port", str(port))
-    register_agent("hostile", lambda **options: CommandAgent(argv, **options))  # type: ignore[arg-type]
+    register_agent("hostile", lambda **options: CommandAgent(argv, mounts=(agent_script,), **options))  # type: ignore[arg-type]
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=3) as control:  # the listener really works
             control.sendall(b"control")

@@ -35,6 +35,8 @@ SHUTDOWN_GRACE = 2.0
 
 STDERR_TAIL_LINES = 40
 """Lines of the server's stderr kept for error messages."""
+EXIT_GRACE_SECONDS = 2.0
+"""How long to wait for a server whose stdout closed to report its exit code."""
 
 
 class McpError(MemoryStoreError):
@@ -199,7 +201,10 @@ class McpStdioClient:
         return "\n".join(self._wire.stderr)
 
     def _exited(self) -> McpServerExitedError:
-        code = self._process.poll()
+        try:  # stdout closes a moment before the process is reaped; give it that moment
+            code: int | None = self._process.wait(timeout=EXIT_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            code = None
         status = f"exited with code {code}" if code is not None else "closed its stdout"
         tail = self.stderr_tail()
         return McpServerExitedError(f"{self.name} (pid {self.pid}) {status}" + (f"; its stderr ends:\n{tail}" if tail else ""))

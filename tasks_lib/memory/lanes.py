@@ -61,10 +61,15 @@ QUERY_STOP_WORDS = frozenset(
 )
 """Words dropped from a query before keyword search (English stop words and question words)."""
 
+PERSONAL_PRONOUNS = frozenset("i me my myself mine we us our ours you your yours".split())
+"""Kept in queries although common: in personal memory they tell whose memory is asked about."""
+
+_DROPPED = (QUERY_STOP_WORDS | COMMON_WORDS) - PERSONAL_PRONOUNS
+
 
 def query_terms(query: str) -> list[str]:
-    """The query's content words: lowercased, stop words and one-letter words dropped, sorted, unique."""
-    return sorted({w for w in words(query) if w not in QUERY_STOP_WORDS and w not in COMMON_WORDS and len(w) > 1})
+    """The query's content words: lowercased, stop words dropped (personal pronouns kept), sorted, unique."""
+    return sorted({w for w in words(query) if w not in _DROPPED and (len(w) > 1 or w in PERSONAL_PRONOUNS)})
 
 
 def fts_query(query: str) -> str | None:

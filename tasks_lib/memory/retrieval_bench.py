@@ -166,7 +166,7 @@ def load_longmemeval(paths: Sequence[Path]) -> list[Conversation]:
                         evidence.add(turn_id)
             if not evidence:
                 continue
-            question = Question(f"{rec['question']} (asked {rec['question_date']})", rec["question_type"], frozenset(evidence), frozenset(rec["answer_session_ids"]))
+            question = Question(rec["question"], rec["question_type"], frozenset(evidence), frozenset(rec["answer_session_ids"]))
             seen[qid] = Conversation(qid, len(seen), tuple(turns), (question,))
     return list(seen.values())
 

@@ -126,10 +126,11 @@ def _list_blobs(repo: Path, tree: str) -> tuple[list[_Blob], list[str]]:
 def _read_blobs(repo: Path, oids: list[str]) -> Iterator[tuple[str, bytes]]:
     """Stream blob contents from one `git cat-file --batch` process."""
     proc = subprocess.Popen(
-        ["git", "-C", str(repo), "cat-file", "--batch"],
+        ["git", "-C", str(repo), "cat-file", "--batch", "--buffer"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        bufsize=1 << 20,
     )
     assert proc.stdin is not None and proc.stdout is not None
 

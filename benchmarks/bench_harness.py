@@ -1,0 +1,130 @@
+"""Benchmark: harness overhead of one paired attempt vs `git archive | tar -x` of the same tree.
+
+A task whose fixture holds 1,000 files of Django 5.1.4's sdist (pinned by SHA-256, see
+bench_prepare.py) is committed into a temporary repository. One attempt under `on` is timed with a
+no-op agent (it returns at once), so the figure is everything the runner does besides the agent:
+build from git objects, redact, audit snapshot, plant memories, audit, apply hidden/, run a
+trivial check, confirm injection, store transcript, receipt and record, forget, clean up.
+
+    .venv/bin/python benchmarks/bench_harness.py [--rounds 5] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from bench_prepare import GIT_ENV, fetch_sdist
+
+from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript
+from tasks_lib.agents.registry import register_agent
+from tasks_lib.arms import run_attempt, schedule
+from tasks_lib.artifacts import LocalStore
+from tasks_lib.taskcorpus import load_tasks
+
+FILES = 1000
+VERIFIER = b"#!/bin/sh\nexit 0\n"
+
+
+class NoopAgent(Agent):
+    """Returns at once: the attempt's time is then the harness's own."""
+
+    name = "noop"
+
+    def run(self, session: AgentSession) -> AgentRun:
+        return AgentRun(exit_code=0, input_tokens=0, output_tokens=0, cost_usd=0, wall_seconds=0,
+                        transcript=Transcript(agent=self.name, steps=()))
+
+
+def make_task_repo(where: Path) -> tuple[Path, str]:
+    """A repository holding one task whose fixture is the first FILES files of the sdist."""
+    repo = where / "repo"
+    fixture = repo / "tasks" / "bench-task" / "fixture"
+    fixture.mkdir(parents=True)
+    with tarfile.open(fetch_sdist()) as archive:
+        members = [m for m in archive.getmembers() if m.isfile()][:FILES]
+        for member in members:
+            member.name = member.name.split("/", 1)[1]
+        archive.extractall(fixture, members=members, filter="data")
+    task = repo / "tasks" / "bench-task"
+    (task / "verifier.sh").write_bytes(VERIFIER)
+    (task / "solution").mkdir()
+    (task / "solution" / "NOTES.txt").write_text("done\n")
+    (task / "hidden").mkdir()
+    (task / "hidden" / "CHECK.txt").write_text("hidden\n")
+    manifest = {
+        "schema_version": 1, "task_id": "bench-task", "kind": "deducible",
+        "instruction": "Add a notes file.", "check_command": ["sh", "{verifier}"],
+        "verifier": {"runtime": "posix-shell", "asset": {"path": "verifier.sh", "sha256": hashlib.sha256(VERIFIER).hexdigest()}},
+        "memories": [{"text": "Release notes go in NOTES.txt at the top level.", "lane": "keyword", "kind": "convention"}],
+        "allowed_output_paths": ["NOTES.txt", "CHECK.txt"],
+    }
+    (task / "task.json").write_text(json.dumps(manifest))
+    env = {**GIT_ENV, "PATH": "/usr/bin:/bin"}
+    for args in (["init", "-q"], ["add", "-A", "-f"], ["commit", "-q", "-m", "bench task"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, env=env)
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    return repo, commit
+
+
+def floor_once(repo: Path, commit: str, dest: Path) -> float:
+    """`git archive COMMIT:tasks/bench-task/fixture | tar -x`; seconds."""
+    dest.mkdir()
+    start = time.perf_counter()
+    archive = subprocess.Popen(["git", "-C", str(repo), "archive", f"{commit}:tasks/bench-task/fixture"], stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, check=True)
+    assert archive.stdout is not None
+    archive.stdout.close()
+    archive.wait()
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of each side")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    register_agent("noop", NoopAgent)
+    with tempfile.TemporaryDirectory(prefix="memtrial-bench-harness-") as tmp:
+        work = Path(tmp)
+        repo, commit = make_task_repo(work)
+        (task,) = load_tasks(repo / "tasks")
+        attempt = schedule([task], ["on"], 1)[0]
+        floor, ours = [], []
+        outcome = ""
+        for round_ in range(args.rounds):
+            floor.append(floor_once(repo, commit, work / f"floor{round_}"))
+            shutil.rmtree(work / f"floor{round_}")
+            start = time.perf_counter()
+            record = run_attempt(attempt, run_id=f"bench-{round_}", repo_root=repo, commit=commit, tasks_subdir="tasks",
+                                 agent_name="noop", store=LocalStore(work / "artifacts"))
+            ours.append(time.perf_counter() - start)
+            outcome = f"{record.outcome} (audit passed: {record.audit_passed})"
+    result = {
+        "files": FILES, "rounds": args.rounds, "attempt": outcome,
+        "floor_median_s": round(statistics.median(floor), 3),
+        "harness_median_s": round(statistics.median(ours), 3),
+        "ratio": round(statistics.median(ours) / statistics.median(floor), 2),
+        "goal": "ratio < 2.0",
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"fixture   {FILES} files of Django 5.1.4's sdist; attempt outcome {outcome}")
+        print(f"floor     git archive | tar -x   median {result['floor_median_s']:.3f} s  {[round(x, 3) for x in floor]}")
+        print(f"harness   one attempt, no-op agent median {result['harness_median_s']:.3f} s  {[round(x, 3) for x in ours]}")
+        print(f"ratio     {result['ratio']:.2f}x   (goal < 2x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

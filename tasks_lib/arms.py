@@ -94,19 +94,16 @@ def planted_memory(attempt: Attempt, run_id: str, root: Path, embedder: str) -> 
         return
     store_path = root / "memory.sqlite"
     store = SqliteMemoryStore(store_path, embedder)
-    ids: tuple[str, ...] = ()
     try:
         store.create_realm(realm)
         ids = plant(store, realm, attempt.task.manifest.memories)
+    finally:
         store.close()
+    try:
         yield memory_env(attempt.condition, realm, store_path), ids
     finally:
-        store = SqliteMemoryStore(store_path, embedder)
-        try:
-            if ids:
-                store.forget(ids)
-        finally:
-            store.close()
+        with SqliteMemoryStore(store_path, embedder) as reopened:
+            reopened.forget(ids)
 
 
 def make_agent(name: str, task: LoadedTask, options: dict[str, object]) -> Agent:

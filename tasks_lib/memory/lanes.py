@@ -4,9 +4,9 @@ Each lane reads live memories of one realm and returns `(seq, score)` pairs best
 scores normalised to at most 1 (keyword: 1 + SESSION_WEIGHT) so lanes can be added:
 
 - `keyword`: SQLite FTS5 (porter stemming) match of the query's content words (OR; question and
-  stop words dropped), ranked by BM25 over the memory's own text (speaker, text, timestamp) and,
-  at CONTEXT_WEIGHT, the text of its neighbours in the same session. When memories carry a
-  session, each one also gains SESSION_WEIGHT times the BM25 score of its whole session (a
+  stop words dropped; personal pronouns rank but never match alone), ranked by BM25 over the
+  memory's own text (speaker, text, timestamp) and, at CONTEXT_WEIGHT, the text of its
+  neighbours in the same session. When memories carry a session, each one also gains SESSION_WEIGHT times the BM25 score of its whole session (a
   pooled document), so a turn from a session that is about the query outranks a stray match.
 - `semantic`: cosine similarity of embeddings, above the embedder's `min_similarity`.
 - `graph`: memories that mention an entity of the query (hop 0), then memories that share an
@@ -73,11 +73,20 @@ def query_terms(query: str) -> list[str]:
 
 
 def fts_query(query: str) -> str | None:
-    """An FTS5 MATCH expression OR-ing the query's content words, each quoted; None if none."""
-    terms = query_terms(query)
+    """An FTS5 MATCH expression OR-ing the query's content words, each quoted; None if none.
+
+    Personal pronouns are left out: they rank (see `ranking_query`) but never match on their own.
+    """
+    terms = [t for t in query_terms(query) if t not in PERSONAL_PRONOUNS]
     if not terms:
         return None
     return " OR ".join(f'"{t}"' for t in terms)
+
+
+def ranking_query(query: str) -> str | None:
+    """Like `fts_query`, but with the query's personal pronouns OR-ed in, for BM25 ranking."""
+    terms = query_terms(query)
+    return " OR ".join(f'"{t}"' for t in terms) if fts_query(query) else None
 
 
 def _normalised(pairs: Iterable[tuple[int, float]]) -> list[tuple[int, float]]:
@@ -93,14 +102,15 @@ def _fts_rows(conn: sqlite3.Connection, realm: str, query: str, live_only: bool)
     if match is None:
         return []
     live = "AND m.superseded_by IS NULL" if live_only else ""
+    content = {r[0] for r in conn.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", (match,))}
     rows = conn.execute(
         f"""SELECT m.seq, -bm25(memories_fts, 1.0, {CONTEXT_WEIGHT}) AS s
             FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid
             WHERE memories_fts MATCH ? AND m.realm = ? {live}
             ORDER BY s DESC, m.seq DESC LIMIT ?""",
-        (match, realm, POOL),
+        (ranking_query(query), realm, POOL * 5),
     ).fetchall()
-    return [(seq, float(score)) for seq, score in rows]
+    return [(seq, float(score)) for seq, score in rows if seq in content][:POOL]
 
 
 def _session_scores(conn: sqlite3.Connection, realm: str, query: str) -> dict[int, float]:
@@ -108,12 +118,13 @@ def _session_scores(conn: sqlite3.Connection, realm: str, query: str) -> dict[in
     match = fts_query(query)
     if match is None:
         return {}
+    content = {r[0] for r in conn.execute("SELECT rowid FROM sessions_fts WHERE sessions_fts MATCH ?", (match,))}
     rows = conn.execute(
         """SELECT s.id, -bm25(sessions_fts) FROM sessions_fts JOIN sessions s ON s.id = sessions_fts.rowid
            WHERE sessions_fts MATCH ? AND s.realm = ?""",
-        (match, realm),
+        (ranking_query(query), realm),
     ).fetchall()
-    return dict(_normalised((sid, float(score)) for sid, score in rows))
+    return dict(_normalised((sid, float(score)) for sid, score in rows if sid in content))
 
 
 def keyword_lane(conn: sqlite3.Connection, realm: str, query: str) -> list[tuple[int, float]]:

@@ -119,7 +119,7 @@ class MemoryHit(ContractModel):
     text: str
     """The memory's text."""
     score: float
-    """Fused score (reciprocal rank fusion); higher is better; comparable only within one recall."""
+    """Fused score (weighted sum of the lanes' normalised scores); higher is better; comparable only within one recall."""
     lanes: tuple[LaneName, ...]
     """The lanes that returned this memory, in the adapter's lane order."""
     kind: MemoryKind = "fact"

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import shlex
@@ -42,6 +41,7 @@ from pydantic import Field, StringConstraints, ValidationError, model_validator
 
 from tasks_lib.contracts import ArmArtifacts, ContractModel, Identifier, NonEmptyText, violations_of
 from tasks_lib.errors import DigestMismatchError, MemtrialError
+from tasks_lib.trees import sha256_file
 
 VERBS = ("restore", "snapshot", "destroy")
 """The whole integration surface of a memory system."""
@@ -279,15 +279,6 @@ class ProvisionerConfig(ContractModel):
 
 
 # --------------------------------------------------------------------------- artifacts
-
-
-def sha256_file(path: Path) -> str:
-    """Return the SHA-256 of the file's bytes as lowercase hex."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def resolve_artifact(fixture_root: Path, path: str, sha256: str, *, verb: str, argv: Sequence[str]) -> Path:

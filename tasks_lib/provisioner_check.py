@@ -46,8 +46,8 @@ from tasks_lib.provisioner import (
     ProvisionerSchemaError,
     RestoreResponse,
     SnapshotResponse,
-    sha256_file,
 )
+from tasks_lib.trees import sha256_file
 
 CHECK_DIR = "memtrial-check"
 """Folder under the fixture root that the built-in check fixture is written to."""

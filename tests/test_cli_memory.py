@@ -17,7 +17,7 @@ import pytest
 
 from flows.cli import main
 from tasks_lib.memory.provenance import find_provenance
-from tasks_lib.memory.replica import file_sha256
+from tasks_lib.trees import sha256_file
 from tasks_lib.memory.store import SqliteMemoryStore
 
 MEMTRIAL = Path(sys.executable).parent / "memtrial"
@@ -81,13 +81,13 @@ def test_bad_remember_is_one_line_exit_2_and_loses_nothing(
     store: tuple[Path, str], args: list[str | bytes], stdin: bytes, message: bytes,
 ) -> None:
     path, memory_id = store
-    before = file_sha256(path)
+    before = sha256_file(path)
     done = _cli(["memory", "remember", "--store", str(path), *args], stdin=stdin)
     assert done.returncode == 2, done.stderr
     assert done.stdout == b""
     assert done.stderr.startswith(b"memtrial: error: ") and done.stderr.count(b"\n") == 1, done.stderr
     assert message in done.stderr
-    assert file_sha256(path) == before, "a refused remember changed the store"
+    assert sha256_file(path) == before, "a refused remember changed the store"
     with SqliteMemoryStore(path, create=False) as opened:
         assert opened.live_ids(REALM) == (memory_id,)
 
@@ -117,7 +117,7 @@ def test_snapshot_prints_the_digest_of_the_frozen_file(store: tuple[Path, str], 
     out = tmp_path / "frozen" / "memory.sqlite"
     assert main(["memory", "snapshot", "--store", str(store[0]), "--out", str(out), "--json"]) == 0
     receipt = json.loads(capsys.readouterr().out)
-    assert receipt["sha256"] == file_sha256(out) and receipt["size"] == out.stat().st_size
+    assert receipt["sha256"] == sha256_file(out) and receipt["size"] == out.stat().st_size
 
 
 def test_serve_detached_then_hook_through_the_socket_then_stop(store: tuple[Path, str]) -> None:

@@ -8,7 +8,8 @@ import pytest
 
 from tasks_lib.errors import DigestMismatchError
 from tasks_lib.memory.errors import MemoryStoreError
-from tasks_lib.memory.replica import REPLICA_FILE_NAME, file_sha256, restore_replica, snapshot
+from tasks_lib.memory.replica import REPLICA_FILE_NAME, restore_replica, snapshot
+from tasks_lib.trees import sha256_file
 from tasks_lib.memory.store import SqliteMemoryStore
 
 REALM = "trial:replica"
@@ -25,7 +26,7 @@ def test_a_run_on_its_replica_never_changes_the_frozen_original(tmp_path: Path) 
     with _live_store(tmp_path / "live.sqlite"):
         frozen = tmp_path / "frozen" / "memory.sqlite"
         receipt = snapshot(tmp_path / "live.sqlite", frozen)
-    assert receipt.sha256 == file_sha256(frozen) and receipt.size == frozen.stat().st_size
+    assert receipt.sha256 == sha256_file(frozen) and receipt.size == frozen.stat().st_size
     for run in ("run-1", "run-2"):
         replica = restore_replica(frozen, tmp_path / run, receipt.sha256)
         assert replica == tmp_path / run / REPLICA_FILE_NAME
@@ -34,7 +35,7 @@ def test_a_run_on_its_replica_never_changes_the_frozen_original(tmp_path: Path) 
             store.remember(REALM, [f"{run} wrote this about otters."])
             store.forget([otters])
             store.create_realm(f"trial:{run}")
-        assert file_sha256(frozen) == receipt.sha256
+        assert sha256_file(frozen) == receipt.sha256
     with SqliteMemoryStore(restore_replica(frozen, tmp_path / "run-3"), create=False) as fresh:
         assert [h.text for h in fresh.recall(REALM, "otters", 5)] == ["The frozen fact is about otters."]
 

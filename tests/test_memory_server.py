@@ -20,7 +20,8 @@ import pytest
 
 from tasks_lib.memory.errors import UnknownRealmError
 from tasks_lib.memory.provenance import find_provenance
-from tasks_lib.memory.replica import file_sha256, restore_replica, snapshot
+from tasks_lib.memory.replica import restore_replica, snapshot
+from tasks_lib.trees import sha256_file
 from tasks_lib.memory.server import (
     MAX_REQUEST_BYTES,
     PID_NAME,
@@ -84,13 +85,13 @@ def test_nothing_a_run_does_changes_the_frozen_original(served: ServedReplica, f
     """Writes through the socket land in the replica; the frozen file keeps its bytes and read-only mode."""
     frozen_path, digest, planted = frozen
     client = MemoryClient(served.socket_path)
-    before_replica = file_sha256(Path(served.store_path))
+    before_replica = sha256_file(Path(served.store_path))
     new = client.remember(REALM, ["The uploader retries three times before giving up."])
     assert client.forget(planted) == planted
     assert [h.id for h in client.recall(REALM, "uploader retries", 5)] == list(new)
-    assert file_sha256(frozen_path) == digest, "the frozen original changed"
+    assert sha256_file(frozen_path) == digest, "the frozen original changed"
     assert not frozen_path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
-    assert file_sha256(Path(served.store_path)) != before_replica, "the run's writes did not reach its replica"
+    assert sha256_file(Path(served.store_path)) != before_replica, "the run's writes did not reach its replica"
 
 
 def test_hook_through_the_socket_delivers_with_provenance(served: ServedReplica, frozen: tuple[Path, str, tuple[str, ...]]) -> None:

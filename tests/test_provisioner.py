@@ -37,9 +37,9 @@ from tasks_lib.provisioner import (
     ProvisionerTimeoutError,
     provisioned,
     provisioned_sync,
-    sha256_file,
 )
 from tasks_lib.provisioner_check import CHECK_NAMES, check_provisioner, format_results, write_check_fixture
+from tasks_lib.trees import sha256_file
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "minimal_provisioner.py"
 TIMEOUT = 2.0

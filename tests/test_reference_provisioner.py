@@ -15,7 +15,7 @@ import pytest
 
 from tasks_lib.contracts import ArmArtifacts, ArtifactRef
 from tasks_lib.memory.provisioner_main import SERVE_FILE, STATE_ENV
-from tasks_lib.memory.replica import REPLICA_FILE_NAME, file_sha256
+from tasks_lib.memory.replica import REPLICA_FILE_NAME
 from tasks_lib.memory.server import MemoryClient, ServedReplica
 from tasks_lib.memory.store import SqliteMemoryStore
 from tasks_lib.provisioner import (
@@ -24,10 +24,10 @@ from tasks_lib.provisioner import (
     destroy_sync,
     make_provisioner,
     restore_sync,
-    sha256_file,
     snapshot_sync,
 )
 from tasks_lib.provisioner_check import CHECK_NAMES, check_provisioner, format_results
+from tasks_lib.trees import sha256_file
 
 ARGV = [sys.executable, "-m", "tasks_lib.memory.provisioner_main"]
 REALM = "fixture:uploader"
@@ -73,7 +73,7 @@ def test_a_run_changes_its_replica_and_never_the_frozen_store(tmp_path: Path) ->
     arm = _graph(fixture, UPLOADER)
     restored = restore_sync(provisioner, "uploader", arm, "run-1.t0")
     try:
-        frozen = {p: file_sha256(p) for p in (state / "frozen").glob("*.sqlite")}
+        frozen = {p: sha256_file(p) for p in (state / "frozen").glob("*.sqlite")}
         receipts = {json.loads(p.read_text())["sha256"] for p in (state / "frozen").glob("*.json")}
         assert len(frozen) == 1 and set(frozen.values()) == receipts
         project = state / "projects" / restored.project
@@ -90,7 +90,7 @@ def test_a_run_changes_its_replica_and_never_the_frozen_store(tmp_path: Path) ->
             assert new in replica.live_ids(REALM), "the served write did not reach the project's replica"
         after = snapshot_sync(provisioner, restored.project, [probe])
         assert after.state.graph_nodes == 3, "a memory stored during the run is live state too"
-        assert {p: file_sha256(p) for p in frozen} == frozen, "a frozen store changed"
+        assert {p: sha256_file(p) for p in frozen} == frozen, "a frozen store changed"
     finally:
         destroy_sync(provisioner, restored.project)
     assert not Path(served.socket_dir).exists()

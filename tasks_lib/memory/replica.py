@@ -9,7 +9,6 @@ private Unix socket so an agent's CLI and its child hooks share one process.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import sqlite3
 import stat
@@ -18,6 +17,7 @@ from pathlib import Path
 from tasks_lib.contracts import ContractModel, Sha256
 from tasks_lib.errors import DigestMismatchError
 from tasks_lib.memory.errors import MemoryStoreError
+from tasks_lib.trees import sha256_file
 
 REPLICA_FILE_NAME = "memory.sqlite"
 """File name of a run's replica inside its run folder."""
@@ -30,15 +30,6 @@ class FrozenStore(ContractModel):
     """SHA-256 of the frozen file's bytes."""
     size: int
     """Size of the frozen file in bytes."""
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def snapshot(store_path: Path, frozen_path: Path) -> FrozenStore:
@@ -68,7 +59,7 @@ def snapshot(store_path: Path, frozen_path: Path) -> FrozenStore:
         raise MemoryStoreError(f"store_path: cannot snapshot {store_path} ({error})") from None
     partial.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
     partial.rename(frozen_path)
-    return FrozenStore(sha256=file_sha256(frozen_path), size=frozen_path.stat().st_size)
+    return FrozenStore(sha256=sha256_file(frozen_path), size=frozen_path.stat().st_size)
 
 
 def restore_replica(frozen: Path, run_dir: Path, expected_sha256: str | None = None) -> Path:
@@ -80,7 +71,7 @@ def restore_replica(frozen: Path, run_dir: Path, expected_sha256: str | None = N
     if not frozen.is_file():
         raise MemoryStoreError(f"frozen: no frozen store at {frozen}; run snapshot first")
     if expected_sha256 is not None:
-        actual = file_sha256(frozen)
+        actual = sha256_file(frozen)
         if actual != expected_sha256:
             raise DigestMismatchError(f"frozen: {frozen} has sha256 {actual}, expected {expected_sha256}; re-snapshot the store")
     replica = run_dir / REPLICA_FILE_NAME

@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.memtrial-installed
-EXTRAS := test,embeddings,chroma
+EXTRAS := test,embeddings,chroma,dask
 
 .PHONY: demo test test-deps bench clean-venv
 

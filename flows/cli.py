@@ -238,8 +238,20 @@ def run(
         raise typer.Exit(1)
 
 
-from flows.cli_memory import memory_app, provisioner_app
-app.add_typer(memory_app, name="memory"); app.add_typer(provisioner_app, name="provisioner")
+COMMAND_MODULES = ("cli_memory", "cli_suite", "cli_grading", "cli_report", "cli_flows", "cli_budget", "cli_trend")
+"""Modules that add their commands to `app` (or a group) when imported; each imports `app` from here."""
+
+
+def _register_command_modules() -> None:
+    import importlib
+
+    here = Path(__file__).parent
+    for name in COMMAND_MODULES:
+        if (here / f"{name}.py").exists():
+            importlib.import_module(f"flows.{name}")
+
+
+_register_command_modules()
 
 
 @app.command()

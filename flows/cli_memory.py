@@ -279,3 +279,9 @@ def provisioner_check(
         _print(format_results(results))
     if not ok:
         raise typer.Exit(1)
+
+
+from flows.cli import app  # noqa: E402  (registration: flows.cli imports this module at its end)
+
+app.add_typer(memory_app, name="memory")
+app.add_typer(provisioner_app, name="provisioner")

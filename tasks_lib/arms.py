@@ -8,23 +8,41 @@ apply `hidden/`; run the check command (exit 0 = pass); confirm delivery from th
 store the transcript, the audit receipt and the record; and, in a finalizer, forget every planted
 id by exact id and remove the workspace. Conditions are interleaved within each task so that no
 condition always runs first.
+
+Stage entry points (each typed, none imports Prefect; `run_attempt` is exactly their composition,
+so an orchestrator can wrap each one as its own task):
+
+1. `materialize_workspace(attempt, source) -> Workspace`: scratch root, redacted fixture, HOME,
+   pre-run snapshot.
+2. `provision_memory(attempt, run_id, workspace.root, embedder) -> ProvisionedMemory`: realm,
+   planted ids and the agent's memory environment (nothing planted under `off`).
+3. `run_agent(attempt, workspace, memory, agent_name, ...) -> AgentRun`.
+4. `release_memory(memory, embedder)`: forget the planted ids by exact id (call it in a finally).
+5. `audit_workspace(attempt, workspace) -> AuditReceipt`.
+6. `check_workspace(attempt, workspace, receipt, run) -> CheckOutcome`: `hidden/` then the check,
+   only after a passed audit and no infrastructure failure.
+7. `record_attempt(attempt, ..., store) -> RunRecord`: grade, confirm injection, store the
+   transcript, receipt and record.
+8. `teardown_workspace(workspace)`: remove the scratch root (call it in a finally).
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession
 from tasks_lib.agents.calibration import CalibrationAgent
 from tasks_lib.agents.registry import get_agent
 from tasks_lib.artifacts import ArtifactStore, run_key
-from tasks_lib.audit import AuditReceipt, audit, snapshot_tree
+from tasks_lib.audit import AuditReceipt, TreeSnapshot, audit, snapshot_tree
+from tasks_lib.comparability import record_fields
 from tasks_lib.contracts import RunRecord, check_rel_path
 from tasks_lib.corpus import build_tree
 from tasks_lib.errors import MemtrialError
@@ -42,6 +60,8 @@ HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.hook")
 REFERENCE_BUILD = "memtrial-reference/0.1.0"
 KEY_MEMORY_KINDS = frozenset({"convention", "decision", "procedure", "correction"})
 """Memory kinds that carry a task's answer; the calibration agent needs one of them delivered."""
+MEMORY_FILE = "memory.sqlite"
+"""The attempt's memory store, in the runner-owned scratch root (never inside the workspace)."""
 
 
 class ArmsError(MemtrialError):
@@ -56,6 +76,61 @@ class Attempt:
     condition: str
     trial: int
     order: int
+
+
+@dataclass(frozen=True)
+class TaskSource:
+    """Where fixtures are built from: a repository, a commit, and the tasks folder inside it."""
+
+    repo_root: Path
+    commit: str
+    tasks_subdir: str
+
+    def fixture_subdir(self, task: LoadedTask) -> str:
+        """The task's fixture folder inside the repository."""
+        return f"{self.tasks_subdir}/{task.root.name}/{task.manifest.fixture}"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """An attempt's scratch area: the runner-owned root, the agent's workspace and HOME inside it."""
+
+    root: Path
+    """Runner-owned scratch folder (memory store, workspace, HOME); removed by `teardown_workspace`."""
+    workspace: Path
+    """The redacted fixture the agent works in."""
+    home: Path
+    """The arm's private HOME."""
+    corpus_id: str
+    """Identity of the fixture tree built from git objects."""
+    before: TreeSnapshot
+    """The workspace snapshot taken before the agent started, for the mutation audit."""
+
+
+@dataclass(frozen=True)
+class ProvisionedMemory:
+    """The memory side of one attempt."""
+
+    realm: str
+    """The trial's canonical realm."""
+    env: Mapping[str, str]
+    """Environment the agent and its hooks get (realm, store, kill switch, ablated lanes)."""
+    planted_ids: tuple[str, ...] = ()
+    """Ids returned by planting, for teardown by exact id (empty under `off`)."""
+    store_path: Path | None = None
+    """The store the memories were planted in (None when nothing was planted)."""
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """Result of applying `hidden/` and running the check command."""
+
+    exit_code: int | None = None
+    """Exit status of the check (None: not run, timed out, or could not start)."""
+    ran: bool = False
+    """True when the check ran to an exit status or a timeout."""
+    output_tail: str = field(default="", repr=False)
+    """The last characters of its output."""
 
 
 def memory_env(condition: str, realm: str, store_path: Path | None) -> dict[str, str]:
@@ -85,28 +160,63 @@ def schedule(tasks: Sequence[LoadedTask], conditions: Sequence[str], trials: int
     return plan
 
 
-@contextmanager
-def planted_memory(attempt: Attempt, run_id: str, root: Path, embedder: str) -> Iterator[tuple[dict[str, str], tuple[str, ...]]]:
-    """Plant the task's memories for this attempt (not under `off`); forget them by exact id after."""
+# --------------------------------------------------------------------------- stages
+
+
+def materialize_workspace(attempt: Attempt, source: TaskSource, scratch_parent: Path | None = None) -> Workspace:
+    """Stage 1: a fresh scratch root holding the task's fixture (built from git objects, redacted),
+    an empty HOME, and the pre-run snapshot. Nothing is left behind when it fails."""
+    root = Path(tempfile.mkdtemp(prefix="memtrial-arm-", dir=scratch_parent))
+    try:
+        workspace, home = root / "workspace", root / "home"
+        home.mkdir()
+        build = build_tree(source.repo_root, source.commit, workspace, subdir=source.fixture_subdir(attempt.task))
+        redact_tree(workspace, build.corpus_id, listing=build.files)
+        before = snapshot_tree(workspace)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return Workspace(root=root, workspace=workspace, home=home, corpus_id=build.corpus_id, before=before)
+
+
+def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = "hashed") -> ProvisionedMemory:
+    """Stage 2: plant the task's memories in a fresh store under `root`, in the trial's realm.
+
+    Under `off` (or with no memories) nothing is planted and the environment carries the kill
+    switch or an empty realm. Pair with `release_memory` in a finally.
+    """
     realm = trial_realm(run_id, attempt.task.task_id, attempt.condition, attempt.trial)
+    store_path = root / MEMORY_FILE
     if attempt.condition == "off" or not attempt.task.manifest.memories:
-        yield memory_env(attempt.condition, realm, root / "memory.sqlite"), ()
-        return
-    store_path = root / "memory.sqlite"
+        return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, store_path))
     store = SqliteMemoryStore(store_path, embedder)
     try:
         store.create_realm(realm)
         ids = plant(store, realm, attempt.task.manifest.memories)
     finally:
         store.close()
+    return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, store_path), planted_ids=ids, store_path=store_path)
+
+
+def release_memory(memory: ProvisionedMemory, embedder: str = "hashed") -> tuple[str, ...]:
+    """Stage 4: forget every planted id by exact id; return the ids forgotten."""
+    if not memory.planted_ids or memory.store_path is None:
+        return ()
+    with SqliteMemoryStore(memory.store_path, embedder) as store:
+        return store.forget(memory.planted_ids)
+
+
+@contextmanager
+def planted_memory(attempt: Attempt, run_id: str, root: Path, embedder: str) -> Iterator[tuple[dict[str, str], tuple[str, ...]]]:
+    """Plant the task's memories for this attempt (not under `off`); forget them by exact id after."""
+    memory = provision_memory(attempt, run_id, root, embedder)
     try:
-        yield memory_env(attempt.condition, realm, store_path), ids
+        yield dict(memory.env), memory.planted_ids
     finally:
-        with SqliteMemoryStore(store_path, embedder) as reopened:
-            reopened.forget(ids)
+        release_memory(memory, embedder)
 
 
-def make_agent(name: str, task: LoadedTask, options: dict[str, object]) -> Agent:
+def make_agent(name: str, task: LoadedTask, options: Mapping[str, object]) -> Agent:
     """The agent for one attempt; the calibration agent is built from the task's runner-owned files."""
     if name == "calibration":
         memories = task.manifest.memories
@@ -119,6 +229,51 @@ def make_agent(name: str, task: LoadedTask, options: dict[str, object]) -> Agent
             correction_texts=[m.text for m in memories if m.kind == "correction"],
         )
     return get_agent(name, **options)
+
+
+def run_agent(
+    attempt: Attempt,
+    workspace: Workspace,
+    memory: ProvisionedMemory,
+    agent_name: str,
+    *,
+    agent_options: Mapping[str, object] | None = None,
+    sandbox: str = "local",
+    timeout_seconds: float | None = None,
+) -> AgentRun:
+    """Stage 3: run the agent over the visible prompt(s); its wall time is measured here when it reports none."""
+    task = attempt.task
+    agent = make_agent(agent_name, task, agent_options or {})
+    session = AgentSession(
+        workspace=workspace.workspace,
+        home=workspace.home,
+        prompts=(task.manifest.instruction, *task.manifest.follow_up_prompts),
+        env=dict(memory.env),
+        hook_argv=HOOK_ARGV,
+        timeout_seconds=timeout_seconds or task.manifest.agent_timeout_seconds,
+        sandbox=sandbox,
+    )
+    started = time.monotonic()
+    run = agent.run(session)
+    if not run.wall_seconds:
+        run = run.model_copy(update={"wall_seconds": round(time.monotonic() - started, 3)})
+    return run
+
+
+def audit_workspace(attempt: Attempt, workspace: Workspace) -> AuditReceipt:
+    """Stage 5: the mutation audit of the finished workspace against its pre-run snapshot."""
+    return audit(workspace.before, workspace.workspace, attempt.task.manifest.allowed_output_paths)
+
+
+def check_workspace(attempt: Attempt, workspace: Workspace, receipt: AuditReceipt, run: AgentRun) -> CheckOutcome:
+    """Stage 6: apply `hidden/` and run the check, only after a passed audit and a run without
+    infrastructure failure (otherwise the check is not run and nothing is applied)."""
+    if not receipt.passed or run.infra_failure:
+        return CheckOutcome()
+    overlay(attempt.task.hidden_dir, workspace.workspace)
+    check = run_check(attempt.task, workspace.workspace, "solution")
+    ran = check.exit_code is not None or "[timed out]" in check.output_tail
+    return CheckOutcome(exit_code=check.exit_code, ran=ran, output_tail=check.output_tail)
 
 
 def _grade(run: AgentRun, receipt: AuditReceipt | None, check_exit: int | None, check_ran: bool) -> tuple[str, bool, str | None]:
@@ -136,6 +291,70 @@ def _grade(run: AgentRun, receipt: AuditReceipt | None, check_exit: int | None, 
     return "fail", False, "check failed" if check_exit is not None else "check timed out"
 
 
+def attempt_prefix(attempt: Attempt) -> tuple[str, ...]:
+    """Key parts under `runs/<run_id>/` where an attempt's transcript, receipt and record go."""
+    return ("attempts", attempt.task.task_id, attempt.condition.replace(":", "-"), f"t{attempt.trial}")
+
+
+def record_attempt(
+    attempt: Attempt,
+    *,
+    run_id: str,
+    workspace: Workspace,
+    memory: ProvisionedMemory,
+    run: AgentRun,
+    receipt: AuditReceipt,
+    check: CheckOutcome,
+    agent_name: str,
+    store: ArtifactStore,
+) -> RunRecord:
+    """Stage 7: grade, confirm injection, and store the transcript, the audit receipt and the record."""
+    task = attempt.task
+    prefix = attempt_prefix(attempt)
+    outcome, infra, reason = _grade(run, receipt, check.exit_code, check.ran)
+    planted = memory.planted_ids
+    injection = confirm_injection(run.transcript, expected_ids=planted)
+    transcript_key = run_key(run_id, *prefix, "transcript.json")
+    receipt_key = run_key(run_id, *prefix, "audit.json")
+    store.put_json(transcript_key, run.transcript)
+    store.put_json(receipt_key, receipt)
+    record = RunRecord(
+        run_id=run_id,
+        task_id=task.task_id,
+        task_kind=task.manifest.kind,
+        condition=attempt.condition,
+        trial=attempt.trial,
+        order=attempt.order,
+        agent=agent_name,
+        calibration=agent_name == "calibration",
+        corpus_id=workspace.corpus_id,
+        outcome=outcome,  # type: ignore[arg-type]
+        infra_failure=infra,
+        failure_reason=reason,
+        check_exit_code=check.exit_code,
+        audit_passed=receipt.passed,
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
+        cost_usd=run.cost_usd,
+        wall_seconds=run.wall_seconds,
+        transcript=transcript_key,
+        injection=injection.confirmed,
+        injection_channel=",".join(injection.channels) or None,
+        planted_ids=planted,
+        delivered_ids=injection.memory_ids,
+        audit_receipt=receipt_key,
+        build_under_test=REFERENCE_BUILD,
+        **record_fields(task, agent_name),
+    )
+    store.put_json(run_key(run_id, *prefix, "record.json"), record)
+    return record
+
+
+def teardown_workspace(workspace: Workspace) -> None:
+    """Stage 8: remove the attempt's scratch root (workspace, HOME, memory store)."""
+    shutil.rmtree(workspace.root, ignore_errors=True)
+
+
 def run_attempt(
     attempt: Attempt,
     *,
@@ -150,71 +369,22 @@ def run_attempt(
     sandbox: str = "local",
     timeout_seconds: float | None = None,
 ) -> RunRecord:
-    """Run one attempt end to end and store its transcript, receipt and record; return the record."""
-    task = attempt.task
-    prefix = ("attempts", task.task_id, attempt.condition.replace(":", "-"), f"t{attempt.trial}")
-    with tempfile.TemporaryDirectory(prefix="memtrial-arm-") as tmp:
-        root = Path(tmp)
-        workspace, home = root / "workspace", root / "home"
-        home.mkdir()
-        build = build_tree(repo_root, commit, workspace, subdir=f"{tasks_subdir}/{task.root.name}/{task.manifest.fixture}")
-        redact_tree(workspace, build.corpus_id, listing=build.files)
-        before = snapshot_tree(workspace)
-        with planted_memory(attempt, run_id, root, embedder) as (env, planted):
-            agent = make_agent(agent_name, task, agent_options or {})
-            session = AgentSession(
-                workspace=workspace,
-                home=home,
-                prompts=(task.manifest.instruction, *task.manifest.follow_up_prompts),
-                env=env,
-                hook_argv=HOOK_ARGV,
-                timeout_seconds=timeout_seconds or task.manifest.agent_timeout_seconds,
-                sandbox=sandbox,
-            )
-            started = time.monotonic()
-            run = agent.run(session)
-            wall = run.wall_seconds or round(time.monotonic() - started, 3)
-        receipt = audit(before, workspace, task.manifest.allowed_output_paths)
-        check_exit, check_ran = None, False
-        if receipt.passed and not run.infra_failure:
-            overlay(task.hidden_dir, workspace)
-            check = run_check(task, workspace, "solution")
-            check_exit, check_ran = check.exit_code, check.exit_code is not None or "[timed out]" in check.output_tail
-        outcome, infra, reason = _grade(run, receipt, check_exit, check_ran)
-        injection = confirm_injection(run.transcript, expected_ids=planted)
-        transcript_key = run_key(run_id, *prefix, "transcript.json")
-        receipt_key = run_key(run_id, *prefix, "audit.json")
-        store.put_json(transcript_key, run.transcript)
-        store.put_json(receipt_key, receipt)
-        record = RunRecord(
-            run_id=run_id,
-            task_id=task.task_id,
-            task_kind=task.manifest.kind,
-            condition=attempt.condition,
-            trial=attempt.trial,
-            order=attempt.order,
-            agent=agent_name,
-            calibration=agent_name == "calibration",
-            corpus_id=build.corpus_id,
-            outcome=outcome,  # type: ignore[arg-type]
-            infra_failure=infra,
-            failure_reason=reason,
-            check_exit_code=check_exit,
-            audit_passed=receipt.passed,
-            input_tokens=run.input_tokens,
-            output_tokens=run.output_tokens,
-            cost_usd=run.cost_usd,
-            wall_seconds=wall,
-            transcript=transcript_key,
-            injection=injection.confirmed,
-            injection_channel=",".join(injection.channels) or None,
-            planted_ids=planted,
-            delivered_ids=injection.memory_ids,
-            audit_receipt=receipt_key,
-            build_under_test=REFERENCE_BUILD,
-        )
-        store.put_json(run_key(run_id, *prefix, "record.json"), record)
-    return record
+    """Run one attempt end to end (the stages in order) and store its transcript, receipt and record."""
+    source = TaskSource(repo_root=repo_root, commit=commit, tasks_subdir=tasks_subdir)
+    workspace = materialize_workspace(attempt, source)
+    try:
+        memory = provision_memory(attempt, run_id, workspace.root, embedder)
+        try:
+            run = run_agent(attempt, workspace, memory, agent_name, agent_options=agent_options, sandbox=sandbox,
+                            timeout_seconds=timeout_seconds)
+        finally:
+            release_memory(memory, embedder)
+        receipt = audit_workspace(attempt, workspace)
+        check = check_workspace(attempt, workspace, receipt, run)
+        return record_attempt(attempt, run_id=run_id, workspace=workspace, memory=memory, run=run, receipt=receipt,
+                              check=check, agent_name=agent_name, store=store)
+    finally:
+        teardown_workspace(workspace)
 
 
 def check_conditions(conditions: Sequence[str], lanes: Sequence[str]) -> list[str]:

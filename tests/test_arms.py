@@ -10,8 +10,26 @@ import pytest
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
 from tasks_lib.agents.registry import register_agent
-from tasks_lib.arms import ArmsError, check_conditions, memory_env, planted_memory, run_matrix, schedule, select_tasks
+from tasks_lib.arms import (
+    ArmsError,
+    TaskSource,
+    audit_workspace,
+    check_conditions,
+    check_workspace,
+    materialize_workspace,
+    memory_env,
+    planted_memory,
+    provision_memory,
+    record_attempt,
+    release_memory,
+    run_agent,
+    run_matrix,
+    schedule,
+    select_tasks,
+    teardown_workspace,
+)
 from tasks_lib.artifacts import LocalStore
+from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.lanes import LANES
 from tasks_lib.memory.store import SqliteMemoryStore
 from tasks_lib.taskcorpus import load_tasks, overlay
@@ -157,3 +175,34 @@ def test_paired_command_writes_a_records_table(tmp_path: Path, capsys: pytest.Ca
     assert [(c["condition"], c["passes"], c["runs"], c["injected"]) for c in result["cells"]] == [("off", 1, 1, 0), ("on", 1, 1, 1)]
     table = pq.read_table(tmp_path / result["records"]).to_pandas()
     assert sorted(table["condition"]) == ["off", "on"]
+
+
+def test_stages_called_one_by_one_give_the_composed_record(tmp_path: Path) -> None:
+    """An orchestrator wrapping each stage as its own task gets what `run_attempt` gets."""
+    (composed,) = run(["paybridge-tenant-header"], ["on"], tmp_path / "composed")
+    attempt = schedule(select_tasks(TASKS, ["paybridge-tenant-header"]), ["on"], 1)[0]
+    source = TaskSource(repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks")
+    workspace = materialize_workspace(attempt, source, scratch_parent=tmp_path)
+    assert workspace.workspace.is_dir() and workspace.home.is_dir() and workspace.before.entries
+    memory = provision_memory(attempt, "test-run", workspace.root, "hashed")
+    try:
+        agent_run = run_agent(attempt, workspace, memory, "calibration")
+    finally:
+        assert release_memory(memory, "hashed") == memory.planted_ids
+    receipt = audit_workspace(attempt, workspace)
+    check = check_workspace(attempt, workspace, receipt, agent_run)
+    store = LocalStore(tmp_path / "staged")
+    record = record_attempt(attempt, run_id="test-run", workspace=workspace, memory=memory, run=agent_run, receipt=receipt,
+                            check=check, agent_name="calibration", store=store)
+    teardown_workspace(workspace)
+    assert not workspace.root.exists()
+    assert record.model_dump(exclude={"wall_seconds"}) == composed.model_dump(exclude={"wall_seconds"})
+    assert store.exists(record.transcript or "") and store.exists(record.audit_receipt or "")
+
+
+def test_a_failed_materialization_leaves_no_scratch_folder(tmp_path: Path) -> None:
+    attempt = schedule(select_tasks(TASKS, ["tabmill-delimiter"]), ["off"], 1)[0]
+    source = TaskSource(repo_root=REPO, commit="0" * 40, tasks_subdir="corpora/tasks")
+    with pytest.raises(MemtrialError):
+        materialize_workspace(attempt, source, scratch_parent=tmp_path)
+    assert list(tmp_path.iterdir()) == []

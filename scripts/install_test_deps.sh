@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what the sandbox tests need: bubblewrap (local provider), docker.io (a private dockerd for
 # the docker provider), util-linux (prlimit, taskset) and Debian's python3 (copied into the offline
-# sandbox image). Idempotent: installs only what is missing, says what it did, exits 0 when all is there.
+# sandbox image) and chromium (the report test renders the HTML report headless). Idempotent: installs only what is missing, says what it did, exits 0 when all is there.
 set -euo pipefail
 
 declare -A need=(
@@ -12,6 +12,7 @@ declare -A need=(
   [prlimit]=util-linux
   [taskset]=util-linux
   [/usr/bin/python3]=python3
+  [chromium]=chromium
 )
 
 missing=()
@@ -21,7 +22,7 @@ for cmd in "${!need[@]}"; do
 done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "install_test_deps: bwrap, dockerd, containerd, runc, prlimit, taskset and /usr/bin/python3 are present; nothing to do"
+  echo "install_test_deps: bwrap, dockerd, containerd, runc, prlimit, taskset, /usr/bin/python3 and chromium are present; nothing to do"
   exit 0
 fi
 

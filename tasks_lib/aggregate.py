@@ -1,0 +1,226 @@
+"""Aggregation: grade a stored run and write its tables under the run's artifact root.
+
+Reads `runs/<run_id>/records.parquet` (written by `memtrial paired`), the transcripts and audit
+receipts the records point to, and `admissions.parquet` when the admission step wrote one.
+Writes, each atomically through the artifact store (a local folder or S3):
+
+- `grades.parquet`: one row per graded attempt (`AttemptGrade`);
+- `ablations.parquet`: marginal lane deltas and the harness check (`ConditionDelta`);
+- `audit_receipts.parquet`: one row per stored mutation-audit receipt;
+- `summary.json`: the `GradingSummary`.
+
+Attempts excluded by an admission decision are kept in the records but graded nowhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pyarrow as pa
+from pydantic import Field
+
+from tasks_lib.agents.base import Transcript
+from tasks_lib.artifacts import RECORDS_TABLE, RUNS, ArtifactStore, run_key
+from tasks_lib.audit import AuditReceipt
+from tasks_lib.contracts import ContractModel, RunRecord, parse_document
+from tasks_lib.errors import ArtifactNotFound, ContractError, MemtrialError
+from tasks_lib.grading import AttemptGrade, ConditionDelta, GradingSummary, grade_attempts, summarize
+
+GRADES_TABLE = "grades.parquet"
+ABLATIONS_TABLE = "ablations.parquet"
+AUDIT_TABLE = "audit_receipts.parquet"
+SUMMARY_JSON = "summary.json"
+ADMISSIONS_TABLE = "admissions.parquet"
+"""Written by the admission step: task_id, condition, trial, decision, reason_code, detail, ..."""
+
+
+class RunNotFound(MemtrialError):
+    """The artifact root holds no records for the requested run."""
+
+
+class AggregateError(MemtrialError):
+    """A stored artifact of a run cannot be aggregated (bad table, bad row)."""
+
+
+class AdmissionDecision(ContractModel):
+    """One row of `admissions.parquet`, as far as the report needs it."""
+
+    task_id: str
+    """The task."""
+    condition: str
+    """The memory condition."""
+    trial: int = Field(ge=0)
+    """Trial index."""
+    decision: Literal["admitted", "excluded"]
+    """Whether the attempt counts."""
+    reason_code: str
+    """Why (machine-readable)."""
+    detail: str = ""
+    """Why (for a human)."""
+
+
+class AuditRow(ContractModel):
+    """One row of `audit_receipts.parquet`."""
+
+    task_id: str
+    """The task."""
+    condition: str
+    """The memory condition."""
+    trial: int = Field(ge=0)
+    """Trial index."""
+    receipt: str | None
+    """Key of the receipt in the artifact root; None when the record names none."""
+    found: bool
+    """The receipt exists and is a valid audit receipt."""
+    passed: bool | None
+    """The audit passed (None when not found)."""
+    violations: int | None
+    """Changes outside the allowed paths."""
+    violation_paths: tuple[str, ...]
+    """Paths of those changes."""
+    allowed_changes: int | None
+    """Changes inside the allowed paths."""
+    before_digest: str | None
+    """Digest of the pre-run snapshot."""
+    after_digest: str | None
+    """Digest of the finished tree."""
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """The result of aggregating one run."""
+
+    summary: GradingSummary
+    grades: tuple[AttemptGrade, ...]
+    excluded: tuple[AdmissionDecision, ...]
+    admissions_recorded: bool
+    keys: dict[str, str]
+    """Table name -> artifact key written."""
+
+
+def _rows(store: ArtifactStore, key: str) -> list[dict[str, Any]]:
+    try:
+        return store.get_table(key).to_pylist()
+    except ArtifactNotFound:
+        raise
+    except (pa.ArrowException, ValueError) as error:
+        raise AggregateError(f"{store.uri.rstrip('/')}/{key}: cannot read the table ({error})") from None
+
+
+def known_runs(store: ArtifactStore) -> list[str]:
+    """Run ids under the artifact root that have a records table."""
+    suffix = f"/{RECORDS_TABLE}"
+    return sorted(k.split("/")[1] for k in store.list_keys(RUNS) if k.endswith(suffix) and k.count("/") == 2)
+
+
+def load_records(store: ArtifactStore, run_id: str) -> list[RunRecord]:
+    """The run's records; RunNotFound names the root and the runs it does hold."""
+    key = run_key(run_id, RECORDS_TABLE)
+    try:
+        rows = _rows(store, key)
+    except ArtifactNotFound:
+        runs = known_runs(store)
+        hint = f"known runs: {', '.join(runs[-10:])}" if runs else "it holds no runs; make one with 'memtrial paired'"
+        raise RunNotFound(f"run {run_id!r}: no {RECORDS_TABLE} under {store.uri.rstrip('/')}/{RUNS}/{run_id}/; {hint}") from None
+    source = f"{store.uri.rstrip('/')}/{key}"
+    records = []
+    for index, row in enumerate(rows):
+        clean = {k: v for k, v in row.items() if v is not None}
+        records.append(parse_document(RunRecord, clean, f"{source} row {index}"))
+    return records
+
+
+def load_admissions(store: ArtifactStore, run_id: str) -> list[AdmissionDecision] | None:
+    """The run's admission decisions, or None when no admission step has recorded any."""
+    key = run_key(run_id, ADMISSIONS_TABLE)
+    try:
+        rows = _rows(store, key)
+    except ArtifactNotFound:
+        return None
+    fields = set(AdmissionDecision.model_fields)
+    out = []
+    for index, row in enumerate(rows):
+        try:
+            out.append(AdmissionDecision.model_validate({k: v for k, v in row.items() if k in fields and v is not None}))
+        except ValueError as error:
+            raise AggregateError(f"{store.uri.rstrip('/')}/{key} row {index}: not an admission decision ({error})") from None
+    return out
+
+
+def load_transcripts(store: ArtifactStore, records: Sequence[RunRecord]) -> dict[tuple[str, str, int], Transcript | None]:
+    """Stored transcripts by (task, condition, trial); None where the record names none or it is missing."""
+    out: dict[tuple[str, str, int], Transcript | None] = {}
+    for r in records:
+        transcript = None
+        if r.transcript:
+            try:
+                transcript = store.get_json(r.transcript, Transcript)
+            except (ArtifactNotFound, ContractError):
+                transcript = None
+        out[(r.task_id, r.condition, r.trial)] = transcript
+    return out
+
+
+def audit_rows(store: ArtifactStore, records: Sequence[RunRecord]) -> list[AuditRow]:
+    """One row per record from its stored audit receipt (found=False when it is missing or invalid)."""
+    rows = []
+    for r in records:
+        receipt = None
+        if r.audit_receipt:
+            try:
+                receipt = store.get_json(r.audit_receipt, AuditReceipt)
+            except (ArtifactNotFound, ContractError):
+                receipt = None
+        rows.append(AuditRow(
+            task_id=r.task_id, condition=r.condition, trial=r.trial, receipt=r.audit_receipt, found=receipt is not None,
+            passed=receipt.passed if receipt else None,
+            violations=len(receipt.violations) if receipt else None,
+            violation_paths=tuple(v.path for v in receipt.violations) if receipt else (),
+            allowed_changes=len(receipt.allowed_changes) if receipt else None,
+            before_digest=receipt.before_digest if receipt else None,
+            after_digest=receipt.after_digest if receipt else None,
+        ))
+    return rows
+
+
+def _table(rows: Sequence[ContractModel], model: type[ContractModel]) -> pa.Table:
+    """A table of contract rows; an empty one still carries the columns (as strings)."""
+    if rows:
+        return pa.Table.from_pylist([r.model_dump(mode="json") for r in rows])
+    return pa.table({name: pa.array([], pa.string()) for name in model.model_fields})
+
+
+def _cohort(records: Sequence[RunRecord], admissions: Sequence[AdmissionDecision] | None) -> tuple[list[RunRecord], list[AdmissionDecision]]:
+    if not admissions:
+        return list(records), []
+    excluded = [a for a in admissions if a.decision == "excluded"]
+    out_keys = {(a.task_id, a.condition, a.trial) for a in excluded}
+    return [r for r in records if (r.task_id, r.condition, r.trial) not in out_keys], excluded
+
+
+def aggregate_run(store: ArtifactStore, run_id: str, memory_texts: Mapping[str, Sequence[str]] | None = None) -> Aggregate:
+    """Grade a stored run and write its tables and summary; return what was written.
+
+    `memory_texts` (task -> planted memory texts) enables the v1 surface echo; without it the echo
+    is unknown. Raises RunNotFound for an unknown run, AggregateError/ContractError for bad tables.
+    """
+    records = load_records(store, run_id)
+    admissions = load_admissions(store, run_id)
+    cohort, excluded = _cohort(records, admissions)
+    transcripts = load_transcripts(store, cohort) if memory_texts is not None else None
+    grades = grade_attempts(cohort, transcripts, memory_texts)
+    summary = summarize(run_id, cohort, grades, excluded=len(excluded))
+    keys = {name: run_key(run_id, name) for name in (GRADES_TABLE, ABLATIONS_TABLE, AUDIT_TABLE, SUMMARY_JSON)}
+    store.put_table(keys[GRADES_TABLE], _table(grades, AttemptGrade))
+    store.put_table(keys[ABLATIONS_TABLE], _table(summary.ablations, ConditionDelta))
+    store.put_table(keys[AUDIT_TABLE], _table(audit_rows(store, records), AuditRow))
+    store.put_json(keys[SUMMARY_JSON], summary)
+    return Aggregate(summary, tuple(grades), tuple(excluded), admissions is not None, keys)
+
+
+def summary_json(summary: GradingSummary) -> dict[str, Any]:
+    """The summary as plain JSON data (for `--json` output)."""
+    return json.loads(summary.model_dump_json())

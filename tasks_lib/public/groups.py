@@ -1,0 +1,71 @@
+"""What the public-data adapters produce: evaluation groups, their questions, and the quirk log.
+
+An evaluation group is the unit of isolation: one LoCoMo conversation or one LongMemEval record.
+Its turns go into their own disposable store and only its own questions are asked of it. Every
+quirk of a dataset is handled by a named rule that counts how often it fired (`QuirkLog`), so a
+report says what was changed or left out and why, instead of crashing or silently dropping rows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from tasks_lib.errors import MemtrialError
+
+
+class DatasetError(MemtrialError):
+    """A dataset file cannot be read as the format it was given as (not a quirk a rule can handle)."""
+
+
+@dataclass(frozen=True)
+class EvalTurn:
+    """One indexed turn: its corpus id (the dataset's turn id), session, speaker, text and date."""
+
+    turn_id: str
+    session: str
+    speaker: str
+    text: str
+    timestamp: str | None
+
+
+@dataclass(frozen=True)
+class EvalQuestion:
+    """One scored question: its id, slice (category or question type), text and relevant turn ids."""
+
+    question_id: str
+    slice: str
+    text: str
+    relevant_turns: frozenset[str]
+
+
+@dataclass(frozen=True)
+class EvalGroup:
+    """One isolated memory: turns in storing order (sessions in dataset order) and its questions."""
+
+    group_id: str
+    turns: tuple[EvalTurn, ...]
+    questions: tuple[EvalQuestion, ...]
+
+
+@dataclass
+class QuirkLog:
+    """How often each named quirk rule fired; `rules` holds each rule's one-line description."""
+
+    rules: dict[str, str]
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def hit(self, rule: str, n: int = 1) -> None:
+        """Count `n` firings of `rule` (a rule not in `rules` is a programming error)."""
+        if rule not in self.rules:
+            raise KeyError(f"quirk rule {rule!r} is not declared")
+        self.counts[rule] += n
+
+    def __getitem__(self, rule: str) -> int:
+        return self.counts[rule]
+
+
+def truncate_utf8(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` UTF-8 bytes, never inside a character."""
+    raw = text.encode("utf-8")
+    return text if len(raw) <= limit else raw[:limit].decode("utf-8", errors="ignore")

@@ -459,6 +459,17 @@ class RunRecord(Document):
     """Mutation-audit receipt, relative to the artifact root."""
     build_under_test: NonEmptyText
     """The memory-system build measured; recorded per data point, not in the comparability key."""
+    model: NonEmptyText | None = None
+    """Comparability: the agent adapter and the model it ran (`<agent>/<model>`, or the agent alone
+    when it takes no model); None on records made before memtrial recorded it."""
+    manifest_digest: Sha256 | None = None
+    """Comparability: sha256 of the task manifest as canonical JSON (see tasks_lib/comparability.py)."""
+    verifier_digest: Sha256 | None = None
+    """Comparability: sha256 of the check command, the pinned verifier and every hidden test file."""
+    prompts_digest: Sha256 | None = None
+    """Preregistration: sha256 of the visible prompt and follow-up prompts as canonical JSON."""
+    source_commit: GitOid | None = None
+    """Comparability: the last commit of the task's checkout that changed the task's folder."""
 
 
 class Grade(Document):

@@ -97,6 +97,7 @@ class Aggregate:
     grades: tuple[AttemptGrade, ...]
     excluded: tuple[AdmissionDecision, ...]
     admissions_recorded: bool
+    audit: tuple[AuditRow, ...]
     keys: dict[str, str]
     """Table name -> artifact key written."""
 
@@ -216,9 +217,10 @@ def aggregate_run(store: ArtifactStore, run_id: str, memory_texts: Mapping[str, 
     keys = {name: run_key(run_id, name) for name in (GRADES_TABLE, ABLATIONS_TABLE, AUDIT_TABLE, SUMMARY_JSON)}
     store.put_table(keys[GRADES_TABLE], _table(grades, AttemptGrade))
     store.put_table(keys[ABLATIONS_TABLE], _table(summary.ablations, ConditionDelta))
-    store.put_table(keys[AUDIT_TABLE], _table(audit_rows(store, records), AuditRow))
+    audit = audit_rows(store, records)
+    store.put_table(keys[AUDIT_TABLE], _table(audit, AuditRow))
     store.put_json(keys[SUMMARY_JSON], summary)
-    return Aggregate(summary, tuple(grades), tuple(excluded), admissions is not None, keys)
+    return Aggregate(summary, tuple(grades), tuple(excluded), admissions is not None, tuple(audit), keys)
 
 
 def summary_json(summary: GradingSummary) -> dict[str, Any]:

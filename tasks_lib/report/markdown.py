@@ -1,0 +1,45 @@
+"""The report's tables as Markdown and as row lists, for Prefect artifacts (no Prefect import here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tasks_lib.grading import GradingSummary
+
+
+def _md_cell(value: object) -> str:
+    return ("" if value is None else str(value)).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(headers: list[str], rows: list[list[object]]) -> str:
+    """A GitHub-flavoured Markdown table; pipes in cells are escaped."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def summary_markdown(summary: GradingSummary, report_uri: str) -> str:
+    """A short Markdown digest of the run: warnings first, then MUI, delivery and the harness check."""
+    parts = [f"# memtrial report `{summary.run_id}`", ""]
+    if summary.calibration:
+        parts += ["**Calibration run**: proves the apparatus; not a published cohort.", ""]
+    parts += [f"- WARNING: {_md_cell(w)}" for w in summary.warnings]
+    parts += ["", "## MUI v2", md_table(["task", "on attempts", "success lift", "cost saving", "MUI"],
+                                         [[t.task_id, t.on_attempts, t.success_lift_share, t.cost_saving_share, t.mui] for t in summary.mui])]
+    parts += ["", "## Delivery (layer 1)", md_table(["condition", "confirmed", "attempts", "rate", "warning"],
+                                                     [[d.condition, d.confirmed, d.attempts, d.rate, d.warning or ""] for d in summary.delivery])]
+    harness = [a for a in summary.ablations if a.kind == "harness-check"]
+    if harness:
+        parts += ["", "## Harness check (ablate:all - off; not a memory effect)",
+                  md_table(["task", "gap", "flag"], [[a.task_id, a.delta, "FLAGGED" if a.flagged else "ok"] for a in harness])]
+    parts += ["", f"Full report: `{report_uri}`"]
+    return "\n".join(parts)
+
+
+def table_rows(summary: GradingSummary) -> dict[str, list[dict[str, Any]]]:
+    """Rows for table artifacts: pass rates, MUI and the ablation deltas (marginal, never summed)."""
+    return {
+        "pass-rates": [r.model_dump(mode="json") for r in summary.pass_rates],
+        "mui": [t.model_dump(mode="json") for t in summary.mui],
+        "ablations": [a.model_dump(mode="json") for a in summary.ablations],
+    }

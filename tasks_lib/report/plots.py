@@ -1,0 +1,104 @@
+"""The report's plots: matplotlib figures (Agg backend) as base64 PNG `data:` URIs.
+
+Nothing here reaches the network or the screen; every figure is drawn off-screen and embedded,
+so the report is one self-contained file.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+from fractions import Fraction
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+from matplotlib.figure import Figure  # noqa: E402
+
+from tasks_lib.grading import AttemptGrade, MuiTally, PassRate  # noqa: E402
+
+COLOURS = {"off": "#7f7f7f", "on": "#1f77b4", "ablate:all": "#d62728"}
+LANE_COLOURS = ("#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+def colour_of(condition: str, conditions: Sequence[str]) -> str:
+    """A stable colour per condition: off grey, on blue, ablate:all red, lanes from a palette."""
+    if condition in COLOURS:
+        return COLOURS[condition]
+    lanes = [c for c in conditions if c not in COLOURS]
+    return LANE_COLOURS[lanes.index(condition) % len(LANE_COLOURS)]
+
+
+def png_data_uri(figure: Figure) -> str:
+    """Render `figure` to PNG (no metadata) and return it as a `data:image/png;base64,` URI."""
+    sink = io.BytesIO()
+    figure.savefig(sink, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    plt.close(figure)
+    return "data:image/png;base64," + base64.b64encode(sink.getvalue()).decode("ascii")
+
+
+def _task_label(task_id: str) -> str:
+    return "all tasks" if task_id == "*" else task_id
+
+
+def pass_rate_plot(rates: Sequence[PassRate], conditions: Sequence[str]) -> str:
+    """Grouped bars of the pass rate per task and condition, Wilson 95% intervals as error bars."""
+    tasks = list(dict.fromkeys(r.task_id for r in rates))
+    width = 0.8 / max(len(conditions), 1)
+    figure, axes = plt.subplots(figsize=(max(6.0, 1.2 * len(tasks) * max(len(conditions), 1) * 0.5 + 2), 4.0))
+    for index, condition in enumerate(conditions):
+        xs, ys, lows, highs = [], [], [], []
+        for position, task in enumerate(tasks):
+            cell = next((r for r in rates if r.task_id == task and r.condition == condition and r.gradable), None)
+            if cell is None:
+                continue
+            rate = float(Fraction(cell.rate))
+            xs.append(position + (index - (len(conditions) - 1) / 2) * width)
+            ys.append(rate)
+            lows.append(rate - cell.wilson_low)
+            highs.append(cell.wilson_high - rate)
+        axes.bar(xs, ys, width=width * 0.95, color=colour_of(condition, conditions), label=condition,
+                 yerr=[lows, highs], capsize=3, error_kw={"elinewidth": 1})
+    axes.set_xticks(range(len(tasks)), [_task_label(t) for t in tasks], rotation=30, ha="right", fontsize=8)
+    axes.set_ylim(0, 1.05)
+    axes.set_ylabel("pass rate (Wilson 95%)")
+    axes.legend(fontsize=8, ncols=min(len(conditions), 5), loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    axes.set_title("Pass rate per task and condition")
+    return png_data_uri(figure)
+
+
+def mui_plot(tallies: Sequence[MuiTally]) -> str:
+    """Stacked bars per task: the success-lift share and the cost-saving share (they sum to MUI)."""
+    tasks = [t.task_id for t in tallies]
+    lift = [float(Fraction(t.success_lift_share)) for t in tallies]
+    saving = [float(Fraction(t.cost_saving_share)) for t in tallies]
+    figure, axes = plt.subplots(figsize=(max(6.0, 0.9 * len(tasks) + 2), 3.6))
+    axes.bar(tasks, lift, color="#2ca02c", label="success lift")
+    axes.bar(tasks, saving, bottom=lift, color="#1f77b4", label="cost saving")
+    axes.set_xticks(range(len(tasks)), [_task_label(t) for t in tasks], rotation=30, ha="right", fontsize=8)
+    axes.set_ylim(0, 1.05)
+    axes.set_ylabel("share of on attempts")
+    axes.legend(fontsize=8)
+    axes.set_title("MUI v2 = success lift + cost saving")
+    return png_data_uri(figure)
+
+
+def token_plot(grades: Sequence[AttemptGrade], conditions: Sequence[str]) -> str:
+    """Token distribution per condition: a box plot with every attempt drawn as a point."""
+    present = [c for c in conditions if any(g.condition == c for g in grades)]
+    data = [[g.tokens for g in grades if g.condition == c] for c in present]
+    figure, axes = plt.subplots(figsize=(max(6.0, 1.3 * len(present) + 2), 3.6))
+    if data:
+        boxes = axes.boxplot(data, patch_artist=True, widths=0.5)
+        for patch, condition in zip(boxes["boxes"], present, strict=True):
+            patch.set_facecolor(colour_of(condition, conditions))
+            patch.set_alpha(0.45)
+        for index, (condition, values) in enumerate(zip(present, data, strict=True), start=1):
+            spread = [index + 0.12 * ((i % 5) - 2) / 2 for i in range(len(values))]
+            axes.scatter(spread, values, s=14, color=colour_of(condition, conditions), zorder=3)
+        axes.set_xticks(range(1, len(present) + 1), present, fontsize=8)
+    axes.set_ylabel("tokens (input + output)")
+    axes.set_title("Token distribution per condition")
+    return png_data_uri(figure)

@@ -1,0 +1,129 @@
+"""LongMemEval adapter on the real sample files: every quirk rule counted, each with a test on real records."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tasks_lib.memory.adapter import MAX_TEXT_BYTES
+from tasks_lib.public.groups import DatasetError
+from tasks_lib.public.longmemeval import LONGMEMEVAL_RULES, load_longmemeval
+
+DATA = Path(__file__).resolve().parents[2] / "shared/data/longmemeval"
+SAMPLE = DATA / "longmemeval_oracle_sample_seed_42.json"
+FILES = [SAMPLE, DATA / "longmemeval_example.json", DATA / "longmemeval_example2.json", DATA / "longmemeval_sample.json"]
+
+pytestmark = pytest.mark.skipif(not all(f.is_file() for f in FILES), reason=f"LongMemEval samples not found in {DATA}")
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict[str, Any]]:
+    return json.loads(SAMPLE.read_text(encoding="utf-8"))
+
+
+def _write(tmp_path: Path, data: object) -> Path:
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_all_files_counts() -> None:
+    """101 distinct ids: 1 repeat, 4 abstentions, 6 assistant-only evidence records out, 91 scored."""
+    groups, log = load_longmemeval(FILES)
+    assert len(groups) == 91
+    assert dict(log.counts) == {
+        "duplicate_question_id": 1,
+        "abstention_skipped": 4,
+        "answer_integer": 8,
+        "role_not_indexed": 1097,
+        "no_relevant_turn_skipped": 6,
+    }
+    assert set(log.counts) <= set(LONGMEMEVAL_RULES)
+
+
+def test_duplicate_question_id_across_files_is_skipped() -> None:
+    """longmemeval_example.json and longmemeval_example2.json both hold 09ba9854_abs."""
+    _, log = load_longmemeval([DATA / "longmemeval_example.json", DATA / "longmemeval_example2.json"])
+    assert log["duplicate_question_id"] == 1 and log["abstention_skipped"] == 1
+
+
+def test_abstention_records_are_not_scored() -> None:
+    groups, log = load_longmemeval([DATA / "longmemeval_sample.json"])
+    assert [g.group_id for g in groups] == ["6a1eabeb"] and log["abstention_skipped"] == 1
+
+
+def test_user_turns_only_by_default_with_upstream_ids(records: list[dict[str, Any]]) -> None:
+    """Turn ids are <session id>_<turn number from 1>; relevant = user has_answer turns of answer sessions."""
+    groups, _ = load_longmemeval([SAMPLE], limit=1)
+    rec = records[0]
+    expected = {
+        f"{sid}_{i + 1}"
+        for sid, session in zip(rec["haystack_session_ids"], rec["haystack_sessions"])
+        for i, t in enumerate(session)
+        if t["role"] == "user" and t["has_answer"] and sid in rec["answer_session_ids"]
+    }
+    assert groups[0].questions[0].relevant_turns == expected and expected
+    assert {t.speaker for t in groups[0].turns} == {"user"}
+    assert groups[0].turns[0].timestamp == rec["haystack_dates"][0]
+
+
+def test_assistant_evidence_needs_assistant_turns(records: list[dict[str, Any]]) -> None:
+    """single-session-assistant records are counted out with user turns only, scored with both roles."""
+    assistant = [r["question_id"] for r in records if r["question_type"] == "single-session-assistant"]
+    groups, log = load_longmemeval([SAMPLE])
+    assert log["no_relevant_turn_skipped"] == len(assistant) == 6
+    both, log2 = load_longmemeval([SAMPLE], roles=("user", "assistant"))
+    assert log2["no_relevant_turn_skipped"] == 0 and log2["role_not_indexed"] == 0
+    assert set(assistant) <= {g.group_id for g in both} and len(both) == len(groups) + 6
+
+
+def test_integer_answers_are_counted(records: list[dict[str, Any]]) -> None:
+    _, log = load_longmemeval([SAMPLE])
+    assert log["answer_integer"] == sum(1 for r in records if not isinstance(r["answer"], str)) == 8
+
+
+@pytest.mark.parametrize(
+    ("rule", "edit"),
+    [
+        ("haystack_lists_unequal", lambda r: r["haystack_dates"].pop()),
+        ("answer_session_not_in_haystack", lambda r: r["answer_session_ids"].append("answer_nowhere")),
+        ("role_unknown", lambda r: r["haystack_sessions"][0][1].update(role="system")),
+        ("has_answer_missing", lambda r: r["haystack_sessions"][0][0].pop("has_answer")),
+        ("has_answer_outside_answer_session", lambda r: (r["answer_session_ids"].remove(r["haystack_session_ids"][-1]) if len(r["answer_session_ids"]) > 1 else None)),
+        ("empty_turn_skipped", lambda r: r["haystack_sessions"][0][2].update(content=" ")),
+        ("turn_text_truncated", lambda r: r["haystack_sessions"][0][2].update(content="é" * MAX_TEXT_BYTES)),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_rules_that_do_not_fire_on_the_files_fire_on_edited_real_records(records: list[dict[str, Any]], tmp_path: Path, rule: str, edit: Any) -> None:
+    """Edit a real multi-session record (several answer sessions, has_answer user turns in each)."""
+    rec = copy.deepcopy(next(r for r in records if r["question_type"] == "multi-session" and len(r["answer_session_ids"]) > 2))
+    edit(rec)
+    groups, log = load_longmemeval([_write(tmp_path, [rec])])
+    assert log[rule] >= 1, rule
+    if rule in ("haystack_lists_unequal", "answer_session_not_in_haystack"):
+        assert groups == []
+    if rule == "turn_text_truncated":
+        assert max(len(t.text.encode()) for t in groups[0].turns) <= MAX_TEXT_BYTES
+
+
+def test_unknown_role_option_is_an_error() -> None:
+    with pytest.raises(DatasetError, match="roles"):
+        load_longmemeval([SAMPLE], roles=("system",))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("[", "cannot read it as JSON"), ('{"a": 1}', "not a list of records"), ('[{"question_id": "q"}]', "field 'question_type' is missing")],
+    ids=["not-json", "not-a-list", "missing-field"],
+)
+def test_bad_files_raise_one_clear_error(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(DatasetError, match=message) as error:
+        load_longmemeval([path])
+    assert str(path) in str(error.value)

@@ -1,0 +1,263 @@
+"""Grading: MUI v2, its split, delivery, the ablation deltas and the harness check, to the exact Fraction.
+
+Two known scenarios: records built by hand whose figures are worked out on paper below, and the
+real calibration agent run over bundled tasks, whose effect follows from the corpus.
+`scenario_records` and `store_scenario` are reused by the aggregation and report tests.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from fractions import Fraction
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tasks_lib.agents.base import Transcript, TranscriptStep
+from tasks_lib.arms import run_matrix, schedule, select_tasks
+from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, LocalStore, run_key
+from tasks_lib.audit import AuditReceipt
+from tasks_lib.contracts import RunRecord
+from tasks_lib.grading import (
+    GradingSummary,
+    delivery_rates,
+    grade_attempts,
+    mui_credit,
+    summarize,
+    surface_echo,
+)
+from tasks_lib.memory.provenance import wrap_block
+from tasks_lib.stats import sign_test, wilcoxon_signed_rank_exact
+from tasks_lib.taskcorpus import load_tasks
+
+REPO = Path(__file__).resolve().parents[1]
+DIGEST = "0" * 64
+
+# Hand-built scenario, trials 0 and 1. Each cell: (outcome, tokens, injection).
+#   alpha: a convention. off fails both trials; on passes both, delivered -> 2 success lifts.
+#   beta:  deducible. Both pass. t0: off 3000 vs on 2000 -> exactly 1.5x, a cost saving;
+#          t1: off 1400 vs on 1000 -> 1.4x, no credit.
+#   gamma: t0 on passes but delivery was NOT confirmed (off failed) -> no credit;
+#          t1 on fails, off passes -> no credit.
+#   delta: t0 on passes delivered, but off is ungradable -> no credit;
+#          t1 on is ungradable -> not in any denominator.
+# Gradable on attempts: 2 + 2 + 2 + 1 = 7; credits 2 lifts + 1 saving -> MUI 3/7 = 2/7 + 1/7.
+# Pass rates (gradable): on 6/7; off 3/7 (alpha 0/2, beta 2/2, gamma 1/2, delta 0/1);
+#   ablate:keyword 4/8 -> marginal 6/7 - 1/2 = 5/14; ablate:semantic 7/8 -> 6/7 - 7/8 = -1/56;
+#   ablate:all 3/8 -> harness gap 3/8 - 3/7 = -3/56 (not flagged; per task every gap is 0).
+# McNemar over the 6 gradable on/off pairs: only-on 3 (alpha x2, gamma t0), only-off 1 (gamma t1);
+#   p = 2 * (C(4,0) + C(4,1)) / 2^4 = 5/8.
+# Delivery under on: 7 of 8 confirmed (gamma t0 is not) = 7/8 < 9/10 -> warning.
+P, F, U = "pass", "fail", "ungradable"
+SCENARIO: dict[tuple[str, str], tuple[tuple[str, int, str], tuple[str, int, str]]] = {
+    ("alpha", "off"): ((F, 2500, "no"), (F, 2600, "no")),
+    ("alpha", "on"): ((P, 900, "yes"), (P, 950, "yes")),
+    ("alpha", "ablate:all"): ((F, 2500, "no"), (F, 2500, "no")),
+    ("alpha", "ablate:keyword"): ((F, 2400, "yes"), (F, 2400, "yes")),
+    ("alpha", "ablate:semantic"): ((P, 900, "yes"), (F, 2400, "yes")),
+    ("beta", "off"): ((P, 3000, "no"), (P, 1400, "no")),
+    ("beta", "on"): ((P, 2000, "yes"), (P, 1000, "yes")),
+    ("beta", "ablate:all"): ((P, 3000, "no"), (P, 1400, "no")),
+    ("beta", "ablate:keyword"): ((P, 2000, "yes"), (P, 1000, "yes")),
+    ("beta", "ablate:semantic"): ((P, 2000, "yes"), (P, 1000, "yes")),
+    ("gamma", "off"): ((F, 1800, "no"), (P, 1700, "no")),
+    ("gamma", "on"): ((P, 1200, "no"), (F, 1300, "yes")),
+    ("gamma", "ablate:all"): ((F, 1800, "no"), (P, 1700, "no")),
+    ("gamma", "ablate:keyword"): ((F, 1800, "yes"), (F, 1800, "yes")),
+    ("gamma", "ablate:semantic"): ((P, 1200, "yes"), (P, 1200, "yes")),
+    ("delta", "off"): ((U, 0, "no"), (F, 2200, "no")),
+    ("delta", "on"): ((P, 1100, "yes"), (U, 0, "yes")),
+    ("delta", "ablate:all"): ((F, 2200, "no"), (F, 2200, "no")),
+    ("delta", "ablate:keyword"): ((P, 1100, "yes"), (P, 1100, "yes")),
+    ("delta", "ablate:semantic"): ((P, 1100, "yes"), (P, 1100, "yes")),
+}
+MEMORY_TEXTS = {"alpha": ["Partial uploads exit with status 3 so the cron wrapper retries them."]}
+
+
+def record(task: str, condition: str, trial: int, outcome: str, tokens: int, injection: str, *, run_id: str = "scenario-run",
+           calibration: bool = False) -> RunRecord:
+    """A record of the scenario; transcript and receipt keys follow the arms layout."""
+    prefix = run_key(run_id, "attempts", task, condition.replace(":", "-"), f"t{trial}")
+    return RunRecord(
+        run_id=run_id, task_id=task, condition=condition, trial=trial, agent="scripted", calibration=calibration,
+        outcome=outcome, infra_failure=outcome == U, input_tokens=tokens - tokens // 10, output_tokens=tokens // 10,  # type: ignore[arg-type]
+        cost_usd=0.0, wall_seconds=1.0 + tokens / 1000, injection=injection,  # type: ignore[arg-type]
+        transcript=f"{prefix}/transcript.json", audit_receipt=f"{prefix}/audit.json", build_under_test="scripted/1",
+    )
+
+
+def scenario_records(run_id: str = "scenario-run", overrides: dict[tuple[str, str], tuple] | None = None) -> list[RunRecord]:
+    """Every attempt of the hand-built scenario (optionally with some cells replaced)."""
+    cells = {**SCENARIO, **(overrides or {})}
+    return [record(task, condition, trial, *cell, run_id=run_id)
+            for (task, condition), trials in cells.items() for trial, cell in enumerate(trials)]
+
+
+def store_scenario(store: ArtifactStore, records: list[RunRecord], *, echo_task: str = "alpha") -> None:
+    """Store records.parquet as `memtrial paired` does, with a transcript and audit receipt per attempt.
+
+    In `echo_task`'s on attempts the agent quotes its memory (a v1 surface echo); the receipt of
+    delta/off/t0 is left out, as if it had been lost.
+    """
+    run_id = records[0].run_id
+    for r in records:
+        memory = MEMORY_TEXTS["alpha"][0]
+        steps = [TranscriptStep(source="user", kind="prompt", text="Fix the uploader.")]
+        if r.injection == "yes":
+            steps.append(TranscriptStep(source="hook", kind="context", text=wrap_block("prompt-time", ["m1"], memory)))
+        quote = memory if (r.task_id == echo_task and r.condition == "on") else "Done; the tests pass."
+        steps.append(TranscriptStep(source="agent", kind="message", text=quote))
+        store.put_json(r.transcript or "", Transcript(agent="scripted", steps=tuple(steps)))
+        if (r.task_id, r.condition, r.trial) != ("delta", "off", 0):
+            store.put_json(r.audit_receipt or "", AuditReceipt(
+                allowed_output_paths=("src",), before_digest=DIGEST, after_digest=DIGEST, entries_before=3,
+                entries_after=3, violations=(), allowed_changes=(), passed=True))
+    store.put_table(run_key(run_id, RECORDS_TABLE), pa.Table.from_pylist([r.model_dump(mode="json") for r in records]))
+
+
+def _summary(records: list[RunRecord]) -> GradingSummary:
+    return summarize("scenario-run", records, grade_attempts(records))
+
+
+def _pooled(summary: GradingSummary, kind: str, lane: str) -> Fraction:
+    (row,) = [a for a in summary.ablations if a.kind == kind and a.lane == lane and a.task_id == "*"]
+    return Fraction(row.delta)
+
+
+def test_hand_built_scenario_mui_and_split_are_exact() -> None:
+    summary = _summary(scenario_records())
+    pooled = {t.task_id: t for t in summary.mui}
+    assert (pooled["*"].on_attempts, pooled["*"].success_lift, pooled["*"].cost_saving) == (7, 2, 1)
+    assert Fraction(pooled["*"].mui) == Fraction(3, 7)
+    assert Fraction(pooled["*"].success_lift_share) == Fraction(2, 7)
+    assert Fraction(pooled["*"].cost_saving_share) == Fraction(1, 7)
+    assert Fraction(pooled["*"].success_lift_share) + Fraction(pooled["*"].cost_saving_share) == Fraction(pooled["*"].mui)
+    assert {t: Fraction(pooled[t].mui) for t in ("alpha", "beta", "gamma", "delta")} == {
+        "alpha": 1, "beta": Fraction(1, 2), "gamma": 0, "delta": 0}
+    assert pooled["delta"].on_attempts == 1, "the ungradable on attempt is in no denominator"
+
+
+def test_hand_built_scenario_credits_and_reasons_per_attempt() -> None:
+    grades = {(g.task_id, g.trial): g for g in grade_attempts(scenario_records()) if g.condition == "on"}
+    assert {k: g.mui_credit for k, g in grades.items()} == {
+        ("alpha", 0): "success-lift", ("alpha", 1): "success-lift", ("beta", 0): "cost-saving", ("beta", 1): "none",
+        ("gamma", 0): "none", ("gamma", 1): "none", ("delta", 0): "none", ("delta", 1): "none"}
+    assert "not confirmed delivered" in grades[("gamma", 0)].mui_reason
+    assert "ungradable" in grades[("delta", 0)].mui_reason
+    assert "< 1.5 x" in grades[("beta", 1)].mui_reason
+    assert (grades[("beta", 0)].tokens, grades[("beta", 0)].paired_off_tokens) == (2000, 3000)
+
+
+def test_hand_built_scenario_ablation_deltas_are_marginal_and_exact() -> None:
+    summary = _summary(scenario_records())
+    assert _pooled(summary, "marginal", "keyword") == Fraction(5, 14)
+    assert _pooled(summary, "marginal", "semantic") == Fraction(-1, 56)
+    assert _pooled(summary, "harness-check", "all") == Fraction(-3, 56)
+    assert {a.kind for a in summary.ablations} == {"marginal", "harness-check"}, "no summed row"
+    per_task = {a.task_id: Fraction(a.delta) for a in summary.ablations if a.kind == "harness-check"}
+    assert per_task == {"alpha": 0, "beta": 0, "gamma": 0, "delta": 0, "*": Fraction(-3, 56)}
+    assert not any(a.flagged for a in summary.ablations)
+    keyword_alpha = next(a for a in summary.ablations if a.lane == "keyword" and a.task_id == "alpha")
+    assert Fraction(keyword_alpha.delta) == 1
+
+
+def test_hand_built_scenario_pass_rates_and_paired_tests() -> None:
+    summary = _summary(scenario_records())
+    rates = {(r.task_id, r.condition): r for r in summary.pass_rates}
+    assert Fraction(rates[("*", "on")].rate) == Fraction(6, 7) and rates[("*", "on")].ungradable == 1
+    assert Fraction(rates[("*", "off")].rate) == Fraction(3, 7)
+    low, high = rates[("alpha", "off")].wilson_low, rates[("alpha", "off")].wilson_high
+    assert low == 0.0 and 0 < high < 1, "0/n keeps a width (no Wald collapse)"
+    assert summary.mcnemar is not None
+    assert (summary.mcnemar.pairs, summary.mcnemar.on_only, summary.mcnemar.off_only) == (6, 3, 1)
+    assert Fraction(summary.mcnemar.pvalue) == Fraction(5, 8)
+    tokens = next(p for p in summary.paired if p.measure == "tokens")
+    diffs = [-1600, -1650, -1000, -400, -600, -400]  # alpha t0,t1; beta t0,t1; gamma t0,t1 (on - off)
+    assert (tokens.pairs, tokens.exploratory, tokens.median_difference) == (6, False, -800.0)
+    assert tokens.sign_pvalue == sign_test(diffs).pvalue
+    assert tokens.wilcoxon_pvalue == wilcoxon_signed_rank_exact(diffs).pvalue
+
+
+def test_low_delivery_rate_is_a_warning_a_human_sees() -> None:
+    summary = _summary(scenario_records())
+    on = next(d for d in summary.delivery if d.condition == "on")
+    assert (on.confirmed, on.attempts, Fraction(on.rate)) == (7, 8, Fraction(7, 8))
+    assert on.warning and "7 of 8" in on.warning
+    assert any("7 of 8" in w for w in summary.warnings)
+
+
+def test_memory_delivered_where_it_is_off_is_flagged_as_a_leak() -> None:
+    records = scenario_records(overrides={("beta", "off"): ((P, 3000, "yes"), (P, 1400, "no"))})
+    off = next(d for d in delivery_rates(records) if d.condition == "off")
+    assert off.warning and "leak" in off.warning
+
+
+def test_harness_gap_far_from_zero_is_flagged_never_a_memory_effect() -> None:
+    """Regression: ablate:all that behaves like on means the switch misses an injection path."""
+    broken = {("alpha", "ablate:all"): ((P, 900, "yes"), (P, 950, "yes")), ("delta", "ablate:all"): ((P, 1100, "yes"), (P, 1100, "yes"))}
+    summary = _summary(scenario_records(overrides=broken))
+    assert _pooled(summary, "harness-check", "all") == Fraction(7, 8) - Fraction(3, 7)
+    flagged = [a for a in summary.ablations if a.flagged]
+    assert {a.task_id for a in flagged} == {"alpha", "delta", "*"}
+    assert any(w.startswith("harness check") for w in summary.warnings)
+
+
+@pytest.mark.parametrize(
+    ("on", "off", "credit"),
+    [
+        ((P, 1000, "yes"), (F, 1000, "no"), "success-lift"),
+        ((P, 1000, "yes"), (P, 1500, "no"), "cost-saving"),
+        ((P, 1000, "yes"), (P, 1499, "no"), "none"),
+        ((P, 1000, "unknown"), (F, 1000, "no"), "none"),
+        ((F, 1000, "yes"), (F, 9000, "no"), "none"),
+        ((P, 0, "yes"), (P, 10, "no"), "none"),
+    ],
+    ids=["off-failed-is-a-lift", "exactly-1.5x-is-a-saving", "just-under-1.5x-is-nothing", "unknown-delivery-earns-nothing",
+         "failed-on-earns-nothing", "zero-reported-tokens-cannot-show-a-saving"],
+)
+def test_mui_credit_rules(on: tuple[str, int, str], off: tuple[str, int, str], credit: str) -> None:
+    assert mui_credit(record("t", "on", 0, *on), record("t", "off", 0, *off))[0] == credit
+
+
+def test_surface_echo_counts_only_the_agents_own_words() -> None:
+    text = MEMORY_TEXTS["alpha"]
+    delivered_only = Transcript(agent="a", steps=(TranscriptStep(source="hook", kind="context", text=wrap_block("prompt-time", ["m"], text[0])),))
+    quoted = Transcript(agent="a", steps=(TranscriptStep(source="agent", kind="message", text="Per the notes: " + text[0].upper()),))
+    assert surface_echo(delivered_only, text) is False
+    assert surface_echo(quoted, text) is True
+    assert surface_echo(None, text) is None and surface_echo(quoted, None) is None
+
+
+# --------------------------------------------------------------------------- the calibration agent
+
+CALIBRATION_TASKS = ["logship-partial-exit", "tabmill-delimiter", "rotlog-keep-count"]
+
+
+def test_calibration_agent_scenario_grades_exactly(tmp_path: Path) -> None:
+    """From the corpus: memory decides logship (a success lift), halves tabmill's tokens (a cost
+    saving) and only adds context on rotlog (no credit). Lanes overlap for the calibration agent,
+    so ablating the keyword lane changes nothing, and ablate:all behaves exactly like off."""
+    tasks = load_tasks(REPO / "corpora" / "tasks")
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    plan = schedule(select_tasks(tasks, CALIBRATION_TASKS), ["off", "on", "ablate:all", "ablate:keyword"], 1)
+    store = LocalStore(tmp_path / "artifacts")
+    records = run_matrix(plan, run_id="calib-run", repo_root=REPO, commit=head, tasks_subdir="corpora/tasks",
+                         agent_name="calibration", store=store)
+    transcripts = {(r.task_id, r.condition, r.trial): store.get_json(r.transcript or "", Transcript) for r in records}
+    texts = {t.task_id: [m.text for m in t.manifest.memories] for t in tasks}
+    grades = grade_attempts(records, transcripts, texts)
+    summary = summarize("calib-run", records, grades)
+
+    credit = {g.task_id: g.mui_credit for g in grades if g.condition == "on"}
+    assert credit == {"logship-partial-exit": "success-lift", "tabmill-delimiter": "cost-saving", "rotlog-keep-count": "none"}
+    pooled = next(t for t in summary.mui if t.task_id == "*")
+    assert (Fraction(pooled.mui), Fraction(pooled.success_lift_share), Fraction(pooled.cost_saving_share)) == (
+        Fraction(2, 3), Fraction(1, 3), Fraction(1, 3))
+    assert (pooled.surface_echo, pooled.surface_echo_known) == (0, 3), "the calibration agent applies memory without quoting it"
+    deltas = {(a.kind, a.task_id): Fraction(a.delta) for a in summary.ablations}
+    assert deltas == {(kind, task): 0 for task in [*sorted(CALIBRATION_TASKS), "*"] for kind in ("marginal", "harness-check")}
+    delivery = {d.condition: Fraction(d.rate) for d in summary.delivery}
+    assert delivery == {"off": 0, "on": 1, "ablate:all": 0, "ablate:keyword": 1}
+    assert summary.calibration and any("calibration run" in w for w in summary.warnings)
+    assert not [w for w in summary.warnings if "calibration run" not in w]

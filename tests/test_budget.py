@@ -36,7 +36,7 @@ def make_config(tmp_path: Path, **overrides: object) -> BudgetConfig:
         "key_env": "EVAL_KEY",
         "key_sha256": key_fingerprint(KEY),
         "production_reserve_usd": 50.0,
-        "pair_cap_usd": 10.0,
+        "pair_cap_usd": 10.0, "arm_ceiling_usd": 5.0,
         "ledger_path": "ledger.json",
         **overrides,
     }
@@ -223,7 +223,7 @@ def test_config_from_run_config_section(tmp_path: Path) -> None:
     path = tmp_path / "run.yaml"
     path.write_text(
         "name: nightly\nbudget:\n  provider: openrouter\n  key_env: OPENROUTER_API_KEY\n"
-        f"  key_sha256: {key_fingerprint(KEY)}\n  production_reserve_usd: 25\n  pair_cap_usd: 4\n"
+        f"  key_sha256: {key_fingerprint(KEY)}\n  production_reserve_usd: 25\n  pair_cap_usd: 4\n  arm_ceiling_usd: 2\n"
     )
     config = load_budget_config(path)
     assert config.provider == "openrouter" and config.pair_cap_usd == 4
@@ -232,13 +232,13 @@ def test_config_from_run_config_section(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("provider: ledger\nkey_env: K\nkey_sha256: abc\nproduction_reserve_usd: 1\npair_cap_usd: 1\nledger_path: l.json\n",
+        ("provider: ledger\nkey_env: K\nkey_sha256: abc\nproduction_reserve_usd: 1\npair_cap_usd: 1\narm_ceiling_usd: 1\nledger_path: l.json\n",
          "field 'key_sha256'"),
-        (f"provider: ledger\nkey_env: K\nkey_sha256: {'a' * 64}\nproduction_reserve_usd: 1\npair_cap_usd: 1\n",
+        (f"provider: ledger\nkey_env: K\nkey_sha256: {'a' * 64}\nproduction_reserve_usd: 1\npair_cap_usd: 1\narm_ceiling_usd: 1\n",
          "needs 'ledger_path'"),
-        (f"provider: openai-admin\nkey_env: K\nkey_sha256: {'a' * 64}\nproduction_reserve_usd: 1\npair_cap_usd: 1\n",
+        (f"provider: openai-admin\nkey_env: K\nkey_sha256: {'a' * 64}\nproduction_reserve_usd: 1\npair_cap_usd: 1\narm_ceiling_usd: 1\n",
          "needs 'admin_key_env'"),
-        (f"provider: paypal\nkey_env: K\nkey_sha256: {'a' * 64}\nproduction_reserve_usd: 1\npair_cap_usd: 1\n",
+        (f"provider: paypal\nkey_env: K\nkey_sha256: {'a' * 64}\nproduction_reserve_usd: 1\npair_cap_usd: 1\narm_ceiling_usd: 1\n",
          "field 'provider'"),
         ("- just\n- a list\n", "expected a mapping"),
         ("provider: [unclosed\n", "not valid YAML"),
@@ -257,3 +257,23 @@ def test_http_provider_needs_the_key_exported(tmp_path: Path) -> None:
     config = make_config(tmp_path, provider="openrouter", ledger_path=None)
     with pytest.raises(BudgetConfigError, match=r"\$EVAL_KEY is not set"):
         open_source(config, tmp_path, {}, NOW)
+
+
+def test_arm_ceiling_above_pair_cap_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="exceeds 'pair_cap_usd'"):
+        make_config(tmp_path, arm_ceiling_usd=11.0)
+
+
+def test_run_config_names_a_budget_file_and_ledger_resolves_beside_it(tmp_path: Path) -> None:
+    """A run config's `budget: {config: ...}` points at a budget file; its ledger path is relative to that file."""
+    (tmp_path / "configs" / "budgets").mkdir(parents=True)
+    make_ledger(tmp_path / "configs" / "budgets")
+    (tmp_path / "configs" / "budgets" / "eval.yaml").write_text(
+        f"provider: ledger\nkey_env: EVAL_KEY\nkey_sha256: {key_fingerprint(KEY)}\n"
+        "production_reserve_usd: 50\npair_cap_usd: 10\narm_ceiling_usd: 5\nledger_path: ledger.json\n"
+    )
+    (tmp_path / "configs" / "nightly.yaml").write_text("name: nightly\nbudget:\n  config: budgets/eval.yaml\n")
+    config = load_budget_config(tmp_path / "configs" / "nightly.yaml")
+    assert Path(config.ledger_path or "") == (tmp_path / "configs" / "budgets" / "ledger.json").resolve()
+    source = open_source(config, Path("/nonexistent"), {}, NOW)
+    assert preflight(config, source, KEY, NOW).allowed

@@ -139,7 +139,7 @@ def openrouter(base: str, case: str) -> OpenRouterSource:
 def config_for(base: str, case: str, provider: str = "openrouter", **extra: object) -> BudgetConfig:
     return BudgetConfig.model_validate({
         "provider": provider, "key_env": "OPENROUTER_API_KEY", "key_sha256": key_fingerprint(KEY),
-        "production_reserve_usd": 20.0, "pair_cap_usd": 10.0, "base_url": f"{base}/{case}",
+        "production_reserve_usd": 20.0, "pair_cap_usd": 10.0, "arm_ceiling_usd": 5.0, "base_url": f"{base}/{case}",
         "timeout_seconds": CLIENT_TIMEOUT, **extra,
     })
 

@@ -46,7 +46,7 @@ def test_recorded_spending_never_passes_the_cap(example: tuple[float, float, flo
         ledger = Path(folder) / "ledger.json"
         write_ledger(ledger, Ledger(opening_balance_usd=reserve + cap + extra, key_ceiling_usd=cap))
         config = BudgetConfig(provider="ledger", key_env="K", key_sha256=key_fingerprint(KEY), production_reserve_usd=reserve,
-                              pair_cap_usd=cap, drain_tolerance_usd=tolerance, ledger_path=str(ledger))
+                              pair_cap_usd=cap, arm_ceiling_usd=cap, drain_tolerance_usd=tolerance, ledger_path=str(ledger))
         source = open_source(config, Path(folder), {}, NOW)
         start = preflight(config, source, KEY, NOW)
         assert start.allowed

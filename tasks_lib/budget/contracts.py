@@ -33,6 +33,9 @@ class BudgetConfig(Document):
     """Balance that must stay untouched for production; the pair may never eat into it."""
     pair_cap_usd: float = Field(gt=0)
     """Acknowledged most a paired run may spend; headroom must cover reserve plus this cap."""
+    arm_ceiling_usd: float = Field(gt=0)
+    """Most one arm may spend (the agent's own per-run limit); the next arm may start only if this
+    still fits the pair cap and keeps the balance above the reserve."""
     drain_tolerance_usd: float = Field(default=0.0, ge=0)
     """How much more than the declared spend the balance may drop between arms (billing rounding)."""
     ledger_path: Optional[str] = None
@@ -51,6 +54,8 @@ class BudgetConfig(Document):
 
     @model_validator(mode="after")
     def _source_settings(self) -> BudgetConfig:
+        if self.arm_ceiling_usd > self.pair_cap_usd:
+            raise ValueError(f"'arm_ceiling_usd' ({self.arm_ceiling_usd:g}) exceeds 'pair_cap_usd' ({self.pair_cap_usd:g}); one arm cannot spend more than the pair")
         if self.provider == "ledger" and not self.ledger_path:
             raise ValueError("provider 'ledger' needs 'ledger_path' (the ledger JSON file)")
         if self.provider in ("anthropic-admin", "openai-admin") and not self.admin_key_env:

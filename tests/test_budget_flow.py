@@ -1,0 +1,108 @@
+"""The guard as Prefect tasks and as `memtrial budget`: real Prefect runs, real ledger, records in the artifact store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.cli import main
+from tasks_lib.artifacts import open_store
+from tasks_lib.budget import BudgetStop, GuardDecision, Ledger, append_ledger_entry, key_fingerprint, write_ledger
+
+KEY = "sk-eval-flow-0001"
+
+
+@pytest.fixture
+def budget_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    write_ledger(tmp_path / "ledger.json", Ledger(opening_balance_usd=100.0, key_ceiling_usd=40.0))
+    path = tmp_path / "budget.yaml"
+    path.write_text(
+        f"provider: ledger\nkey_env: MEMTRIAL_TEST_EVAL_KEY\nkey_sha256: {key_fingerprint(KEY)}\n"
+        "production_reserve_usd: 60\npair_cap_usd: 10\narm_ceiling_usd: 4\nledger_path: ledger.json\n"
+    )
+    monkeypatch.setenv("MEMTRIAL_TEST_EVAL_KEY", KEY)
+    return path
+
+
+def test_pair_guard_records_every_decision_and_stops_at_the_cap(prefect_harness: None, budget_file: Path, tmp_path: Path) -> None:
+    from prefect import flow
+
+    from flows.budget import PairGuard
+
+    root = str(tmp_path / "artifacts")
+    ledger = budget_file.parent / "ledger.json"
+
+    @flow
+    def paid_pair() -> tuple[int, str]:
+        guard = PairGuard(budget_file, root, "run-guard", agent="openai-chat")
+        spent, arms = 0.0, 0
+        try:
+            for _ in range(5):
+                guard.before_arm(spent)
+                append_ledger_entry(ledger, 3.5, f"arm {arms}")  # the arm spends
+                spent += 3.5
+                arms += 1
+        except BudgetStop as stop:
+            return arms, stop.decision.reason  # type: ignore[attr-defined]
+        return arms, ""
+
+    arms, reason = paid_pair()
+    # 3.5 + 3.5 = 7.0 spent; a third arm of up to 4.0 would pass the 10.0 cap.
+    assert arms == 2 and "pass the pair cap" in reason
+    store = open_store(root)
+    keys = store.list_keys("runs/run-guard/budget/")
+    assert [k.rsplit("/", 1)[1] for k in keys] == [
+        "0000-preflight-openai-chat.json",
+        "0001-between-arms-openai-chat-arm0.json",
+        "0002-between-arms-openai-chat-arm1.json",
+        "0003-between-arms-openai-chat-arm2.json",
+    ]
+    last = store.get_json(keys[-1], GuardDecision)
+    assert not last.allowed and last.declared_spent_usd == 7.0 and last.observed_drain_usd == pytest.approx(7.0)
+
+
+def test_refused_preflight_is_recorded_then_raises(prefect_harness: None, budget_file: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefect import flow
+
+    from flows.budget import budget_preflight
+
+    monkeypatch.setenv("MEMTRIAL_TEST_EVAL_KEY", "sk-production-key")
+    root = str(tmp_path / "artifacts")
+
+    @flow
+    def preflight_only() -> None:
+        budget_preflight(str(budget_file), root, "run-refused", "claude-code")
+
+    with pytest.raises(BudgetStop, match="key-identity"):
+        preflight_only()
+    keys = open_store(root).list_keys("runs/run-refused/budget/")
+    assert len(keys) == 1 and not open_store(root).get_json(keys[0], GuardDecision).allowed
+
+
+def test_cli_budget_check_allowed_and_refused(budget_file: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main(["budget", "check", "--config", str(budget_file), "--json"]) == 0
+    decision = json.loads(capsys.readouterr().out)
+    assert decision["allowed"] and [s["status"] for s in decision["steps"]] == ["pass", "pass", "pass"]
+
+    write_ledger(budget_file.parent / "ledger.json", Ledger(opening_balance_usd=65.0, key_ceiling_usd=40.0))
+    assert main(["budget", "check", "--config", str(budget_file)]) == 1
+    text = capsys.readouterr().out
+    assert "REFUSED: shared-headroom" in text and "short by $5.00" in text
+
+
+def test_cli_budget_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMTRIAL_BUDGET_CONFIG", raising=False)
+    assert main(["budget", "check"]) == 2
+    assert "--config: missing" in capsys.readouterr().err
+    assert main(["budget", "check", "--config", str(tmp_path / "nope.yaml")]) == 2
+    error = capsys.readouterr().err
+    assert "does not exist" in error and "Traceback" not in error
+
+
+def test_cli_fingerprint_matches_config(budget_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["budget", "fingerprint", "--env", "MEMTRIAL_TEST_EVAL_KEY"]) == 0
+    assert capsys.readouterr().out.strip() == key_fingerprint(KEY)

@@ -1,0 +1,134 @@
+"""Aggregation: the run's Parquet tables and summary.json, on a local folder and on S3 (moto on 127.0.0.1),
+read back with pandas and DuckDB; admission exclusions; clear errors for unknown runs and bad tables."""
+
+from __future__ import annotations
+
+import uuid
+from fractions import Fraction
+from pathlib import Path
+
+import boto3
+import duckdb
+import pyarrow as pa
+import pytest
+from test_grading import scenario_records, store_scenario
+
+from tasks_lib.aggregate import (
+    ABLATIONS_TABLE,
+    ADMISSIONS_TABLE,
+    AUDIT_TABLE,
+    GRADES_TABLE,
+    SUMMARY_JSON,
+    AggregateError,
+    RunNotFound,
+    aggregate_run,
+)
+from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, LocalStore, open_store, run_key
+from tasks_lib.errors import ArtifactError, ContractError
+from tasks_lib.grading import GradingSummary
+
+RUN = "scenario-run"
+TEXTS = {"alpha": ["Partial uploads exit with status 3 so the cron wrapper retries them."]}
+
+
+def _local(tmp_path: Path) -> LocalStore:
+    store = LocalStore(tmp_path / "artifacts")
+    store_scenario(store, scenario_records(RUN))
+    return store
+
+
+def test_tables_are_written_and_readable_with_pandas_and_duckdb(tmp_path: Path) -> None:
+    store = _local(tmp_path)
+    result = aggregate_run(store, RUN, TEXTS)
+    run_dir = tmp_path / "artifacts" / "runs" / RUN
+    assert set(result.keys) == {GRADES_TABLE, ABLATIONS_TABLE, AUDIT_TABLE, SUMMARY_JSON}
+
+    import pandas as pd
+
+    grades = pd.read_parquet(run_dir / GRADES_TABLE)
+    assert len(grades) == 40
+    on = grades[grades["condition"] == "on"].set_index(["task_id", "trial"])
+    assert on.loc[("alpha", 0), "mui_credit"] == "success-lift" and on.loc[("beta", 0), "mui_credit"] == "cost-saving"
+    assert on["surface_echo"].tolist().count(True) == 2, "alpha's agent quoted its memory in both on attempts"
+
+    con = duckdb.connect()
+    credits = dict(con.execute(
+        f"select mui_credit, count(*) from read_parquet('{run_dir / GRADES_TABLE}') where condition = 'on' group by 1").fetchall())
+    assert credits == {"success-lift": 2, "cost-saving": 1, "none": 5}
+    deltas = dict(con.execute(
+        f"select lane, delta from read_parquet('{run_dir / ABLATIONS_TABLE}') where task_id = '*'").fetchall())
+    assert {lane: Fraction(d) for lane, d in deltas.items()} == {"keyword": Fraction(5, 14), "semantic": Fraction(-1, 56), "all": Fraction(-3, 56)}
+    audit = con.execute(f"select task_id, condition, trial, found, passed from read_parquet('{run_dir / AUDIT_TABLE}') where not found").fetchall()
+    assert audit == [("delta", "off", 0, False, None)], "a lost receipt is shown as missing, never as passed"
+
+    summary = store.get_json(run_key(RUN, SUMMARY_JSON), GradingSummary)
+    assert summary == result.summary
+    assert Fraction(next(t for t in summary.mui if t.task_id == "*").mui) == Fraction(3, 7)
+
+
+def test_aggregation_on_s3(s3_env: str) -> None:
+    bucket = f"agg-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=s3_env, region_name="us-east-1").create_bucket(Bucket=bucket)
+    store = open_store(f"s3://{bucket}/team/nightly")
+    store_scenario(store, scenario_records(RUN))
+    aggregate_run(store, RUN, TEXTS)
+    assert store.exists(run_key(RUN, SUMMARY_JSON))
+    grades = store.get_table(run_key(RUN, GRADES_TABLE))
+    assert grades.num_rows == 40 and grades.to_pandas()["mui_credit"].eq("success-lift").sum() == 2
+    ablations = store.get_table(run_key(RUN, ABLATIONS_TABLE))
+    flagged = duckdb.connect().execute("select count(*) from ablations where flagged").fetchone()
+    assert ablations.num_rows > 0 and flagged == (0,)
+
+
+def _write_admissions(store: ArtifactStore, rows: list[dict[str, object]]) -> None:
+    store.put_table(run_key(RUN, ADMISSIONS_TABLE), pa.Table.from_pylist(rows))
+
+
+def test_excluded_attempts_are_kept_out_of_every_figure(tmp_path: Path) -> None:
+    store = _local(tmp_path)
+    base = {"prereg_digest": "a" * 64, "decided_at": "2026-12-02T10:00:00Z"}
+    _write_admissions(store, [
+        {"task_id": "alpha", "condition": "on", "trial": 1, "decision": "excluded", "reason_code": "apparatus-correction",
+         "detail": "verifier changed after the run", **base},
+        {"task_id": "alpha", "condition": "on", "trial": 0, "decision": "admitted", "reason_code": "ok", "detail": "", **base},
+    ])
+    result = aggregate_run(store, RUN)
+    assert result.admissions_recorded and [(e.task_id, e.trial, e.reason_code) for e in result.excluded] == [("alpha", 1, "apparatus-correction")]
+    pooled = next(t for t in result.summary.mui if t.task_id == "*")
+    assert (pooled.on_attempts, pooled.success_lift, Fraction(pooled.mui)) == (6, 1, Fraction(1, 3))
+    assert result.summary.excluded == 1 and result.summary.attempts == 39
+    records = store.get_table(run_key(RUN, RECORDS_TABLE))
+    assert records.num_rows == 40, "excluded attempts are kept whole in the records"
+
+
+def test_no_admissions_table_means_every_attempt_is_graded(tmp_path: Path) -> None:
+    result = aggregate_run(_local(tmp_path), RUN)
+    assert not result.admissions_recorded and result.excluded == () and result.summary.attempts == 40
+
+
+def test_unknown_run_names_the_root_and_the_known_runs(tmp_path: Path) -> None:
+    store = _local(tmp_path)
+    with pytest.raises(RunNotFound, match=rf"run 'nope': no records.parquet under .*runs/nope/; known runs: {RUN}"):
+        aggregate_run(store, "nope")
+    with pytest.raises(RunNotFound, match="holds no runs"):
+        aggregate_run(LocalStore(tmp_path / "empty"), "nope")
+
+
+def test_a_corrupt_records_table_is_a_clear_error(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put_bytes(run_key("bad", RECORDS_TABLE), b"not parquet")
+    with pytest.raises(ArtifactError, match=r"records.parquet: not a readable Parquet table"):
+        aggregate_run(store, "bad")
+    rows = [r.model_dump(mode="json") for r in scenario_records("bad")[:2]]
+    rows[1]["outcome"] = "maybe"
+    store.put_table(run_key("bad", RECORDS_TABLE), pa.Table.from_pylist(rows))
+    with pytest.raises(ContractError, match=r"records.parquet row 1: field 'outcome'"):
+        aggregate_run(store, "bad")
+    assert not store.exists(run_key("bad", GRADES_TABLE)), "nothing half-written on bad input"
+
+
+def test_a_bad_admissions_row_names_the_table_and_row(tmp_path: Path) -> None:
+    store = _local(tmp_path)
+    _write_admissions(store, [{"task_id": "alpha", "condition": "on", "trial": 0, "decision": "perhaps", "reason_code": "x"}])
+    with pytest.raises(AggregateError, match=r"admissions.parquet row 0: not an admission decision"):
+        aggregate_run(store, RUN)

@@ -25,7 +25,13 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from tasks_lib.contracts import ContractModel, Document, Identifier, NonEmptyText, parse_document
+from tasks_lib.contracts import (
+    ContractModel,
+    Document,
+    Identifier,
+    NonEmptyText,
+    parse_document,
+)
 from tasks_lib.errors import ContractError, Violation
 
 CaseClass = Literal[

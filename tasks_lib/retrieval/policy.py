@@ -12,7 +12,13 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from tasks_lib.contracts import ContractModel, Document, Identifier, NonEmptyText, parse_document
+from tasks_lib.contracts import (
+    ContractModel,
+    Document,
+    Identifier,
+    NonEmptyText,
+    parse_document,
+)
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.retrieval.result import PolicyProbeResult
 from tasks_lib.retrieval.selector import select_automatic

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from itertools import pairwise
 
 from tasks_lib.retrieval.cases import STOP_WORDS
 
@@ -85,7 +86,7 @@ def possessive_pairs(text: str) -> list[tuple[str, str]]:
     """
     words = tokens(text)
     pairs = []
-    for first, second in zip(words, words[1:]):
+    for first, second in pairwise(words):
         if second.removesuffix("'s") in FRAME_WORDS or second in STOP_WORDS:
             continue
         if first in POSSESSIVE_DETERMINERS:

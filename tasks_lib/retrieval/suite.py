@@ -18,14 +18,39 @@ from pathlib import Path
 from tasks_lib.contracts import ContractModel
 from tasks_lib.memory.adapter import Accounting, MemoryAdapter
 from tasks_lib.retrieval.cases import (
-    ANSWERABLE, BACKGROUND_FILE, CASES_DIR, GRAPH_CLASSES, GRAPH_DIR, UNANSWERABLE, CaseSet, bundled_root, load_case_set,
+    ANSWERABLE,
+    BACKGROUND_FILE,
+    CASES_DIR,
+    GRAPH_CLASSES,
+    GRAPH_DIR,
+    UNANSWERABLE,
+    CaseSet,
+    bundled_root,
+    load_case_set,
 )
 from tasks_lib.retrieval.gates import GateResult, RetrievalGates, gate
 from tasks_lib.retrieval.graph import run_graph_calibration
 from tasks_lib.retrieval.indexing import DEPTH, AdapterFactory, index_group, recall_keys
-from tasks_lib.retrieval.policy import POLICY_FILE, PolicyProbes, load_policy_probes, run_policy_probes
-from tasks_lib.retrieval.ranking import first_rank, hit_at, mean, ndcg_at, reciprocal_rank
-from tasks_lib.retrieval.result import CaseResult, Efficiency, QualityMetrics, RecalledText, RetrievalResult
+from tasks_lib.retrieval.policy import (
+    POLICY_FILE,
+    PolicyProbes,
+    load_policy_probes,
+    run_policy_probes,
+)
+from tasks_lib.retrieval.ranking import (
+    first_rank,
+    hit_at,
+    mean,
+    ndcg_at,
+    reciprocal_rank,
+)
+from tasks_lib.retrieval.result import (
+    CaseResult,
+    Efficiency,
+    QualityMetrics,
+    RecalledText,
+    RetrievalResult,
+)
 from tasks_lib.retrieval.selector import POLICY_VERSION, select_automatic
 
 SHOWN = 5

@@ -8,7 +8,7 @@ publication test exits 1 with one line per problem.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,7 +17,7 @@ from flows.cli import JsonFlag, app, emit_json, err, out
 if TYPE_CHECKING:
     from tasks_lib.artifacts import ArtifactStore
 
-ArtifactsOpt = Annotated[Optional[str], typer.Option("--artifacts", help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT).")]
+ArtifactsOpt = Annotated[str | None, typer.Option("--artifacts", help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT).")]
 
 
 def _store(artifacts: str | None) -> ArtifactStore:
@@ -38,10 +38,10 @@ def prereg(
     agent: Annotated[str, typer.Option(help="Agent adapter the runs will use.")],
     budget_usd: Annotated[float, typer.Option("--budget-usd", help="Most one run may spend in total, in USD.")],
     primary: Annotated[str, typer.Option(help="The primary analysis, in words.")],
-    model: Annotated[Optional[str], typer.Option(help="Model name the agent runs (omit for agents that take none).")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name the agent runs (omit for agents that take none).")] = None,
     conditions: Annotated[str, typer.Option(help="Comma-separated conditions: off, on, ablate:<lane>, ablate:all.")] = "off,on",
     trials: Annotated[int, typer.Option(help="Trials per task and condition.")] = 1,
-    correction: Annotated[Optional[str], typer.Option(help="Apparatus correction: why; makes the next version and excludes runs admitted under the old one.")] = None,
+    correction: Annotated[str | None, typer.Option(help="Apparatus correction: why; makes the next version and excludes runs admitted under the old one.")] = None,
     artifacts: ArtifactsOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -77,7 +77,7 @@ def prereg(
 def admit(
     run_id: Annotated[str, typer.Argument(help="The run to decide on.")],
     prereg_ref: Annotated[str, typer.Option("--prereg", help="Preregistration NAME (latest version) or NAME@vN.")],
-    exclude: Annotated[Optional[list[str]], typer.Option(help="Operator exclusion TASK/CONDITION/TRIAL=REASON:DETAIL (repeatable; reasons audit_failed, infra_failure, protocol_deviation).")] = None,
+    exclude: Annotated[list[str] | None, typer.Option(help="Operator exclusion TASK/CONDITION/TRIAL=REASON:DETAIL (repeatable; reasons audit_failed, infra_failure, protocol_deviation).")] = None,
     artifacts: ArtifactsOpt = None,
     as_json: JsonFlag = False,
 ) -> None:

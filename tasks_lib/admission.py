@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 import pyarrow as pa
@@ -22,7 +22,13 @@ from pydantic import Field
 from tasks_lib.artifacts import RUNS, ArtifactStore, run_key
 from tasks_lib.contracts import Condition, ContractModel, Identifier, RunRecord, Sha256
 from tasks_lib.errors import MemtrialError
-from tasks_lib.prereg import Preregistration, PreregError, prereg_digest, record_mismatches, versions
+from tasks_lib.prereg import (
+    PreregError,
+    Preregistration,
+    prereg_digest,
+    record_mismatches,
+    versions,
+)
 
 ADMISSIONS_TABLE = "admissions.parquet"
 ADMISSION_COLUMNS = ("task_id", "condition", "trial", "decision", "reason_code", "detail", "prereg_digest", "decided_at")
@@ -75,7 +81,7 @@ class AdmissionDecision(ContractModel):
 
 def utc_stamp(moment: datetime) -> str:
     """ISO 8601 UTC to the second, e.g. `2026-12-02T16:05:00Z`."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def run_started_at(run_id: str) -> datetime | None:
@@ -83,7 +89,7 @@ def run_started_at(run_id: str) -> datetime | None:
     match = _RUN_STAMP.search(run_id)
     if not match:
         return None
-    return datetime.strptime(match.group(1), "%Y%m%d-%H%M%S").replace(tzinfo=timezone.utc)
+    return datetime.strptime(match.group(1), "%Y%m%d-%H%M%S").replace(tzinfo=UTC)
 
 
 def load_records(store: ArtifactStore, run_id: str) -> list[RunRecord]:
@@ -196,7 +202,7 @@ def admit_run(
         late = None
     spent = sum(r.cost_usd for r in records)
     over_budget = f"budget: spent ${spent:.4f}, preregistered ${prereg.budget_usd:.4f}" if spent > prereg.budget_usd else None
-    digest, stamp = prereg_digest(prereg), utc_stamp(now or datetime.now(timezone.utc))
+    digest, stamp = prereg_digest(prereg), utc_stamp(now or datetime.now(UTC))
     decisions = []
     for record in records:
         decision, reason, detail = decide(
@@ -222,7 +228,7 @@ def apply_correction(store: ArtifactStore, old: Preregistration, new: Preregistr
     """
     if new.supersedes != prereg_digest(old):
         raise PreregError(f"{new.name} v{new.version} does not supersede v{old.version}; its 'supersedes' names another digest")
-    old_digest, stamp = prereg_digest(old), utc_stamp(now or datetime.now(timezone.utc))
+    old_digest, stamp = prereg_digest(old), utc_stamp(now or datetime.now(UTC))
     changed = []
     for run_id in decided_runs(store):
         decisions = load_decisions(store, run_id)

@@ -33,7 +33,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tasks_lib.contracts import Condition, ContractModel, GitOid, Identifier, NonEmptyText, RunRecord, Sha256, TaskManifest
+from tasks_lib.contracts import (
+    Condition,
+    ContractModel,
+    GitOid,
+    Identifier,
+    NonEmptyText,
+    RunRecord,
+    Sha256,
+    TaskManifest,
+)
 from tasks_lib.errors import MemtrialError
 from tasks_lib.taskcorpus import LoadedTask
 from tasks_lib.trees import sha256_file

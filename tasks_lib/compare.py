@@ -18,7 +18,12 @@ from pydantic import Field
 
 from tasks_lib.admission import load_decisions, load_records
 from tasks_lib.artifacts import ArtifactStore
-from tasks_lib.comparability import ComparabilityKey, IncomparableError, comparison_key, require_same_key
+from tasks_lib.comparability import (
+    ComparabilityKey,
+    IncomparableError,
+    comparison_key,
+    require_same_key,
+)
 from tasks_lib.contracts import Condition, ContractModel, Identifier, RunRecord
 from tasks_lib.stats import wilson
 

@@ -11,15 +11,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import ClassVar
 
 from pydantic import AwareDatetime, Field, model_validator
 
 from tasks_lib.artifacts import ArtifactStore, check_key
-from tasks_lib.comparability import digest_of, manifest_digest, prompts_digest, source_commit_of, verifier_digest
-from tasks_lib.contracts import Condition, ContractModel, Document, GitOid, Identifier, NonEmptyText, RunRecord, Sha256
-from tasks_lib.errors import ArtifactNotFound, MemtrialError
+from tasks_lib.comparability import (
+    digest_of,
+    manifest_digest,
+    prompts_digest,
+    source_commit_of,
+    verifier_digest,
+)
+from tasks_lib.contracts import (
+    Condition,
+    ContractModel,
+    Document,
+    GitOid,
+    Identifier,
+    NonEmptyText,
+    RunRecord,
+    Sha256,
+)
+from tasks_lib.errors import MemtrialError
 from tasks_lib.taskcorpus import LoadedTask
 
 PREREGS = "preregistrations"
@@ -183,7 +198,7 @@ def create_prereg(
     prereg = Preregistration(
         name=name,
         version=(existing[-1] + 1) if existing else 1,
-        created_at=now or datetime.now(timezone.utc),
+        created_at=now or datetime.now(UTC),
         model=model,
         budget_usd=budget_usd,
         tasks=tuple(freeze_task(t) for t in tasks),
@@ -196,17 +211,6 @@ def create_prereg(
         raise PreregError(f"{store.uri}/{key} appeared while freezing; another process is preregistering {name!r}")
     store.put_json(key, prereg)
     return prereg
-
-
-def latest_digest(store: ArtifactStore, name: str) -> str | None:
-    """Digest of the latest version of `name`, or None when it does not exist."""
-    known = versions(store, name)
-    if not known:
-        return None
-    try:
-        return prereg_digest(store.get_json(prereg_key(name, known[-1]), Preregistration))
-    except ArtifactNotFound:
-        return None
 
 
 def _short(value: str | None) -> str:

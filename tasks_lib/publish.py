@@ -30,9 +30,25 @@ from pydantic import Field, ValidationError
 
 from tasks_lib.admission import ADMISSIONS_TABLE, AdmissionDecision, load_decisions
 from tasks_lib.artifacts import RUNS, ArtifactStore, LocalStore, check_key
-from tasks_lib.contracts import ContractModel, Document, Identifier, RelPath, RunRecord, Sha256, dump_document, load_document, parse_document
+from tasks_lib.contracts import (
+    ContractModel,
+    Document,
+    Identifier,
+    RelPath,
+    RunRecord,
+    Sha256,
+    dump_document,
+    load_document,
+    parse_document,
+)
 from tasks_lib.errors import ContractError, MemtrialError
-from tasks_lib.prereg import PREREGS, Preregistration, PreregError, find_by_digest, prereg_digest
+from tasks_lib.prereg import (
+    PREREGS,
+    PreregError,
+    Preregistration,
+    find_by_digest,
+    prereg_digest,
+)
 from tasks_lib.trees import sha256_file
 
 MANIFEST = "MANIFEST.json"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import subprocess
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ TASKS = {t.task_id: t for t in load_tasks(REPO / "corpora" / "tasks")}
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
 TASK_A, TASK_B = "logship-partial-exit", "tabmill-delimiter"
 AGENT = "scripted"
-FROZEN_AT = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+FROZEN_AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 """When the test preregistrations are frozen; runs below start after it unless a test says otherwise."""
 _buckets = itertools.count()
 

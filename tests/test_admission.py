@@ -9,7 +9,19 @@ from typing import Any
 import duckdb
 import pandas as pd
 import pytest
-from admission_fixtures import HEAD, REPO, TASK_A, TASK_B, make_prereg, matrix, record, record_key_of, run_id, s3_store, store_records, task
+from admission_fixtures import (
+    HEAD,
+    REPO,
+    TASK_A,
+    TASK_B,
+    make_prereg,
+    matrix,
+    record_key_of,
+    run_id,
+    s3_store,
+    store_records,
+    task,
+)
 
 from flows.cli import main
 from tasks_lib.admission import (
@@ -25,7 +37,7 @@ from tasks_lib.admission import (
 )
 from tasks_lib.arms import run_matrix, schedule
 from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id
-from tasks_lib.prereg import Preregistration, PreregError, prereg_digest
+from tasks_lib.prereg import PreregError, Preregistration, prereg_digest
 
 RUN = run_id()
 

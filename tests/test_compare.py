@@ -6,7 +6,18 @@ import json
 from pathlib import Path
 
 import pytest
-from admission_fixtures import HEAD, REPO, TASK_A, TASK_B, make_prereg, matrix, run_id, s3_store, store_records, task
+from admission_fixtures import (
+    HEAD,
+    REPO,
+    TASK_A,
+    TASK_B,
+    make_prereg,
+    matrix,
+    run_id,
+    s3_store,
+    store_records,
+    task,
+)
 
 from flows.cli import main
 from tasks_lib.admission import AdmissionError, admit_run
@@ -78,7 +89,7 @@ def test_different_keys_are_refused_naming_the_field_and_both_values(store: Loca
         compare_runs(store, RUN_A, RUN_B, "completed")
     message = str(caught.value)
     assert f"{RUN_A} {TASK_A}" in message and f"{RUN_B} {TASK_A}" in message
-    assert f"{field}: " in message and list(overrides.values())[0] in message
+    assert f"{field}: " in message and next(iter(overrides.values())) in message
 
 
 def test_different_conditions_are_refused(store: LocalStore) -> None:

@@ -8,14 +8,22 @@ import shutil
 from pathlib import Path
 
 import pytest
-from admission_fixtures import AGENT, FROZEN_AT, TASK_A, TASK_B, make_prereg, record, task
+from admission_fixtures import (
+    AGENT,
+    FROZEN_AT,
+    TASK_A,
+    TASK_B,
+    make_prereg,
+    record,
+    task,
+)
 
 from flows.cli import main
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.contracts import ContractError, parse_document
 from tasks_lib.prereg import (
-    Preregistration,
     PreregError,
+    Preregistration,
     find_by_digest,
     freeze_task,
     load_prereg,

@@ -9,7 +9,19 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from admission_fixtures import HEAD, REPO, TASK_A, make_prereg, matrix, record, record_key_of, run_id, s3_store, store_records, task
+from admission_fixtures import (
+    HEAD,
+    REPO,
+    TASK_A,
+    make_prereg,
+    matrix,
+    record,
+    record_key_of,
+    run_id,
+    s3_store,
+    store_records,
+    task,
+)
 
 from flows.cli import main
 from tasks_lib.admission import AdmissionError, admit_run
@@ -17,7 +29,13 @@ from tasks_lib.arms import run_matrix, schedule
 from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id, run_key
 from tasks_lib.contracts import load_document
 from tasks_lib.prereg import prereg_key
-from tasks_lib.publish import MANIFEST, PublishError, ReleaseManifest, check_release, publish_run
+from tasks_lib.publish import (
+    MANIFEST,
+    PublishError,
+    ReleaseManifest,
+    check_release,
+    publish_run,
+)
 from tasks_lib.trees import sha256_file
 
 RUN = run_id()

@@ -185,57 +185,14 @@ def certify(
         raise typer.Exit(1)
 
 
-@app.command()
-def run(
-    artifacts: Annotated[Optional[str], typer.Option(help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")] = None,
-    tasks_root: Annotated[Optional[Path], typer.Option(help="Task corpus folder (default: the bundled corpora/tasks).")] = None,
-    revision: Annotated[str, typer.Option(help="Commit of this checkout whose git objects the fixtures are built from.")] = "HEAD",
-    as_json: JsonFlag = False,
-) -> None:
-    """Run the main job on the embedded default. Today: the preparation phase of every bundled task
-    (build from git objects, redact, certify) as a Prefect flow with cached stages."""
-    import logging
-    import os
-
-    from flows.settings import PROJECT_ROOT, configure_prefect, default_artifact_root
-
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    # The embedded ephemeral server logs a harmless shutdown race as an ERROR traceback.
-    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
-    configure_prefect()
-    logging.getLogger("prefect").setLevel(logging.WARNING)
-    from flows.prepare import prepare_flow
-    from tasks_lib.artifacts import new_run_id
-
-    root = artifacts or default_artifact_root()
-    run_id = new_run_id()
-    err.print(f"memtrial: preparing the bundled tasks (run {run_id}); Prefect's local server can take ~20 s to start")
-    summary = prepare_flow(
-        tasks_root=str((tasks_root or PROJECT_ROOT / "corpora" / "tasks").resolve()),
-        repo_root=str(PROJECT_ROOT),
-        artifact_root=root,
-        run_id=run_id,
-        revision=revision,
-    )
-    rows = [
-        {
-            "task": p.name,
-            "files": len(p.build.files),
-            "redacted": len(p.redaction.removed),
-            "certification": p.certification.verdict,
-            "findings": len(p.certification.findings),
-            "cached": "yes" if cached else "no",
-        }
-        for p, cached in zip(summary.prepared, summary.cached)
-    ]
-    location = f"{root.rstrip('/')}/runs/{run_id}/prepare/"
-    if as_json:
-        emit_json({"run_id": run_id, "artifacts": location, "table": summary.table_key, "tasks": rows, "clean": summary.clean})
-    else:
-        out.print(_summary_table(rows, list(rows[0]) if rows else [], f"preparation, run {run_id}"))
-        out.print(f"artifacts: {location}")
-    if not summary.clean:
-        raise typer.Exit(1)
+def _summary_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> Table:
+    """A rich table of `rows` (dicts) showing `columns`, titled `title`."""
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in columns))
+    return table
 
 
 COMMAND_MODULES = ("cli_memory", "cli_suite", "cli_grading", "cli_report", "cli_flows", "cli_budget", "cli_trend")
@@ -252,68 +209,6 @@ def _register_command_modules() -> None:
 
 
 _register_command_modules()
-
-
-@app.command()
-def paired(
-    agent: Annotated[str, typer.Option(help="Agent adapter: calibration, claude-code, openai-chat, command.")] = "calibration",
-    tasks: Annotated[Optional[str], typer.Option(help="Comma-separated task ids (default: every bundled task).")] = None,
-    conditions: Annotated[str, typer.Option(help="Comma-separated conditions: off, on, ablate:<lane>, ablate:all.")] = "off,on",
-    trials: Annotated[int, typer.Option(help="Trials per task and condition.")] = 1,
-    sandbox: Annotated[str, typer.Option(help="Sandbox the agent's commands run in: local or docker.")] = "local",
-    embedder: Annotated[str, typer.Option(help="Embedder of the reference memory system: hashed (offline default) or minilm.")] = "hashed",
-    artifacts: Annotated[Optional[str], typer.Option(help="Artifact root: a folder or s3://bucket/prefix.")] = None,
-    revision: Annotated[str, typer.Option(help="Commit of this checkout whose git objects the fixtures are built from.")] = "HEAD",
-    as_json: JsonFlag = False,
-) -> None:
-    """Run the paired matrix: every task under every condition, several trials, conditions interleaved."""
-    import pyarrow as pa
-
-    from flows.settings import PROJECT_ROOT, default_artifact_root
-    from tasks_lib.arms import check_conditions, run_matrix, schedule, select_tasks, task_subdir_of
-    from tasks_lib.artifacts import RECORDS_TABLE, new_run_id, open_store, run_key
-    from tasks_lib.corpus import resolve_commit
-    from tasks_lib.memory.lanes import LANES
-    from tasks_lib.taskcorpus import load_tasks
-
-    tasks_root = PROJECT_ROOT / "corpora" / "tasks"
-    chosen = select_tasks(load_tasks(tasks_root), [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None)
-    plan = schedule(chosen, check_conditions([c.strip() for c in conditions.split(",") if c.strip()], LANES), trials)
-    root = artifacts or default_artifact_root()
-    store = open_store(root)
-    run_id = new_run_id("paired")
-    commit = resolve_commit(PROJECT_ROOT, revision, str(PROJECT_ROOT))
-    err.print(f"memtrial: {len(plan)} attempts ({len(chosen)} tasks x {conditions} x {trials}), run {run_id}")
-    records = run_matrix(
-        plan, run_id=run_id, repo_root=PROJECT_ROOT, commit=commit, tasks_subdir=task_subdir_of(tasks_root, PROJECT_ROOT),
-        agent_name=agent, store=store, agent_options={}, embedder=embedder, sandbox=sandbox,
-        progress=lambda r: err.print(f"  {r.task_id} {r.condition} t{r.trial}: {r.outcome} (injection {r.injection})"),
-    )
-    table_key = run_key(run_id, RECORDS_TABLE)
-    store.put_table(table_key, pa.Table.from_pylist([r.model_dump(mode="json") for r in records]))
-    summary: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in records:
-        cell = summary.setdefault((r.task_id, r.condition), {"task": r.task_id, "condition": r.condition, "passes": 0, "runs": 0, "injected": 0, "tokens": 0})
-        cell["runs"] += 1
-        cell["passes"] += r.outcome == "pass"
-        cell["injected"] += r.injection == "yes"
-        cell["tokens"] += r.input_tokens + r.output_tokens
-    rows = [{**c, "mean_tokens": round(c.pop("tokens") / c["runs"])} for c in summary.values()]
-    location = f"{root.rstrip('/')}/runs/{run_id}/"
-    if as_json:
-        emit_json({"run_id": run_id, "artifacts": location, "records": table_key, "cells": rows})
-    else:
-        out.print(_summary_table(rows, ["task", "condition", "passes", "runs", "injected", "mean_tokens"], f"paired run {run_id} ({agent})"))
-        out.print(f"records: {root.rstrip('/')}/{table_key}")
-
-
-def _summary_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> Table:
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*(str(row[c]) for c in columns))
-    return table
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,6 @@ whose inputs did not change. Receipts and a Parquet table go to the artifact sto
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from flows.settings import configure_prefect
@@ -17,26 +16,15 @@ configure_prefect()
 
 import pyarrow as pa  # noqa: E402
 from prefect import flow, task  # noqa: E402
-from prefect.cache_policies import INPUTS, TASK_SOURCE  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-import tasks_lib  # noqa: E402
+from flows.stages import prepare_code_digest, prepare_task_corpus, retry_condition  # noqa: E402
 from tasks_lib.artifacts import open_store, run_key  # noqa: E402
 from tasks_lib.contracts import PreparedCorpus  # noqa: E402
-from tasks_lib.prepare import find_task_manifests, fixture_tree_oid, prepare_task, task_fixture_subdir  # noqa: E402
+from tasks_lib.prepare import find_task_manifests, fixture_tree_oid, task_fixture_subdir  # noqa: E402
 from tasks_lib.trees import sha256_file  # noqa: E402
 
 PREPARATION_TABLE = "preparation.parquet"
-STAGE_MODULES = ("contracts.py", "corpus.py", "redact.py", "rules.py", "certify.py", "prepare.py", "trees.py")
-
-
-def stage_code_digest() -> str:
-    """Digest of the stage code the preparation depends on, so a code change invalidates the cache."""
-    digest = hashlib.sha256()
-    base = Path(tasks_lib.__file__).parent
-    for name in STAGE_MODULES:
-        digest.update(name.encode() + b"\0" + bytes.fromhex(sha256_file(base / name)))
-    return digest.hexdigest()
 
 
 class PreparationSummary(BaseModel):
@@ -54,19 +42,7 @@ class PreparationSummary(BaseModel):
         return all(p.certification.verdict == "clean" for p in self.prepared)
 
 
-@task(
-    name="prepare-task-corpus",
-    cache_policy=(INPUTS - "repo_root" - "manifest" - "commit") + TASK_SOURCE,
-    persist_result=True,
-    retries=1,
-    retry_delay_seconds=2,
-)
-def prepare_task_corpus(repo_root: str, commit: str, manifest: str, tree_oid: str, manifest_sha256: str, code_digest: str) -> PreparedCorpus:
-    """Build, redact and certify one task's fixture (pure; safe to retry)."""
-    return prepare_task(Path(repo_root), commit, Path(manifest))
-
-
-@task(name="store-preparation", retries=2, retry_delay_seconds=2)
+@task(name="store-preparation", retries=2, retry_delay_seconds=2, retry_condition_fn=retry_condition)
 def store_preparation(artifact_root: str, run_id: str, prepared: list[PreparedCorpus]) -> str:
     """Write each PreparedCorpus and the summary table to the artifact store; return the table key."""
     store = open_store(artifact_root)
@@ -95,7 +71,7 @@ def store_preparation(artifact_root: str, run_id: str, prepared: list[PreparedCo
 def prepare_flow(tasks_root: str, repo_root: str, artifact_root: str, run_id: str, revision: str = "HEAD") -> PreparationSummary:
     """Prepare every task under `tasks_root` from the git objects of `repo_root` at `revision`."""
     repo = Path(repo_root)
-    code = stage_code_digest()
+    code = prepare_code_digest()
     futures = []
     for manifest in find_task_manifests(Path(tasks_root)):
         commit, tree = fixture_tree_oid(repo, revision, task_fixture_subdir(repo, manifest))

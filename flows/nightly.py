@@ -1,0 +1,167 @@
+"""The nightly flow: the paired matrix of every configured agent, the suites, then grading,
+aggregation and the report of each agent's run, and the trend snapshot with its regression check.
+
+Deployment entrypoint: `flows/nightly.py:nightly`, parameterized by a config path (relative to the
+project root, or absolute). `memtrial run` calls the same flow. A nightly run `R` keeps its resolved
+config at `runs/R/run-config.json` (and a local copy under `$MEMTRIAL_HOME/runs/R/`), so
+`memtrial rerun R` re-runs it with the same parameters and every completed stage comes from cache.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from flows.settings import configure_prefect
+
+configure_prefect()
+
+from prefect import flow  # noqa: E402
+from pydantic import BaseModel  # noqa: E402
+
+from flows import stages  # noqa: E402
+from flows.paired import INVARIANTS, PREPARE, arm_stage, matrix_flow, records_stage  # noqa: E402
+from flows.progress import reporter  # noqa: E402
+from flows.runners import task_runner  # noqa: E402
+from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home  # noqa: E402
+from flows.suites import SUITE_FLOWS, suite_stage  # noqa: E402
+from tasks_lib.artifacts import new_run_id, open_store, run_key  # noqa: E402
+from tasks_lib.contracts import RunRecord, dump_document  # noqa: E402
+from tasks_lib.runconfig import RunConfig, load_run_config  # noqa: E402
+from tasks_lib.taskcorpus import load_tasks  # noqa: E402
+
+DEFAULT_CONFIG = "configs/default.yaml"
+RUN_CONFIG_JSON = "run-config.json"
+NIGHTLY_JSON = "nightly.json"
+GRADE, REPORT = "grade + aggregate", "report"
+
+
+class AgentOutcome(BaseModel):
+    """One agent's part of a nightly run."""
+
+    agent: str
+    run_id: str
+    """The agent's own run id (`<nightly run>-<agent>`)."""
+    records_key: str
+    tables: dict[str, str]
+    """Aggregation table name -> artifact key."""
+    report: str
+    """Location of the HTML report."""
+    passes: int
+    attempts: int
+    arms_cached: int
+    cells: list[dict[str, str | int]]
+    """Per task and condition: passes, runs, injection confirmed, mean tokens."""
+
+
+class NightlyResult(BaseModel):
+    """What one nightly flow run produced; stored as runs/<run_id>/nightly.json."""
+
+    run_id: str
+    artifact_root: str
+    config_key: str
+    excluded: dict[str, str]
+    agents: list[AgentOutcome]
+    suites: dict[str, str]
+    """Suite name -> artifact key of its result."""
+
+
+def resolve_config(config_path: str | None, artifact_root: str | None = None) -> tuple[RunConfig, Path]:
+    """Load the config (default configs/default.yaml; relative paths are from the project root) with
+    its artifact root (`artifact_root` wins) and budget config made absolute."""
+    path = Path(config_path or DEFAULT_CONFIG)
+    path = path if path.is_absolute() else PROJECT_ROOT / path
+    config = load_run_config(path)
+    root = artifact_root or config.artifact_root or default_artifact_root()
+    if "://" not in root:
+        root = str((PROJECT_ROOT / root).resolve())
+    update: dict[str, object] = {"artifact_root": root}
+    if config.budget.config and not Path(config.budget.config).is_absolute():
+        update["budget"] = config.budget.model_copy(update={"config": str((path.parent / config.budget.config).resolve())})
+    return config.model_copy(update=update), path
+
+
+def local_config_copy(run_id: str) -> Path:
+    """Where the resolved config of `run_id` is kept locally, for `memtrial rerun`."""
+    return memtrial_home() / "runs" / run_id / RUN_CONFIG_JSON
+
+
+def save_run_config(config: RunConfig, run_id: str) -> str:
+    """Store the resolved config in the artifact store and locally (atomic writes); return its key."""
+    key = run_key(run_id, RUN_CONFIG_JSON)
+    open_store(config.artifact_root or default_artifact_root()).put_json(key, config)
+    target = local_config_copy(run_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.partial")
+    staging.write_bytes(dump_document(config))
+    os.replace(staging, target)
+    return key
+
+
+def cells_of(records: list[RunRecord]) -> list[dict[str, str | int]]:
+    """Per task and condition: passes, runs, injection confirmed and mean tokens."""
+    cells: dict[tuple[str, str], dict[str, int | str]] = {}
+    tokens: dict[tuple[str, str], int] = {}
+    for r in records:
+        cell = cells.setdefault((r.task_id, r.condition), {"task": r.task_id, "condition": r.condition, "passes": 0, "runs": 0, "injected": 0})
+        cell["runs"] = int(cell["runs"]) + 1
+        cell["passes"] = int(cell["passes"]) + (r.outcome == "pass")
+        cell["injected"] = int(cell["injected"]) + (r.injection == "yes")
+        tokens[(r.task_id, r.condition)] = tokens.get((r.task_id, r.condition), 0) + r.input_tokens + r.output_tokens
+    return [{**c, "mean_tokens": round(tokens[k] / int(c["runs"]))} for k, c in cells.items()]
+
+
+def nightly_stages(config: RunConfig) -> list[str]:
+    """Progress stages of a nightly run, in order."""
+    agents = config.all_agents
+    return [PREPARE, INVARIANTS, *(s for a in agents for s in (arm_stage(a), records_stage(a))),
+            *(suite_stage(s) for s in config.suites), GRADE, REPORT]
+
+
+@flow(name="nightly", log_prints=False)
+def nightly(config_path: str = DEFAULT_CONFIG, run_id: str | None = None, artifact_root: str | None = None) -> NightlyResult:
+    """Everything: every agent's paired matrix, the configured suites, grading, aggregation and the
+    report of each agent's run. `run_id` reruns a run (completed stages come from cache);
+    `artifact_root` overrides the config's."""
+    config, _ = resolve_config(config_path, artifact_root)
+    run_id = run_id or new_run_id("nightly")
+    artifact_root = config.artifact_root or default_artifact_root()  # resolved: never None here
+    progress = reporter()
+    progress.plan(nightly_stages(config))
+    config_key = save_run_config(config, run_id)
+    storage = stages.result_storage(artifact_root, config.result_root)
+    runner = task_runner(config.runner)
+
+    paired = matrix_flow.with_options(task_runner=runner)(config, run_id, str(PROJECT_ROOT), artifact_root)
+    suite_keys = {}
+    for name in config.suites:
+        suite_keys[name] = SUITE_FLOWS[name](config, run_id, artifact_root)
+
+    memory_texts = {t.task_id: [m.text for m in t.manifest.memories] for t in load_tasks(PROJECT_ROOT / config.tasks_root)}
+    code = stages.code_digest()
+    aggregate = stages.aggregate.with_options(result_storage=storage)
+    render = stages.report.with_options(result_storage=storage)
+    outcomes = []
+    progress.start(GRADE, len(paired))
+    graded = []
+    for result in paired:
+        digest = stages.records_digest(result.records)
+        texts = {k: v for k, v in memory_texts.items() if any(r.task_id == k for r in result.records)}
+        graded.append((result, digest, texts, aggregate(artifact_root, result.run_id, digest, code, texts)))
+        progress.advance(GRADE)
+    progress.finish(GRADE)
+    progress.start(REPORT, len(graded))
+    for agent, (result, digest, texts, tables) in zip(config.all_agents, graded):
+        location = render(artifact_root, result.run_id, digest, code, texts)
+        progress.advance(REPORT)
+        outcomes.append(AgentOutcome(
+            agent=agent.name,
+            run_id=result.run_id, records_key=result.records_key, tables=tables, report=location,
+            passes=sum(r.outcome == "pass" for r in result.records), attempts=len(result.records),
+            arms_cached=result.arms_cached, cells=cells_of(result.records),
+        ))
+    progress.finish(REPORT)
+    summary = NightlyResult(run_id=run_id, artifact_root=artifact_root, config_key=config_key,
+                            excluded=paired[0].excluded if paired else {}, agents=outcomes, suites=suite_keys)
+    open_store(artifact_root).put_bytes(run_key(run_id, NIGHTLY_JSON), summary.model_dump_json(indent=2).encode())
+    return summary

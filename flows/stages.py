@@ -1,0 +1,317 @@
+"""One Prefect `@task` per pipeline stage, each a thin wrapper over a pure function of `tasks_lib`.
+
+Cache policies say exactly what identifies a stage's result: content digests (fixture tree and
+corpus id, manifest and verifier digests, the run config digest) plus the digest of the stage
+code, and for arms the run id (a new run is a new measurement; a rerun of the same run re-uses
+every completed arm). Results persist in the configured result storage (`ArtifactResultStorage`:
+a local folder or an S3-compatible bucket, same settings as the artifact store), so a rerun in a
+new process still finds them.
+
+Retries: only stages that are pure or idempotent writes retry. An arm of a paid agent never
+retries: a retry could spend again without passing the budget guard; a failed paid arm is rerun
+only through a new flow attempt, which passes the guard first.
+
+Two environment switches make reruns testable and measurable: `MEMTRIAL_STAGE_TRACE=<file>`
+appends one line per stage execution (a cache hit executes nothing), and
+`MEMTRIAL_FAIL_STAGE=<stage>` makes that stage raise `InjectedFailure` (only once when
+`MEMTRIAL_FAIL_ONCE=<file>` is set: the first failure creates the file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from flows.settings import configure_prefect
+
+configure_prefect()
+
+import pyarrow as pa  # noqa: E402
+from prefect import task  # noqa: E402
+from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE, CacheKeyFnPolicy  # noqa: E402
+from prefect.context import TaskRunContext  # noqa: E402
+from prefect.filesystems import WritableFileSystem  # noqa: E402
+
+import tasks_lib  # noqa: E402
+from tasks_lib import arms  # noqa: E402
+from tasks_lib.agents.base import AgentRun  # noqa: E402
+from tasks_lib.arms import Attempt, CheckOutcome, ProvisionedMemory, TaskSource, Workspace  # noqa: E402
+from tasks_lib.audit import AuditReceipt  # noqa: E402
+from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, open_store, run_key  # noqa: E402
+from tasks_lib.contracts import PreparedCorpus, RunRecord  # noqa: E402
+from tasks_lib.errors import MemtrialError  # noqa: E402
+from tasks_lib.prepare import prepare_task  # noqa: E402
+from tasks_lib.runconfig import ArmSpec  # noqa: E402
+from tasks_lib.taskcorpus import CorpusCheckReport, check_corpus, load_task  # noqa: E402
+
+TRACE_ENV = "MEMTRIAL_STAGE_TRACE"
+FAIL_STAGE_ENV = "MEMTRIAL_FAIL_STAGE"
+FAIL_ONCE_ENV = "MEMTRIAL_FAIL_ONCE"
+RESULTS_FOLDER = "prefect-results"
+
+__all__ = [
+    "ArtifactResultStorage", "InjectedFailure", "check_invariants", "code_digest", "prepare_code_digest",
+    "aggregate", "prepare_task_corpus", "records_digest", "report", "result_storage", "retry_condition", "run_arm",
+    "store_records",
+]
+
+
+class InjectedFailure(MemtrialError):
+    """A stage failed on purpose (MEMTRIAL_FAIL_STAGE); used to prove reruns recompute only what failed."""
+
+
+_trace_lock = threading.Lock()
+
+
+def enter_stage(stage: str, label: str = "") -> None:
+    """Mark one real execution of `stage` (trace file), then fail it if the failure switch names it."""
+    trace = os.environ.get(TRACE_ENV)
+    if trace:
+        with _trace_lock, open(trace, "a", encoding="utf-8") as handle:
+            handle.write(f"{stage}\t{label}\n")
+    if os.environ.get(FAIL_STAGE_ENV) != stage:
+        return
+    once = os.environ.get(FAIL_ONCE_ENV)
+    if once:
+        marker = Path(once)
+        if marker.exists():
+            return
+        marker.write_text(stage + "\n", encoding="utf-8")
+    raise InjectedFailure(f"stage {stage!r} failed on purpose ({FAIL_STAGE_ENV}={stage}); unset it and rerun")
+
+
+def retry_condition(_task: Any, _task_run: Any, state: Any) -> bool:
+    """Prefect retry condition: retry any failure except an injected one (it exists to fail the flow run)."""
+    try:
+        error = state.result(raise_on_failure=False)
+    except Exception:  # noqa: BLE001 - an unreadable state is retried like any failure
+        return True
+    return not isinstance(error, InjectedFailure)
+
+
+# --------------------------------------------------------------------------- result storage
+
+
+class ArtifactResultStorage(WritableFileSystem):
+    """Prefect result storage on a memtrial artifact root (local folder or s3://bucket/prefix)."""
+
+    _block_type_name = "memtrial artifact result storage"
+
+    root: str
+    """A folder or s3://bucket/prefix; S3 settings come from tasks_lib.artifacts.S3Settings.from_env()."""
+
+    async def read_path(self, path: str) -> bytes:
+        return artifact_store(self.root).get_bytes(path)
+
+    async def write_path(self, path: str, content: bytes) -> None:
+        artifact_store(self.root).put_bytes(path, content)
+
+
+@lru_cache(maxsize=16)
+def artifact_store(root: str) -> ArtifactStore:
+    """The artifact store of `root`, opened once per process."""
+    return open_store(root)
+
+
+_saved: dict[str, ArtifactResultStorage] = {}
+_saved_lock = threading.Lock()
+
+
+def result_storage(artifact_root: str, result_root: str | None = None) -> ArtifactResultStorage:
+    """Result storage for a run: `result_root`, else `<artifact_root>/prefect-results`.
+
+    Prefect only accepts a saved block as task result storage, so the block is saved once per
+    process under a name derived from its root (`memtrial-results-<digest>`).
+    """
+    root = result_root or f"{artifact_root.rstrip('/')}/{RESULTS_FOLDER}"
+    with _saved_lock:
+        if root not in _saved:
+            block = ArtifactResultStorage(root=root)
+            block.save(f"memtrial-results-{hashlib.sha256(root.encode()).hexdigest()[:16]}", overwrite=True)
+            _saved[root] = block
+        return _saved[root]
+
+
+PREPARE_MODULES = ("contracts.py", "corpus.py", "redact.py", "rules.py", "certify.py", "prepare.py", "trees.py")
+
+
+def prepare_code_digest() -> str:
+    """Digest of the code preparation depends on, so a change there invalidates prepared fixtures."""
+    digest = hashlib.sha256()
+    base = Path(tasks_lib.__file__).parent
+    for name in PREPARE_MODULES:
+        digest.update(name.encode() + b"\0" + (base / name).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def code_digest() -> str:
+    """SHA-256 over every module of tasks_lib: any change of stage code invalidates cached results."""
+    digest = hashlib.sha256()
+    base = Path(tasks_lib.__file__).parent
+    for path in sorted(base.rglob("*.py")):
+        digest.update(path.relative_to(base).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- stages
+
+
+@task(
+    name="prepare-task-corpus",
+    cache_policy=(INPUTS - "repo_root" - "manifest" - "commit") + TASK_SOURCE,
+    persist_result=True,
+    retries=1,
+    retry_delay_seconds=2,
+    retry_condition_fn=retry_condition,
+)
+def prepare_task_corpus(repo_root: str, commit: str, manifest: str, tree_oid: str, manifest_sha256: str, code_digest: str) -> PreparedCorpus:
+    """Build, redact and certify one task's fixture (pure; safe to retry). Keyed on the fixture's
+    tree id, the manifest digest and the preparation code digest."""
+    enter_stage("prepare", Path(manifest).parent.name)
+    return prepare_task(Path(repo_root), commit, Path(manifest))
+
+
+@task(
+    name="corpus-invariants",
+    cache_policy=(INPUTS - "tasks_root" - "repo_root") + TASK_SOURCE,
+    persist_result=True,
+    retries=1,
+    retry_delay_seconds=2,
+    retry_condition_fn=retry_condition,
+)
+def check_invariants(tasks_root: str, repo_root: str, commit: str, tasks_tree_oid: str, code: str) -> CorpusCheckReport:
+    """Every task's invariants at `commit` (pure: builds in scratch folders; safe to retry)."""
+    enter_stage("corpus-invariants")
+    return check_corpus(Path(tasks_root), Path(repo_root), commit)
+
+
+def _arm_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:
+    spec: ArmSpec = inputs["spec"]
+    return f"arm-{spec.cache_identity()}"
+
+
+def _step(name: str):  # type: ignore[no-untyped-def]
+    """A sub-stage of one arm: runs inside the arm's task (same process, same scratch folder),
+    so it is never cached on its own and never retried (the arm is the unit of cache and retry)."""
+    return task(name=name, cache_policy=NO_CACHE, persist_result=False, retries=0)
+
+
+@_step("materialize-workspace")
+def materialize_step(attempt: Attempt, source: TaskSource) -> Workspace:
+    """Build the fixture from git objects, redact it, snapshot it."""
+    enter_stage("materialize-workspace")
+    return arms.materialize_workspace(attempt, source)
+
+
+@_step("provision-memory")
+def provision_step(attempt: Attempt, run_id: str, workspace: Workspace, embedder: str) -> ProvisionedMemory:
+    """Plant the task's memories in the trial's realm (nothing under `off`)."""
+    enter_stage("provision-memory")
+    return arms.provision_memory(attempt, run_id, workspace.root, embedder)
+
+
+@_step("run-agent")
+def agent_step(attempt: Attempt, workspace: Workspace, memory: ProvisionedMemory, spec: ArmSpec) -> AgentRun:
+    """Run the agent over the visible prompts (the only step that can spend money)."""
+    enter_stage("run-agent", spec.label)
+    return arms.run_agent(attempt, workspace, memory, spec.agent.name, agent_options=dict(spec.agent.options), sandbox=spec.sandbox)
+
+
+@_step("audit-mutations")
+def audit_step(attempt: Attempt, workspace: Workspace) -> AuditReceipt:
+    """The mutation audit against the pre-run snapshot."""
+    enter_stage("audit-mutations")
+    return arms.audit_workspace(attempt, workspace)
+
+
+@_step("check-workspace")
+def check_step(attempt: Attempt, workspace: Workspace, receipt: AuditReceipt, run: AgentRun) -> CheckOutcome:
+    """Apply hidden/ and run the check command (only after a passed audit)."""
+    enter_stage("check-workspace")
+    return arms.check_workspace(attempt, workspace, receipt, run)
+
+
+@_step("record-arm")
+def record_step(attempt: Attempt, spec: ArmSpec, workspace: Workspace, memory: ProvisionedMemory, run: AgentRun,
+                receipt: AuditReceipt, check: CheckOutcome) -> RunRecord:
+    """Grade the attempt, confirm injection, store transcript, receipt and record."""
+    enter_stage("record-arm")
+    return arms.record_attempt(attempt, run_id=spec.run_id, workspace=workspace, memory=memory, run=run, receipt=receipt,
+                               check=check, agent_name=spec.agent.name, store=artifact_store(spec.artifact_root))
+
+
+def _arm_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:
+    spec: ArmSpec = inputs["spec"]
+    return f"arm-{spec.cache_identity()}"
+
+
+@task(name="run-arm", cache_policy=CacheKeyFnPolicy(cache_key_fn=_arm_key) + TASK_SOURCE, persist_result=True, retries=0)
+def run_arm(spec: ArmSpec) -> RunRecord:
+    """One arm end to end, its sub-stages as nested task runs: materialize, provision, run the agent,
+    release the memories (always), audit, check, record, tear down (always).
+
+    Cached on the arm's identity (run id, task digests, condition, trial, agent, config and code
+    digests), so a rerun of the same run never runs a completed arm again. No retries here: the
+    flow gives free agents one retry via `with_options`, never paid ones.
+    """
+    enter_stage("run-arm", spec.label)
+    attempt = Attempt(load_task(Path(spec.task_folder)), spec.condition, spec.trial, spec.order)
+    workspace = materialize_step(attempt, TaskSource(Path(spec.repo_root), spec.commit, spec.tasks_subdir))
+    try:
+        memory = provision_step(attempt, spec.run_id, workspace, spec.embedder)
+        try:
+            run = agent_step(attempt, workspace, memory, spec)
+        finally:
+            arms.release_memory(memory, spec.embedder)
+        receipt = audit_step(attempt, workspace)
+        check = check_step(attempt, workspace, receipt, run)
+        return record_step(attempt, spec, workspace, memory, run, receipt, check)
+    finally:
+        arms.teardown_workspace(workspace)
+
+
+def _records_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:
+    identity = "|".join((inputs["artifact_root"], inputs["run_id"], records_digest(inputs["records"])))
+    return f"records-{hashlib.sha256(identity.encode()).hexdigest()}"
+
+
+@task(name="store-records", cache_policy=CacheKeyFnPolicy(cache_key_fn=_records_key) + TASK_SOURCE, persist_result=True, retries=2, retry_delay_seconds=2,
+      retry_condition_fn=retry_condition)
+def store_records(artifact_root: str, run_id: str, records: list[RunRecord]) -> str:
+    """Write the run's records table (idempotent: same key, same content); return its key."""
+    enter_stage("store-records")
+    key = run_key(run_id, RECORDS_TABLE)
+    artifact_store(artifact_root).put_table(key, pa.Table.from_pylist([r.model_dump(mode="json") for r in records]))
+    return key
+
+
+def records_digest(records: list[RunRecord]) -> str:
+    """SHA-256 over a run's records (their JSON, in order): what the grading stages are keyed on."""
+    digest = hashlib.sha256()
+    for record in records:
+        digest.update(record.model_dump_json().encode() + b"\n")
+    return digest.hexdigest()
+
+
+@task(name="aggregate", cache_policy=INPUTS + TASK_SOURCE, persist_result=True, retries=1, retry_delay_seconds=2,
+      retry_condition_fn=retry_condition)
+def aggregate(artifact_root: str, run_id: str, records_sha256: str, code: str, memory_texts: dict[str, list[str]]) -> dict[str, str]:
+    """Grade the stored run and write its tables and summary (tasks_lib.aggregate); return table -> key."""
+    enter_stage("aggregate", run_id)
+    from tasks_lib.aggregate import aggregate_run
+
+    return dict(aggregate_run(artifact_store(artifact_root), run_id, memory_texts).keys)
+
+
+@task(name="report", cache_policy=INPUTS + TASK_SOURCE, persist_result=True, retries=1, retry_delay_seconds=2,
+      retry_condition_fn=retry_condition)
+def report(artifact_root: str, run_id: str, records_sha256: str, code: str, memory_texts: dict[str, list[str]]) -> str:
+    """Render the run's HTML report into the artifact store (tasks_lib.report); return its location."""
+    enter_stage("report", run_id)
+    from tasks_lib.report import build_report
+
+    return build_report(artifact_store(artifact_root), run_id, memory_texts=memory_texts).uri

@@ -1,0 +1,177 @@
+"""The suite flows: `recall` (the sweep), `retrieval` (the offline retrieval suite) and `external`
+(LongMemEval / LoCoMo on data files the config names).
+
+Each flow is one cached stage over the suite's library entry point, keyed on the suite's options,
+the embedder, the digest of its data (bundled case folders or the named dataset files) and the
+stage code; its result is stored as JSON under `runs/<run_id>/suites/<name>.json`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from flows.settings import configure_prefect
+
+configure_prefect()
+
+from prefect import flow, task  # noqa: E402
+from prefect.cache_policies import INPUTS, TASK_SOURCE  # noqa: E402
+
+from flows import stages  # noqa: E402
+from flows.progress import reporter  # noqa: E402
+from flows.settings import PROJECT_ROOT  # noqa: E402
+from tasks_lib.artifacts import run_key  # noqa: E402
+from tasks_lib.errors import MemtrialError  # noqa: E402
+from tasks_lib.runconfig import RunConfig  # noqa: E402
+from tasks_lib.trees import sha256_file  # noqa: E402
+
+SUITES_FOLDER = "suites"
+REFERENCE_MEMORY = "reference"
+
+
+class SuiteConfigError(MemtrialError):
+    """A suite's options in the run config are unusable."""
+
+
+def suite_stage(name: str) -> str:
+    """Progress label of a suite."""
+    return f"suite: {name}"
+
+
+def suite_key(run_id: str, name: str) -> str:
+    """Artifact key of a suite's result."""
+    return run_key(run_id, SUITES_FOLDER, f"{name}.json")
+
+
+def folder_digest(folder: Path) -> str:
+    """SHA-256 over every file of `folder` (relative path and content digest), sorted."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + bytes.fromhex(sha256_file(path)))
+    return digest.hexdigest()
+
+
+def _put(artifact_root: str, key: str, payload: str) -> str:
+    stages.artifact_store(artifact_root).put_bytes(key, payload.encode("utf-8"))
+    return key
+
+
+suite_task = partial(task, cache_policy=INPUTS + TASK_SOURCE, persist_result=True, retries=1, retry_delay_seconds=2,
+                  retry_condition_fn=stages.retry_condition)
+
+
+@suite_task(name="recall-sweep")
+def recall_sweep(artifact_root: str, run_id: str, options: dict[str, Any], embedder: str, data_digest: str, code: str) -> str:
+    """Plant, bury, probe at every length (tasks_lib.recall.run_sweep); store the SweepResult."""
+    stages.enter_stage("recall-sweep")
+    from tasks_lib.recall import SweepConfig, run_sweep
+
+    try:
+        sweep = SweepConfig.model_validate({"memory": REFERENCE_MEMORY, "embedder": embedder, **options})
+    except ValueError as error:
+        raise SuiteConfigError(f"suite_options.recall: {error}") from None
+    result = run_sweep(sweep)
+    return _put(artifact_root, suite_key(run_id, "recall"), result.model_dump_json(indent=2))
+
+
+@suite_task(name="retrieval-suite")
+def retrieval_suite(artifact_root: str, run_id: str, options: dict[str, Any], embedder: str, data_digest: str, code: str) -> str:
+    """The offline retrieval suite on the bundled cases (tasks_lib.retrieval); store the RetrievalResult."""
+    stages.enter_stage("retrieval-suite")
+    from tasks_lib.public.runner import registry_factory
+    from tasks_lib.retrieval import RetrievalGates, bundled_cases, load_gates, run_retrieval_suite
+
+    unknown = sorted(set(options) - {"gates"})
+    if unknown:
+        raise SuiteConfigError(f"suite_options.retrieval: unknown option(s) {', '.join(unknown)}; known: gates (a gates JSON file)")
+    gates = load_gates(PROJECT_ROOT / str(options["gates"])) if options.get("gates") else RetrievalGates()
+    cases, graph, policy = bundled_cases()
+    result = run_retrieval_suite(registry_factory(REFERENCE_MEMORY, embedder), cases, gates, graph_cases=graph, policy=policy,
+                                 adapter_name=REFERENCE_MEMORY, embedder=embedder)
+    return _put(artifact_root, suite_key(run_id, "retrieval"), result.model_dump_json(indent=2))
+
+
+EXTERNAL_OPTIONS = ("locomo", "longmemeval", "limit")
+
+
+def _external_files(options: dict[str, Any]) -> dict[str, list[Path]]:
+    unknown = sorted(set(options) - set(EXTERNAL_OPTIONS))
+    if unknown:
+        raise SuiteConfigError(f"suite_options.external: unknown option(s) {', '.join(unknown)}; known: {', '.join(EXTERNAL_OPTIONS)}")
+    files: dict[str, list[Path]] = {}
+    for name in ("locomo", "longmemeval"):
+        value = options.get(name)
+        if value is None:
+            continue
+        paths = [Path(p) if Path(p).is_absolute() else PROJECT_ROOT / p for p in ([value] if isinstance(value, str) else value)]
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            raise SuiteConfigError(f"suite_options.external.{name}: {', '.join(missing)} is not a file; give the dataset's JSON file")
+        files[name] = paths
+    if not files:
+        raise SuiteConfigError("suite_options.external: name a dataset file (locomo: FILE and/or longmemeval: [FILES]); the data is not bundled")
+    return files
+
+
+@suite_task(name="external-suite")
+def external_suite(artifact_root: str, run_id: str, options: dict[str, Any], embedder: str, data_digest: str, code: str) -> str:
+    """LongMemEval / LoCoMo retrieval on the named files (tasks_lib.public); store both results."""
+    stages.enter_stage("external-suite")
+    from tasks_lib.public.runner import registry_factory, run_locomo, run_longmemeval
+
+    files = _external_files(options)
+    limit = options.get("limit")
+    factory = registry_factory(REFERENCE_MEMORY, embedder)
+    results = {}
+    if "locomo" in files:
+        results["locomo"] = run_locomo(files["locomo"][0], factory, memory=REFERENCE_MEMORY, limit=limit).model_dump(mode="json")
+    if "longmemeval" in files:
+        results["longmemeval"] = run_longmemeval(files["longmemeval"], factory, memory=REFERENCE_MEMORY, limit=limit).model_dump(mode="json")
+    return _put(artifact_root, suite_key(run_id, "external"), json.dumps(results, indent=2, sort_keys=True))
+
+
+def _data_digest(name: str, options: dict[str, Any]) -> str:
+    if name == "external":
+        return hashlib.sha256("".join(sha256_file(p) for paths in _external_files(options).values() for p in paths).encode()).hexdigest()
+    return folder_digest(PROJECT_ROOT / "corpora" / name)
+
+
+def _run_suite(name: str, stage: Callable[..., str], config: RunConfig, run_id: str, artifact_root: str) -> str:
+    progress = reporter()
+    progress.start(suite_stage(name), 1)
+    options = dict(config.suite_options.get(name, {}))
+    bound = stage.with_options(result_storage=stages.result_storage(artifact_root, config.result_root))  # type: ignore[attr-defined]
+    key = bound(artifact_root, run_id, options, config.embedder, _data_digest(name, options), stages.code_digest())
+    progress.advance(suite_stage(name))
+    progress.finish(suite_stage(name))
+    return key
+
+
+@flow(name="recall", log_prints=False)
+def recall_flow(config: RunConfig, run_id: str, artifact_root: str) -> str:
+    """The recall sweep of the reference memory system; returns the result's artifact key."""
+    return _run_suite("recall", recall_sweep, config, run_id, artifact_root)
+
+
+@flow(name="retrieval", log_prints=False)
+def retrieval_flow(config: RunConfig, run_id: str, artifact_root: str) -> str:
+    """The offline retrieval suite of the reference memory system; returns the result's artifact key."""
+    return _run_suite("retrieval", retrieval_suite, config, run_id, artifact_root)
+
+
+@flow(name="external", log_prints=False)
+def external_flow(config: RunConfig, run_id: str, artifact_root: str) -> str:
+    """LongMemEval / LoCoMo on the dataset files of suite_options.external; returns the result's key."""
+    return _run_suite("external", external_suite, config, run_id, artifact_root)
+
+
+SUITE_FLOWS: dict[str, Callable[[RunConfig, str, str], str]] = {
+    "recall": recall_flow,
+    "retrieval": retrieval_flow,
+    "external": external_flow,
+}

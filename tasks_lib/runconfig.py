@@ -1,0 +1,214 @@
+"""The run configuration contract: what `memtrial run` and the nightly flow do, from one YAML/JSON file.
+
+A config names the tasks, the agents (the calibration agent always runs; any other named agent
+runs too), the memory conditions and trials, where artifacts and cached stage results live, the
+task runner, and which suites run. `config_digest` hashes only the fields that change what an arm
+measures, so moving the artifact root or switching runners never invalidates cached stages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import yaml
+from pydantic import Field, JsonValue, field_validator
+
+from tasks_lib.contracts import Condition, ContractModel, Document, Identifier, RelPath, parse_document
+from tasks_lib.errors import ContractError, Violation
+
+CALIBRATION_AGENT = "calibration"
+FREE_AGENTS = frozenset({CALIBRATION_AGENT})
+"""Agents that cannot spend money; every other agent is paid and is gated by the budget guard."""
+SUITES = ("recall", "retrieval", "external")
+
+
+class AgentSpec(ContractModel):
+    """One agent the paired matrix runs."""
+
+    name: Identifier
+    """Registered agent adapter name: calibration, claude-code, openai-chat, command."""
+    options: dict[str, JsonValue] = Field(default_factory=dict)
+    """Keyword options passed to the adapter's factory (model, base URL, argv...)."""
+
+    @property
+    def paid(self) -> bool:
+        """True when this agent can spend money (anything but the calibration agent)."""
+        return self.name not in FREE_AGENTS
+
+
+class RunnerSpec(ContractModel):
+    """Which Prefect task runner fans the arms out."""
+
+    kind: Literal["thread", "dask"] = "thread"
+    """`thread`: a local thread pool; `dask`: prefect-dask (a local cluster, or `address`)."""
+    workers: int = Field(default=2, ge=1, le=256)
+    """Parallel workers (threads, or Dask worker processes of a local cluster)."""
+    address: str | None = None
+    """Scheduler address of an existing Dask cluster (tcp://host:8786); only with kind dask."""
+
+    @field_validator("address")
+    @classmethod
+    def _address_scheme(cls, value: str | None) -> str | None:
+        if value is not None and "://" not in value:
+            raise ValueError(f"{value!r} is not a scheduler address; write tcp://HOST:PORT")
+        return value
+
+
+class BudgetSpec(ContractModel):
+    """The money fence in front of paid agents."""
+
+    config: str | None = None
+    """Path of the budget guard's configuration (relative to the run config's folder); required
+    when a paid agent runs."""
+
+
+class RunConfig(Document):
+    """A run of the nightly flow (matrix, suites, report)."""
+
+    KIND: ClassVar[str] = "run config"
+
+    name: Identifier = "default"
+    """Label of this configuration (used in run ids and reports)."""
+    tasks_root: RelPath = "corpora/tasks"
+    """Task corpus folder, relative to the checkout whose git objects build the fixtures."""
+    tasks: list[Identifier] | None = None
+    """Task ids to run (default: every task in the corpus)."""
+    revision: str = "HEAD"
+    """Commit of the checkout whose git objects the fixtures are built from."""
+    agents: list[AgentSpec] = Field(default_factory=list)
+    """Agents besides the calibration agent, which always runs first."""
+    conditions: list[Condition] = Field(default_factory=lambda: ["off", "on", "ablate:all"], min_length=1)
+    """Memory conditions of every task, interleaved within each task."""
+    trials: int = Field(default=1, ge=1, le=100)
+    """Trials per task and condition."""
+    memory_system: Literal["reference"] = "reference"
+    """Memory system under test in the paired matrix (the embedded reference system)."""
+    embedder: Literal["hashed", "minilm"] = "hashed"
+    """Embedder of the reference memory system (`hashed` is offline and needs no model)."""
+    sandbox: Literal["local", "docker"] = "local"
+    """Where the agent's commands run."""
+    artifact_root: str | None = None
+    """Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts)."""
+    result_root: str | None = None
+    """Where Prefect persists stage results (the cache): default `<artifact_root>/prefect-results`."""
+    runner: RunnerSpec = Field(default_factory=RunnerSpec)
+    """Task runner for the arm fan-out."""
+    suites: list[Literal["recall", "retrieval", "external"]] = Field(default_factory=list)
+    """Suites the nightly flow runs besides the paired matrix."""
+    suite_options: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
+    """Keyword options per suite (e.g. data paths for `external`)."""
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    """Budget guard settings (used when a paid agent runs)."""
+    flow_retries: int = Field(default=0, ge=0, le=5)
+    """Prefect retries of the whole flow run; completed stages come from cache on a retry."""
+
+    @field_validator("agents")
+    @classmethod
+    def _unique_agents(cls, agents: list[AgentSpec]) -> list[AgentSpec]:
+        names = [a.name for a in agents]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"agent(s) {', '.join(duplicated)} named twice; name each agent once")
+        return agents
+
+    @property
+    def all_agents(self) -> list[AgentSpec]:
+        """The calibration agent, then every other named agent."""
+        rest = [a for a in self.agents if a.name != CALIBRATION_AGENT]
+        named = next((a for a in self.agents if a.name == CALIBRATION_AGENT), AgentSpec(name=CALIBRATION_AGENT))
+        return [named, *rest]
+
+    @property
+    def paid(self) -> bool:
+        """True when any configured agent can spend money."""
+        return any(a.paid for a in self.all_agents)
+
+    def config_digest(self) -> str:
+        """SHA-256 of the fields that change what an arm measures (not where results are stored)."""
+        identity = self.model_dump(mode="json", include={"agents", "conditions", "memory_system", "embedder", "sandbox", "revision"})
+        return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def parse_run_config(data: Any, source: str) -> RunConfig:
+    """Validate a parsed config; a missing schema_version is read as version 1 (configs are hand-written)."""
+    if isinstance(data, dict):
+        data = {"schema_version": 1, **data}
+        conditions = data.get("conditions")
+        if isinstance(conditions, list) and any(isinstance(c, bool) for c in conditions):
+            raise ContractError([Violation(source, "conditions", 'YAML reads bare off/on as booleans; quote them: ["off", "on", "ablate:all"]')])
+    return parse_document(RunConfig, data, source)
+
+
+def load_run_config(path: Path) -> RunConfig:
+    """Read a YAML or JSON run config; ContractError names the file and every wrong field."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ContractError([Violation(str(path), "", "file does not exist; pass an existing --config")]) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ContractError([Violation(str(path), "", f"cannot be read as UTF-8 text ({error})")]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        raise ContractError([Violation(str(path), "", f"invalid YAML{where}: {getattr(error, 'problem', error)}")]) from None
+    if data is None:
+        data = {}
+    return parse_run_config(data, str(path))
+
+
+class ArmSpec(ContractModel):
+    """One arm of the paired matrix as a stage input: what it runs and the digests that identify it."""
+
+    run_id: str
+    """Run the arm belongs to (its artifacts go under runs/<run_id>/)."""
+    task_id: Identifier
+    """Task the arm runs."""
+    task_folder: str
+    """Absolute path of the task folder in the checkout (not part of the arm's identity)."""
+    condition: Condition
+    """Memory condition."""
+    trial: int = Field(ge=0)
+    """Trial number (0-based)."""
+    order: int = Field(ge=0)
+    """Position of the arm in its task's interleaved schedule."""
+    agent: AgentSpec
+    """The agent."""
+    sandbox: Literal["local", "docker"]
+    """Where the agent's commands run."""
+    embedder: Literal["hashed", "minilm"]
+    """Embedder of the reference memory system."""
+    repo_root: str
+    """Checkout whose git objects build the fixture (not part of the arm's identity)."""
+    commit: str
+    """Commit the fixture is built from."""
+    tasks_subdir: RelPath
+    """Corpus folder inside the checkout."""
+    artifact_root: str
+    """Artifact root the arm's transcript, receipt and record go to."""
+    corpus_id: str
+    """Content id of the task's prepared fixture."""
+    task_tree_oid: str
+    """Git tree id of the whole task folder (manifest, verifier, hidden tests, solution, memories)."""
+    manifest_sha256: str
+    """SHA-256 of task.json."""
+    verifier_sha256: str
+    """SHA-256 of the runner-owned verifier."""
+    config_digest: str
+    """RunConfig.config_digest() of the run."""
+    code_digest: str
+    """Digest of the stage code (tasks_lib) that runs the arm."""
+
+    def cache_identity(self) -> str:
+        """SHA-256 of every field that defines the arm's result (paths to the checkout excluded)."""
+        identity = self.model_dump(mode="json", exclude={"task_folder", "repo_root"})
+        return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    @property
+    def label(self) -> str:
+        """Short human label: task/condition/trial/agent."""
+        return f"{self.task_id} {self.condition} t{self.trial} ({self.agent.name})"

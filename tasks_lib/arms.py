@@ -39,6 +39,7 @@ from pathlib import Path
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession
 from tasks_lib.agents.calibration import CalibrationAgent
+from tasks_lib.agents.calibration_plan import key_texts
 from tasks_lib.agents.registry import get_agent
 from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.audit import AuditReceipt, TreeSnapshot, audit, snapshot_tree
@@ -58,8 +59,6 @@ from tasks_lib.taskcorpus import LoadedTask, overlay, run_check
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.hook")
 """The memory delivery hook every agent's prompt/session hooks call."""
 REFERENCE_BUILD = "memtrial-reference/0.1.0"
-KEY_MEMORY_KINDS = frozenset({"convention", "decision", "procedure", "correction"})
-"""Memory kinds that carry a task's answer; the calibration agent needs one of them delivered."""
 MEMORY_FILE = "memory.sqlite"
 """The attempt's memory store, in the runner-owned scratch root (never inside the workspace)."""
 
@@ -220,11 +219,10 @@ def make_agent(name: str, task: LoadedTask, options: Mapping[str, object]) -> Ag
     """The agent for one attempt; the calibration agent is built from the task's runner-owned files."""
     if name == "calibration":
         memories = task.manifest.memories
-        key = [m.text for m in memories if m.kind in KEY_MEMORY_KINDS] or [m.text for m in memories if m.kind != "superseded"]
         return CalibrationAgent(
             solution_dir=task.solution_dir,
             kind=task.manifest.kind,
-            key_texts=key,
+            key_texts=key_texts(task),
             stale_texts=[m.text for m in memories if m.kind == "superseded"],
             correction_texts=[m.text for m in memories if m.kind == "correction"],
         )

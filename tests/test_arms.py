@@ -9,6 +9,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
+from tasks_lib.agents.calibration_plan import (
+    CalibrationPlanError,
+    expected_attempt,
+    expected_input_tokens,
+    key_texts,
+    load_key_lanes,
+    measure_key_lanes,
+)
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.arms import (
     ArmsError,
@@ -40,12 +48,73 @@ HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_out
 # One task of each behaviour: convention (memory decides success), deducible (memory only saves
 # tokens), tare (memory costs a little), stale-trap (the correction must win).
 PICK = ["logship-partial-exit", "tabmill-delimiter", "rotlog-keep-count", "paybridge-tenant-header"]
+KEY_LANES = load_key_lanes(REPO / "corpora" / "tasks", TASKS)
+ALL_CONDITIONS = ["off", "on", "ablate:all", *(f"ablate:{lane}" for lane in LANES)]
 
 
 def run(tasks: list[str], conditions: list[str], tmp_path: Path, agent: str = "calibration", trials: int = 1):  # type: ignore[no-untyped-def]
     plan = schedule(select_tasks(TASKS, tasks), conditions, trials)
     return run_matrix(plan, run_id="test-run", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
                       agent_name=agent, store=LocalStore(tmp_path / "artifacts"))
+
+
+@pytest.fixture(scope="module")
+def full_matrix(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """Every bundled task under off, on, ablate:all and ablate:<each lane>, one trial each."""
+    where = tmp_path_factory.mktemp("full")
+    return run([t.task_id for t in TASKS], ALL_CONDITIONS, where), LocalStore(where / "artifacts")
+
+
+@pytest.mark.parametrize("task", TASKS, ids=[t.task_id for t in TASKS])
+def test_declared_key_lanes_are_the_lanes_that_retrieve_the_key_memory(task) -> None:  # type: ignore[no-untyped-def]
+    """The corpus declaration holds for the reference store, lane by lane (a retrieval change shows up here, by name)."""
+    assert measure_key_lanes(task) == KEY_LANES.tasks[task.task_id]
+
+
+def test_the_corpus_has_tasks_whose_key_memory_only_one_lane_carries() -> None:
+    single = {task_id: lanes for task_id, lanes in KEY_LANES.tasks.items() if len(lanes) == 1}
+    assert single == {"diskwatch-critical-default": ("graph",), "paybridge-tenant-header": ("corrections",)}
+
+
+def test_a_key_lane_declaration_must_cover_every_task(tmp_path: Path) -> None:
+    (tmp_path / "key_lanes.json").write_text('{"schema_version": 1, "tasks": {"tabmill-delimiter": ["keyword"]}}')
+    with pytest.raises(CalibrationPlanError, match="missing .*logship-partial-exit"):
+        load_key_lanes(tmp_path, TASKS)
+    (tmp_path / "key_lanes.json").write_text('{"schema_version": 1, "tasks": {"tabmill-delimiter": ["telepathy"]}}')
+    with pytest.raises(CalibrationPlanError, match="unknown lane"):
+        load_key_lanes(tmp_path, select_tasks(TASKS, ["tabmill-delimiter"]))
+
+
+@pytest.mark.slow
+def test_every_task_and_condition_follows_from_the_corpus(full_matrix) -> None:  # type: ignore[no-untyped-def]
+    """Outcome, key delivery, injection and exact tokens of every record follow from the corpus
+    (kind, files, key-lane declaration); ablating the only lane that carries a key memory flips
+    success, and ablate:all equals off."""
+    records, store = full_matrix
+    by = {(r.task_id, r.condition): r for r in records}
+    assert len(by) == len(records) == len(TASKS) * len(ALL_CONDITIONS)
+    for task in TASKS:
+        for condition in ALL_CONDITIONS:
+            record = by[(task.task_id, condition)]
+            expected = expected_attempt(task, condition, KEY_LANES.tasks[task.task_id])
+            transcript = store.get_json(record.transcript or "", Transcript)
+            context = "".join(step.text for step in transcript.steps if step.source == "hook")
+            where = f"{task.task_id} under {condition}"
+            assert record.outcome == expected.outcome, where
+            assert any(text in context for text in key_texts(task)) == expected.delivered, where
+            assert record.output_tokens == expected.output_tokens, where
+            assert record.input_tokens == expected_input_tokens(task, expected, len(context.encode())), where
+            assert record.audit_passed and not record.infra_failure, where
+            if condition in ("off", "ablate:all"):
+                assert context == "" and record.injection == "no", where
+            else:
+                assert record.injection == ("yes" if context else "no"), where
+    for task in TASKS:
+        off, ablate_all = by[(task.task_id, "off")], by[(task.task_id, "ablate:all")]
+        assert (ablate_all.outcome, ablate_all.input_tokens, ablate_all.output_tokens) == (off.outcome, off.input_tokens, off.output_tokens)
+    flips = {(t, c.removeprefix("ablate:")) for (t, c), r in by.items()
+             if c.startswith("ablate:") and c != "ablate:all" and r.outcome == "fail" and by[(t, "on")].outcome == "pass"}
+    assert flips == {("diskwatch-critical-default", "graph"), ("paybridge-tenant-header", "corrections")}
 
 
 def test_schedule_interleaves_conditions_across_trials() -> None:

@@ -241,3 +241,19 @@ def test_cli_admit_prints_each_decision_and_refuses_a_second_time(store: LocalSt
     assert "was decided already" in capsys.readouterr().err
     assert main(["admit", RUN, "--prereg", "nope", "--artifacts", str(store.root)]) == 2
     assert "no preregistration named 'nope'" in capsys.readouterr().err
+
+
+def test_the_report_reads_the_decisions_as_written(store: LocalStore) -> None:
+    """The agreed columns are the contract with the report (tasks_lib.aggregate reads admissions.parquet)."""
+    from tasks_lib.aggregate import load_admissions
+
+    prereg = make_prereg(store)
+    records = matrix(RUN)
+    records[0] = records[0].model_copy(update={"outcome": "ungradable", "infra_failure": True, "failure_reason": "agent infrastructure: x"})
+    store_records(store, records)
+    written = admit_run(store, RUN, prereg)
+    read = load_admissions(store, RUN)
+    assert read is not None
+    assert [(a.task_id, a.condition, a.trial, a.decision, a.reason_code, a.detail) for a in read] == [
+        (d.task_id, d.condition, d.trial, d.decision, d.reason_code, d.detail) for d in written
+    ]

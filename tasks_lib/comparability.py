@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -45,7 +46,7 @@ from tasks_lib.contracts import (
 )
 from tasks_lib.errors import MemtrialError
 from tasks_lib.taskcorpus import LoadedTask
-from tasks_lib.trees import sha256_file
+from tasks_lib.trees import sha256_bytes, sha256_file, walk_files
 
 RECORD_KEY_FIELDS = ("challenge", "fixture", "model", "manifest_digest", "verifier_digest", "source_commit")
 """Key fields every record carries (a comparison adds `conditions`)."""
@@ -98,17 +99,21 @@ def prompts_digest(manifest: TaskManifest) -> str:
     return digest_of([manifest.instruction, *manifest.follow_up_prompts])
 
 
+def _entry_digest(path: Path) -> str:
+    """sha256 of a file's bytes, or of a symlink's target text (the link is applied as a link)."""
+    return sha256_bytes(os.readlink(path).encode()) if path.is_symlink() else sha256_file(path)
+
+
 def verifier_digest(manifest: TaskManifest, hidden_dir: Path) -> str:
-    """sha256 of the check command, the pinned verifier and every file under `hidden_dir`.
+    """sha256 of the check command, the pinned verifier and every file under `hidden_dir`, exactly
+    the files `taskcorpus.overlay` applies (symlinks by their target).
 
     A missing hidden folder is an error: a verifier digest that silently covers no tests would
     let a changed test suite look unchanged.
     """
     if not hidden_dir.is_dir():
         raise MissingKeyError(f"{hidden_dir}: hidden tests folder does not exist; the verifier digest covers it")
-    hidden = sorted(
-        (path.relative_to(hidden_dir).as_posix(), sha256_file(path)) for path in hidden_dir.rglob("*") if path.is_file()
-    )
+    hidden = [(rel, _entry_digest(hidden_dir / rel)) for rel in walk_files(hidden_dir)]
     verifier = manifest.verifier
     return digest_of({
         "check_command": list(manifest.check_command),

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import ClassVar
 
-from pydantic import AwareDatetime, Field, model_validator
+from pydantic import AwareDatetime, Field, ValidationError, model_validator
 
 from tasks_lib.artifacts import ArtifactStore, check_key
 from tasks_lib.comparability import (
@@ -33,12 +33,14 @@ from tasks_lib.contracts import (
     NonEmptyText,
     RunRecord,
     Sha256,
+    violations_of,
 )
 from tasks_lib.errors import MemtrialError
 from tasks_lib.taskcorpus import LoadedTask
 
 PREREGS = "preregistrations"
 """Folder of preregistration documents under the artifact root."""
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
 _VERSION_KEY = re.compile(r"^preregistrations/([a-z0-9][a-z0-9._-]*)/v([1-9][0-9]*)\.json$")
 
 
@@ -131,8 +133,16 @@ def freeze_task(task: LoadedTask) -> TaskFreeze:
     )
 
 
+def check_name(name: str) -> str:
+    """Return `name` if it is a valid study name, else PreregError saying what one looks like."""
+    if not _NAME.fullmatch(name):
+        raise PreregError(f"study name {name!r} is not allowed; use lowercase letters, digits, '.', '_' and '-' (e.g. memory-v1)")
+    return name
+
+
 def versions(store: ArtifactStore, name: str) -> list[int]:
     """Stored versions of preregistration `name`, ascending."""
+    check_name(name)
     found = []
     for key in store.list_keys(f"{PREREGS}/{name}"):
         match = _VERSION_KEY.match(key)
@@ -195,17 +205,21 @@ def create_prereg(
     if not tasks:
         raise PreregError("name at least one task to preregister")
     previous = store.get_json(prereg_key(name, existing[-1]), Preregistration) if existing else None
-    prereg = Preregistration(
-        name=name,
-        version=(existing[-1] + 1) if existing else 1,
-        created_at=now or datetime.now(UTC),
-        model=model,
-        budget_usd=budget_usd,
-        tasks=tuple(freeze_task(t) for t in tasks),
-        analysis=AnalysisPlan(conditions=tuple(conditions), trials=trials, primary=primary),
-        supersedes=prereg_digest(previous) if previous else None,
-        correction=correction,
-    )
+    fields = {
+        "name": name,
+        "version": (existing[-1] + 1) if existing else 1,
+        "created_at": now or datetime.now(UTC),
+        "model": model,
+        "budget_usd": budget_usd,
+        "tasks": tuple(freeze_task(t) for t in tasks),
+        "analysis": {"conditions": tuple(conditions), "trials": trials, "primary": primary},
+        "supersedes": prereg_digest(previous) if previous else None,
+        "correction": correction,
+    }
+    try:
+        prereg = Preregistration.model_validate(fields)
+    except ValidationError as error:
+        raise PreregError("; ".join(str(v) for v in violations_of(error, f"preregistration {name!r}"))) from None
     key = prereg_key(name, prereg.version)
     if store.exists(key):
         raise PreregError(f"{store.uri}/{key} appeared while freezing; another process is preregistering {name!r}")

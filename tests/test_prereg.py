@@ -126,3 +126,24 @@ def test_cli_prereg_and_its_refusal(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "cannot be changed" in capsys.readouterr().err
     assert main([*args[:-1], "--conditions", "off,ablate:nolane"]) == 2
     assert "ablate:nolane" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["Bad Name"], "study name 'Bad Name' is not allowed"),
+        (["ok", "--budget-usd", "0"], "field 'budget_usd': Input should be greater than 0"),
+        (["ok", "--trials", "0"], "field 'analysis.trials': Input should be greater than or equal to 1"),
+        (["ok", "--tasks", "no-such-task"], "unknown task(s) no-such-task"),
+    ],
+    ids=["bad-name", "zero-budget", "zero-trials", "unknown-task"],
+)
+def test_cli_prereg_bad_input_is_one_line_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    base = {"--tasks": TASK_A, "--agent": "scripted", "--budget-usd": "1", "--primary": "p", "--trials": "1"}
+    for flag, value in zip(args[1::2], args[2::2]):
+        base[flag] = value
+    argv = ["prereg", args[0], *[x for pair in base.items() for x in pair], "--artifacts", str(tmp_path / "a")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("memtrial: error: ") and message in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "a" / "preregistrations").exists()

@@ -248,9 +248,12 @@ def publish_run(store: ArtifactStore, run_id: str, out_dir: Path, forbidden: Ite
     if out_dir.exists():
         raise PublishError(f"{out_dir}: already exists; a release is written once, into a new folder")
     decisions = load_decisions(store, run_id)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = out_dir.with_name(f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}")
-    staging.mkdir()
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging.mkdir()
+    except OSError as error:
+        raise PublishError(f"{out_dir.parent}: cannot create the release here ({error.strerror}); choose a writable folder") from None
     try:
         problems = []
         for key in store.list_keys(check_key(f"{RUNS}/{run_id}")):
@@ -270,6 +273,8 @@ def publish_run(store: ArtifactStore, run_id: str, out_dir: Path, forbidden: Ite
         if problems:
             shutil.rmtree(staging, ignore_errors=True)
             return PublishResult(out_dir, tuple(problems), None)
+        if out_dir.exists():
+            raise PublishError(f"{out_dir}: appeared while the release was being built; nothing was written there")
         os.rename(staging, out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,198 @@
+"""The HTML report: self-contained, escaped, shows every warning; renders in Debian's headless
+Chromium with no network and non-empty plots; `memtrial report` on local and S3 roots.
+
+Chromium comes from `scripts/install_test_deps.sh` (`make test` runs it). Without it the rendering
+test skips and prints why; under CI (CI=true) it fails instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import boto3
+import numpy as np
+import pyarrow as pa
+import pytest
+from PIL import Image
+from test_grading import scenario_records, store_scenario
+
+from flows.cli import main
+from tasks_lib.aggregate import ADMISSIONS_TABLE
+from tasks_lib.artifacts import LocalStore, open_store, run_key
+from tasks_lib.report import REPORT_HTML, build_report
+
+RUN = "scenario-run"
+ON_BLUE = (0x1F, 0x77, 0xB4)
+"""The `on` bars of the pass-rate plot and the cost-saving bars (only plots use this colour)."""
+LIFT_GREEN = (0x2C, 0xA0, 0x2C)
+"""The success-lift bars of the MUI plot."""
+WARNING_PINK = (0xFD, 0xE2, 0xE1)
+"""Background of the warning banners (CSS)."""
+
+
+@pytest.fixture
+def report_html(tmp_path: Path) -> Path:
+    store = LocalStore(tmp_path / "artifacts")
+    store_scenario(store, scenario_records(RUN))
+    built = build_report(store, RUN, out=tmp_path / "copy" / "report.html")
+    assert built.out is not None
+    return built.out
+
+
+def test_report_is_self_contained(report_html: Path) -> None:
+    page = report_html.read_text(encoding="utf-8")
+    assert not re.search(r"(?i)\b(?:https?|ftp|file):|//[a-z0-9.-]+\.[a-z]{2,}/", page), "no external URL at all"
+    assert "<script" not in page and "<link" not in page and "@import" not in page
+    sources = re.findall(r'src="([^"]*)"', page)
+    assert len(sources) == 3 and all(s.startswith("data:image/png;base64,") for s in sources)
+
+
+def test_report_shows_every_required_section(report_html: Path) -> None:
+    page = report_html.read_text(encoding="utf-8")
+    for heading in ("Layer 1: memory delivered", "Pass rates", "Layer 2-3: MUI v2", "Paired statistics", "Per-lane ablation",
+                    "Harness check", "Mutation audit", "Excluded attempts", "Attempts"):
+        assert f">{heading}" in page, heading
+    assert 'id="delivery-warning"' in page and "7 of 8 on attempts" in page
+    assert "3/7 (43%)" in page and "5/14" in page and "-3/56" in page
+    assert "marginal contributions: do not sum them" in page
+    assert "No admission decisions recorded for this run" in page
+    assert "MISSING" in page, "the lost audit receipt is shown"
+
+
+def test_report_escapes_text_from_artifacts(tmp_path: Path) -> None:
+    """Regression: free text in an admission decision must not become markup in the report."""
+    store = LocalStore(tmp_path / "artifacts")
+    store_scenario(store, scenario_records(RUN))
+    store.put_table(run_key(RUN, ADMISSIONS_TABLE), pa.Table.from_pylist([{
+        "task_id": "gamma", "condition": "on", "trial": 0, "decision": "excluded", "reason_code": "leak<b>",
+        "detail": "<script>alert('x')</script> & more", "prereg_digest": "a" * 64, "decided_at": "2026-12-02T10:00:00Z"}]))
+    page = build_report(store, RUN).aggregate
+    html = store.get_bytes(run_key(RUN, REPORT_HTML)).decode()
+    assert page.summary.excluded == 1
+    assert "<script>" not in html and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; more" in html
+    assert "leak&lt;b&gt;" in html
+
+
+def test_calibration_runs_are_labelled(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "artifacts")
+    records = [r.model_copy(update={"calibration": True, "agent": "calibration"}) for r in scenario_records(RUN)]
+    store_scenario(store, records)
+    build_report(store, RUN)
+    html = store.get_bytes(run_key(RUN, REPORT_HTML)).decode()
+    assert 'id="calibration"' in html and "not a published cohort" in html
+
+
+# --------------------------------------------------------------------------- headless Chromium
+
+
+def _chromium() -> str:
+    binary = shutil.which("chromium")
+    if binary is None:
+        reason = "Debian's chromium is not installed (run scripts/install_test_deps.sh as root)"
+        print(f"report rendering test skipped: {reason}")
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI must install chromium: {reason}")
+        pytest.skip(reason)
+    return binary
+
+
+def screenshot(page: Path, out: Path, tmp_path: Path) -> np.ndarray:
+    """Render `page` in headless Chromium with every network route closed; return the RGB pixels."""
+    command = [
+        _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}", "--proxy-server=127.0.0.1:9",
+        "--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1280,6000", f"--screenshot={out}", page.as_uri(),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, env={**os.environ, "HOME": str(tmp_path)})
+    assert done.returncode == 0 and out.is_file(), f"chromium failed ({done.returncode}): {done.stderr[-2000:]}"
+    return np.asarray(Image.open(out).convert("RGB"))
+
+
+def _distinct(pixels: np.ndarray) -> int:
+    """Distinct colours among `pixels` (packed to one int each, so counting stays fast)."""
+    flat = pixels.reshape(-1, 3).astype(np.int32)
+    return len(np.unique((flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2]))
+
+
+def _mask(pixels: np.ndarray, colour: tuple[int, int, int]) -> np.ndarray:
+    return np.all(np.abs(pixels.astype(int) - np.array(colour)) <= 2, axis=-1)
+
+
+def plot_region_colours(pixels: np.ndarray, colour: tuple[int, int, int]) -> tuple[int, int]:
+    """(pixels of `colour`, distinct colours) in the first plot that uses `colour`.
+
+    The region is the first band of screen rows holding `colour` (gaps under 8 rows are bridged,
+    so one plot's bars form one band), cut to those pixels' columns, plus a 20-pixel margin.
+    """
+    mask = _mask(pixels, colour)
+    rows = np.nonzero(mask.any(axis=1))[0]
+    if not len(rows):
+        return 0, 0
+    gaps = np.nonzero(np.diff(rows) >= 8)[0]
+    top, bottom = rows[0], (rows[gaps[0]] if len(gaps) else rows[-1]) + 1
+    cols = np.nonzero(mask[top:bottom].any(axis=0))[0]
+    region = pixels[max(top - 20, 0): bottom + 20, max(cols[0] - 20, 0): cols[-1] + 21]
+    return int(mask[top:bottom].sum()), _distinct(region)
+
+
+def test_report_renders_offline_in_headless_chromium_with_plots(report_html: Path, tmp_path: Path) -> None:
+    pixels = screenshot(report_html, tmp_path / "report.png", tmp_path)
+    assert pixels.shape[1] == 1280 and _distinct(pixels) > 50
+    blue, blue_colours = plot_region_colours(pixels, ON_BLUE)
+    green, green_colours = plot_region_colours(pixels, LIFT_GREEN)
+    assert blue > 2000 and blue_colours > 20, "the pass-rate and MUI plots drew their bars"
+    assert green > 500 and green_colours > 20, "the MUI plot drew its success-lift bars"
+    assert _mask(pixels, WARNING_PINK).sum() > 5000, "the delivery warning banner is visible"
+
+
+def test_the_rendering_check_fails_when_plots_do_not_render(report_html: Path, tmp_path: Path) -> None:
+    """The check above can fail: with the images broken, no plot colour reaches the screen."""
+    broken = tmp_path / "broken.html"
+    broken.write_text(re.sub(r'src="data:image/png;base64,[^"]*"', 'src="data:image/png;base64,AAAA"', report_html.read_text()))
+    pixels = screenshot(broken, tmp_path / "broken.png", tmp_path)
+    assert plot_region_colours(pixels, ON_BLUE) == (0, 0) and plot_region_colours(pixels, LIFT_GREEN) == (0, 0)
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_report_command_on_a_local_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "artifacts"
+    store_scenario(LocalStore(root), scenario_records(RUN))
+    out = tmp_path / "out" / "r.html"
+    assert main(["report", RUN, "--artifacts", str(root), "--out", str(out), "--json"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["report"] == f"{root.resolve()}/runs/{RUN}/report.html" and Path(result["report"]).is_file()
+    assert out.read_text() == Path(result["report"]).read_text()
+    assert result["summary"]["mui"][-1]["mui"] == "3/7"
+    assert "warning: delivery confirmed on only 7 of 8" in captured.err
+    assert main(["report", RUN, "--artifacts", str(root)]) == 0
+    text = capsys.readouterr().out
+    assert "MUI v2 3/7 over 7 on attempts (success lift 2/7, cost saving 1/7)" in text and "report: " in text
+
+
+def test_report_command_on_s3(s3_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    bucket = f"report-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=s3_env, region_name="us-east-1").create_bucket(Bucket=bucket)
+    root = f"s3://{bucket}/nightly"
+    store_scenario(open_store(root), scenario_records(RUN))
+    assert main(["report", RUN, "--artifacts", root, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["report"] == f"{root}/runs/{RUN}/report.html"
+    page = open_store(root).get_bytes(run_key(RUN, REPORT_HTML)).decode()
+    assert page.startswith("<!DOCTYPE html>") and "data:image/png;base64," in page
+
+
+def test_report_command_unknown_run_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "artifacts"
+    store_scenario(LocalStore(root), scenario_records(RUN))
+    assert main(["report", "no-such-run", "--artifacts", str(root)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"memtrial: error: run 'no-such-run': no records.parquet under {root.resolve()}/runs/no-such-run/; known runs: {RUN}"

@@ -127,19 +127,32 @@ def decide(
     record: RunRecord, prereg: Preregistration, *, late: str | None, over_budget: str | None,
     operator: tuple[str, str] | None,
 ) -> tuple[str, str, str]:
-    """(decision, reason_code, detail) for one record; the first rule that applies wins."""
+    """(decision, reason_code, detail) for one record; the first rule that applies wins, and an
+    operator's exclusion that an earlier rule pre-empts is kept in the detail."""
+    automatic = _automatic_exclusion(record, prereg, late=late, over_budget=over_budget)
+    if automatic is None:
+        if operator:
+            return "excluded", operator[0], operator[1]
+        return "admitted", "preregistered", f"{record.outcome}; matches {prereg.name} v{prereg.version}"
+    reason, detail = automatic
+    if operator:
+        detail += f" (the operator also gave {operator[0]}: {operator[1]})"
+    return "excluded", reason, detail
+
+
+def _automatic_exclusion(
+    record: RunRecord, prereg: Preregistration, *, late: str | None, over_budget: str | None
+) -> tuple[str, str] | None:
     if record.calibration or record.agent == "calibration":
-        return "excluded", "calibration_agent", "calibration records are never admitted"
+        return "calibration_agent", "calibration records are never admitted"
     problems = ([late] if late else []) + record_mismatches(prereg, record) + ([over_budget] if over_budget else [])
     if problems:
-        return "excluded", "prereg_mismatch", "; ".join(problems)
+        return "prereg_mismatch", "; ".join(problems)
     if record.infra_failure:
-        return "excluded", "infra_failure", record.failure_reason or "the apparatus failed"
+        return "infra_failure", record.failure_reason or "the apparatus failed"
     if record.outcome == "ungradable":
-        return "excluded", "ungradable", record.failure_reason or "no verdict"
-    if operator:
-        return "excluded", operator[0], operator[1]
-    return "admitted", "preregistered", f"{record.outcome}; matches {prereg.name} v{prereg.version}"
+        return "ungradable", record.failure_reason or "no verdict"
+    return None
 
 
 def admissions_key(run_id: str) -> str:

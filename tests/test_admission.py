@@ -137,6 +137,15 @@ def test_a_failed_audit_is_a_failure_that_counts_unless_an_operator_excludes_it_
     assert result[(TASK_A, "on", 1)] == ("excluded", "audit_failed", "cargo wrote Cargo.lock, not the agent")
 
 
+def test_an_operator_exclusion_pre_empted_by_a_rule_is_kept_in_the_detail(store: LocalStore) -> None:
+    prereg = make_prereg(store)
+    store_records(store, matrix(RUN, calibration=True))
+    result = decided_after(store, prereg, exclusions={(TASK_A, "on", 0): ("protocol_deviation", "prompt sent twice")})
+    assert result[(TASK_A, "on", 0)] == (
+        "excluded", "calibration_agent", "calibration records are never admitted (the operator also gave protocol_deviation: prompt sent twice)"
+    )
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

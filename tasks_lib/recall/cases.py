@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, StrictInt, StrictStr, StringConstraints, model_validator
 from typing_extensions import Annotated
 
 from tasks_lib.contracts import ContractModel, Document, load_document
 from tasks_lib.errors import ContractError, Violation
-from tasks_lib.recall.scoring import asserts, tokens
+from tasks_lib.recall.scoring import asserts, tokens, value_tokens
 
 CASES_FILE = "cases.json"
 """File name of the case list inside a recall corpus folder."""
@@ -56,9 +56,9 @@ class RecallCase(ContractModel):
     """Alternative wordings of the planted fact (one is chosen per seed); empty for false-memory."""
     corrections: tuple[Text, ...] = ()
     """Alternative wordings of the correction (stale cases only)."""
-    accept: tuple[str | int, ...] = ()
+    accept: tuple[StrictStr | StrictInt, ...] = ()
     """Values that make the answer right; empty for false-memory."""
-    reject: tuple[str | int, ...] = ()
+    reject: tuple[StrictStr | StrictInt, ...] = ()
     """Stale values (stale cases) or plausible invented answers (false-memory); asserting one fails."""
 
     @model_validator(mode="after")
@@ -75,7 +75,7 @@ class RecallCase(ContractModel):
         if self.kind == "recall" and self.corrections:
             raise ValueError("a recall case has no corrections; make it a stale case or remove 'corrections'")
         for value in (*self.accept, *self.reject):
-            if isinstance(value, bool) or not tokens(str(value)):
+            if isinstance(value, bool) or not value_tokens(value):
                 raise ValueError(f"value {value!r} in accept/reject has no word or number to match; give one")
         return self
 

@@ -85,6 +85,16 @@ def tokens(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def value_tokens(value: Value) -> tuple[str, ...]:
+    """The tokens a value is matched by: its tokens without leading or trailing clause breaks."""
+    said = list(tokens(str(value)))
+    while said and said[0] == CLAUSE_BREAK:
+        said.pop(0)
+    while said and said[-1] == CLAUSE_BREAK:
+        said.pop()
+    return tuple(said)
+
+
 def _occurrences(haystack: tuple[str, ...], needle: tuple[str, ...]) -> list[int]:
     size = len(needle)
     return [i for i in range(len(haystack) - size + 1) if haystack[i : i + size] == needle] if size else []
@@ -107,7 +117,7 @@ def _negated(answer: tuple[str, ...], start: int) -> bool:
 def asserts(answer: str | tuple[str, ...], value: Value) -> bool:
     """True when `answer` states `value` at least once without negating it."""
     said = answer if isinstance(answer, tuple) else tokens(answer)
-    wanted = tokens(str(value))
+    wanted = value_tokens(value)
     if not wanted:
         raise ValueError(f"value {value!r} has no comparable tokens; give a word or a number")
     return any(not _negated(said, start) for start in _occurrences(said, wanted))

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tasks_lib.memory.adapter import MemoryAdapter
-from tasks_lib.memory.registry import open_memory_system
+from tasks_lib.memory.registry import MEMORY_SYSTEMS, UnknownMemorySystemError, get_memory_system, open_memory_system
 from tasks_lib.recall.cases import RecallCase, load_cases, load_filler
 from tasks_lib.recall.errors import RecallError
 from tasks_lib.recall.filler import FillerSource, authored_filler, bury_order, locomo_filler
@@ -124,6 +124,15 @@ def _check_config(config: SweepConfig) -> None:
         raise RecallError(f"lengths: {list(lengths)} must be non-negative and strictly increasing, e.g. 10,40,100,250")
 
 
+def _check_memory(name: str) -> None:
+    if name == NO_MEMORY:
+        return
+    try:
+        get_memory_system(name)
+    except UnknownMemorySystemError:
+        raise RecallError(f"memory: unknown memory system {name!r}; use {', '.join(sorted(MEMORY_SYSTEMS))} or {NO_MEMORY}") from None
+
+
 def _open_memory(config: SweepConfig, folder: Path) -> MemoryAdapter | None:
     if config.memory == NO_MEMORY:
         return None
@@ -168,6 +177,7 @@ def run_sweep(config: SweepConfig, *, workdir: Path | None = None,
     configured model cannot be asked.
     """
     _check_config(config)
+    _check_memory(config.memory)
     cases, filler = _load(config)
     asker = ChatModelAsker(config.model.base_url, config.model.model, samples=config.model.samples,
                            temperature=config.model.temperature) if config.model else None

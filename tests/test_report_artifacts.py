@@ -1,0 +1,45 @@
+"""The report's tables as Prefect artifacts: published by a real flow run against a real Prefect API
+(`prefect_test_harness`) and read back through the Prefect client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_grading import scenario_records, store_scenario
+
+from flows.report_artifacts import artifact_key, publish_report_artifacts
+from tasks_lib.artifacts import LocalStore
+from tasks_lib.report.markdown import md_table
+
+RUN = "scenario-run"
+
+
+def _read(keys: list[str]) -> dict[str, object]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=keys)))
+    return {a.key: a for a in found}
+
+
+def test_report_tables_show_up_as_prefect_artifacts(prefect_harness: None, tmp_path: Path) -> None:
+    root = tmp_path / "artifacts"
+    store_scenario(LocalStore(root), scenario_records(RUN))
+    keys = publish_report_artifacts(str(root), RUN)
+    assert keys == [f"memtrial-{RUN}-{name}" for name in ("summary", "pass-rates", "mui", "ablations")]
+    stored = _read(keys)
+    assert set(stored) == set(keys)
+    summary = stored[f"memtrial-{RUN}-summary"]
+    assert summary.type == "markdown"
+    assert "delivery confirmed on only 7 of 8" in str(summary.data) and "| * | 7 | 2/7 | 1/7 | 3/7 |" in str(summary.data)
+    mui = stored[f"memtrial-{RUN}-mui"]
+    assert mui.type == "table" and "3/7" in str(mui.data)
+
+
+def test_artifact_keys_are_valid_prefect_keys() -> None:
+    assert artifact_key("Paired-20261202_1600.ab", "pass-rates") == "memtrial-paired-20261202-1600-ab-pass-rates"
+
+
+def test_markdown_cells_cannot_break_the_table() -> None:
+    assert md_table(["a"], [["x | y\nz"]]).splitlines()[-1] == "| x \\| y z |"

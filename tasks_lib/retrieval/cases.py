@@ -249,7 +249,7 @@ def check_group(group: CaseGroup, source: str, allowed: Iterable[str]) -> list[V
 
 def load_group(path: Path, allowed: Iterable[str] = SUITE_CLASSES) -> CaseGroup:
     """Read and check one case file; raise ContractError naming the file and every wrong field."""
-    group = parse_document(CaseGroup, _read_json(path), str(path))
+    group = parse_document(CaseGroup, read_json_file(path), str(path))
     problems = check_group(group, str(path), allowed)
     if problems:
         raise ContractError(problems)
@@ -258,10 +258,11 @@ def load_group(path: Path, allowed: Iterable[str] = SUITE_CLASSES) -> CaseGroup:
 
 def load_background(path: Path) -> Background:
     """Read the background notes file; ContractError names the file and field."""
-    return parse_document(Background, _read_json(path), str(path))
+    return parse_document(Background, read_json_file(path), str(path))
 
 
-def _read_json(path: Path) -> object:
+def read_json_file(path: Path) -> object:
+    """Parse a JSON file; ContractError names the file (and line/column) when it is missing, unreadable or not JSON."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -5,14 +5,13 @@ A gate whose population is empty fails: a gate that checked nothing is not a pas
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from tasks_lib.contracts import ContractModel, Document, parse_document
-from tasks_lib.errors import ContractError, Violation
+from tasks_lib.retrieval.cases import read_json_file
 
 
 class RetrievalGates(Document):
@@ -64,14 +63,7 @@ class RetrievalGates(Document):
 
 def load_gates(path: Path) -> RetrievalGates:
     """Read a gates file (JSON with `schema_version: 1` and any fields to override)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ContractError([Violation(str(path), "", "file does not exist; give a JSON gates file")]) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ContractError([Violation(str(path), "", f"cannot be read as UTF-8 text ({error})")]) from None
-    except json.JSONDecodeError as error:
-        raise ContractError([Violation(str(path), "", f"invalid JSON at line {error.lineno} column {error.colno}: {error.msg}")]) from None
+    data = read_json_file(path)
     return parse_document(RetrievalGates, data, str(path))
 
 

@@ -6,7 +6,6 @@ retrieval metrics, latency or false-recall figures.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -20,6 +19,7 @@ from tasks_lib.contracts import (
     parse_document,
 )
 from tasks_lib.errors import ContractError, Violation
+from tasks_lib.retrieval.cases import read_json_file
 from tasks_lib.retrieval.result import PolicyProbeResult
 from tasks_lib.retrieval.selector import select_automatic
 
@@ -62,12 +62,7 @@ class PolicyProbes(Document):
 
 def load_policy_probes(path: Path) -> PolicyProbes:
     """Read and validate the probe file; ContractError names the file and field."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ContractError([Violation(str(path), "", "file does not exist")]) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ContractError([Violation(str(path), "", f"cannot be read as JSON ({error})")]) from None
+    data = read_json_file(path)
     probes = parse_document(PolicyProbes, data, str(path))
     ids = [p.id for p in probes.probes]
     dupes = sorted({i for i in ids if ids.count(i) > 1})

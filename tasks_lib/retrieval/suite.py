@@ -117,7 +117,9 @@ def _ask_cases(adapter: MemoryAdapter, cases: CaseSet) -> tuple[list[CaseResult]
     counts = defaultdict(int)
     search_ms: list[float] = []
     for group in cases.groups:
+        before = adapter.accounting().embedding_texts
         indexed = index_group(adapter, group, cases.background)
+        counts["embedded_at_index"] += adapter.accounting().embedding_texts - before
         timing["index_ms"] += indexed.index_ms
         counts["stored"] += indexed.stored
         for case in group.cases:
@@ -255,7 +257,7 @@ def run_retrieval_suite(
     quality = quality_of(rows, rankings)
     embedding_tokens = _delta(end, start, "embedding_tokens")
     llm_tokens = _delta(end, start, "llm_tokens")
-    embedded_at_index = max(0, _delta(end, start, "embedding_texts") - counts.get("queries", 0))
+    embedded_at_index = counts.get("embedded_at_index", 0)
     efficiency = Efficiency(
         memories_stored=index_texts,
         queries=counts.get("queries", 0),

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from tasks_lib.errors import MemtrialError
+from tasks_lib.memory.adapter import MAX_TEXT_BYTES
 
 
 class DatasetError(MemtrialError):
@@ -69,3 +70,15 @@ def truncate_utf8(text: str, limit: int) -> str:
     """`text` cut to at most `limit` UTF-8 bytes, never inside a character."""
     raw = text.encode("utf-8")
     return text if len(raw) <= limit else raw[:limit].decode("utf-8", errors="ignore")
+
+
+def storable_text(text: str, log: QuirkLog) -> str | None:
+    """`text` stripped and cut to MAX_TEXT_BYTES (rule `turn_text_truncated`), or None when empty (rule `empty_turn_skipped`)."""
+    text = text.strip()
+    if not text:
+        log.hit("empty_turn_skipped")
+        return None
+    if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
+        log.hit("turn_text_truncated")
+        return truncate_utf8(text, MAX_TEXT_BYTES)
+    return text

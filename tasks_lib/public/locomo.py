@@ -17,7 +17,7 @@ from typing import Any
 
 from tasks_lib.memory.adapter import MAX_TEXT_BYTES
 from tasks_lib.memory.retrieval_bench import EvidenceCounts, parse_evidence
-from tasks_lib.public.groups import DatasetError, EvalGroup, EvalQuestion, EvalTurn, QuirkLog, truncate_utf8
+from tasks_lib.public.groups import DatasetError, EvalGroup, EvalQuestion, EvalTurn, QuirkLog, storable_text
 
 CATEGORY_NAMES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 """LoCoMo category numbers (undocumented upstream; the mapping most papers use)."""
@@ -66,14 +66,11 @@ def _turns(conv: dict[str, Any], where: str, log: QuirkLog) -> list[EvalTurn]:
             if t.get("blip_caption"):
                 log.hit("image_caption_appended")
                 text = f"{text} [shares a photo: {t['blip_caption']}]".strip()
-            if not text:
-                log.hit("empty_turn_skipped")
+            stored = storable_text(text, log)
+            if stored is None:
                 continue
-            if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
-                log.hit("turn_text_truncated")
-                text = truncate_utf8(text, MAX_TEXT_BYTES)
             turn_id = _field(t, "dia_id", f"{where}.session_{n}[{i}]")
-            turns.append(EvalTurn(str(turn_id), f"D{n}", str(_field(t, "speaker", f"{where}.session_{n}[{i}]")), text, stamp))
+            turns.append(EvalTurn(str(turn_id), f"D{n}", str(_field(t, "speaker", f"{where}.session_{n}[{i}]")), stored, stamp))
     return turns
 
 

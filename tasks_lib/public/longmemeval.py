@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks_lib.memory.adapter import MAX_TEXT_BYTES
-from tasks_lib.public.groups import DatasetError, EvalGroup, EvalQuestion, EvalTurn, QuirkLog, truncate_utf8
+from tasks_lib.public.groups import DatasetError, EvalGroup, EvalQuestion, EvalTurn, QuirkLog, storable_text
 
 ROLES: tuple[str, ...] = ("user", "assistant")
 """Turn roles a record may hold."""
@@ -83,13 +83,9 @@ def _record(rec: Any, where: str, roles: Sequence[str], log: QuirkLog) -> EvalGr
                 continue
             if "has_answer" not in t:
                 log.hit("has_answer_missing")
-            text = str(t.get("content") or "").strip()
-            if not text:
-                log.hit("empty_turn_skipped")
+            text = storable_text(str(t.get("content") or ""), log)
+            if text is None:
                 continue
-            if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
-                log.hit("turn_text_truncated")
-                text = truncate_utf8(text, MAX_TEXT_BYTES)
             turn_id = f"{sid}_{i + 1}"
             turns.append(EvalTurn(turn_id, str(sid), role, text, str(date) or None))
             if t.get("has_answer") is True:

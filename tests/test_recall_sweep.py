@@ -100,22 +100,26 @@ def small_corpus(folder: Path, turns: int = 60) -> Path:
     return folder
 
 
-def test_reference_store_sweep_in_tmp_path_is_deterministic(tmp_path: Path) -> None:
-    config = SweepConfig(lengths=(5, 30), seed=3)
-    first = run_sweep(config, workdir=tmp_path)
-    again = run_sweep(config, workdir=tmp_path)
-    assert first.model_dump() == again.model_dump()  # same seed, same numbers, same answers
-    assert sorted(first.metrics_by_length) == [5, 30]
-    assert len(first.outcomes) == 2 * 24
-    assert list(tmp_path.iterdir()) == []  # the run's stores were created in tmp_path and deleted
-    for metrics in first.metrics_by_length.values():
+def test_bundled_suite_on_the_reference_store_in_tmp_path(tmp_path: Path) -> None:
+    result = run_sweep(SweepConfig(lengths=(5, 30), seed=3), workdir=tmp_path)
+    assert sorted(result.metrics_by_length) == [5, 30]
+    assert len(result.outcomes) == 2 * 24 and [o.length for o in result.outcomes] == [5] * 24 + [30] * 24
+    assert list(tmp_path.iterdir()) == []  # the run's SQLite stores were created in tmp_path and deleted
+    for metrics in result.metrics_by_length.values():
         assert (metrics.recall.n, metrics.staleness.n, metrics.false_recall.n, metrics.abstention.n) == (12, 6, 6, 18)
         assert metrics.recall.lower <= metrics.recall.rate <= metrics.recall.upper  # type: ignore[operator]
-    # the reference store finds the planted facts at both depths; the reader never invents
-    assert first.metrics_by_length[30].recall.rate == 1.0
-    assert first.metrics_by_length[30].false_recall.rate == 0.0
-    other = run_sweep(SweepConfig(lengths=(5, 30), seed=4), workdir=tmp_path)
-    assert [o.phrasing for o in other.outcomes] != [o.phrasing for o in first.outcomes]  # phrasings vary by seed
+    # the reference store finds the planted facts at both depths; the reader never invents one
+    assert result.metrics_by_length[30].recall.rate == 1.0
+    assert result.metrics_by_length[30].false_recall.rate == 0.0
+
+
+def test_same_seed_same_numbers_other_seed_other_phrasings(tmp_path: Path) -> None:
+    corpus = small_corpus(tmp_path / "corpus")
+    config = SweepConfig(lengths=(5, 30), seed=3, cases_dir=str(corpus))
+    first = run_sweep(config, workdir=tmp_path)
+    assert first.model_dump() == run_sweep(config, workdir=tmp_path).model_dump()
+    seeds = {s: run_sweep(config.model_copy(update={"seed": s, "memory": "none"})) for s in range(4, 9)}
+    assert {tuple(o.phrasing for o in r.outcomes) for r in seeds.values()} != {tuple(o.phrasing for o in first.outcomes)}
 
 
 def test_window_without_memory_falls_off_at_the_window_and_the_knee_says_so(tmp_path: Path) -> None:

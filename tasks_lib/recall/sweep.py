@@ -1,7 +1,7 @@
 """Run the recall suite: plant, bury, probe every case at every length; four metrics and the knee.
 
-How one case is played at length N (a fresh realm per case and length, in one temporary store
-that the run creates and deletes):
+How one case is played at length N (a fresh realm per case and length; one store per case, in a
+temporary folder that the run creates and deletes):
 
 - `recall`: the planted phrasing, N filler turns, the probe.
 - `stale`: the old phrasing, N // 2 filler turns, the correction, N - N // 2 filler turns, the probe.
@@ -170,8 +170,8 @@ def run_sweep(config: SweepConfig, *, workdir: Path | None = None,
               progress: Callable[[CaseOutcome], None] | None = None) -> SweepResult:
     """Run every case at every length of `config`; return the metrics, the knee and every outcome.
 
-    Each case and length gets its own fresh store in a temporary folder (inside `workdir` when
-    given), closed after the probe and deleted at the end of the run. Raises
+    Each case gets its own fresh store (one realm per length) in a temporary folder (inside
+    `workdir` when given), closed after its last length and deleted at the end of the run. Raises
     ContractError for bad case or filler files, RecallError for a bad configuration, the memory
     registry's errors for an unknown or unavailable memory system, and RecallModelError when the
     configured model cannot be asked.
@@ -189,16 +189,18 @@ def run_sweep(config: SweepConfig, *, workdir: Path | None = None,
 
     outcomes: list[CaseOutcome] = []
     with tempfile.TemporaryDirectory(prefix="memtrial-recall-", dir=workdir) as folder:
-        for length in config.lengths:
-            for case in cases:
-                memory = _open_memory(config, Path(folder) / f"{case.id}.n{length}")
-                try:
+        for case in cases:
+            memory = _open_memory(config, Path(folder) / case.id)
+            try:
+                for length in config.lengths:
                     outcomes.append(play_case(case, length, config, filler, memory, ask))
-                finally:
-                    if memory is not None:
-                        memory.close()
-                if progress is not None:
-                    progress(outcomes[-1])
+                    if progress is not None:
+                        progress(outcomes[-1])
+            finally:
+                if memory is not None:
+                    memory.close()
+    order = {n: i for i, n in enumerate(config.lengths)}
+    outcomes.sort(key=lambda o: order[o.length])  # stable: cases keep their file order within a length
     by_length = {n: length_metrics(n, [o for o in outcomes if o.length == n]) for n in config.lengths}
     recall_curve = {n: m.recall.rate for n, m in by_length.items() if m.recall.rate is not None}
     knee = find_knee(recall_curve, config.knee_drop_points) if len(recall_curve) > 1 else None

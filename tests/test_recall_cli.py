@@ -1,0 +1,79 @@
+"""`memtrial suite recall`: the table and --json carry the same numbers; gates exit 1; bad input exits 2 in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.cli import main
+from tests.test_recall_sweep import small_corpus
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["suite", "recall", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_json_and_table_report_the_same_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = small_corpus(tmp_path / "corpus")
+    common = ["--sweep", "--lengths", "4,12,40", "--memory", "none", "--window", "10", "--cases", str(corpus)]
+    code, text, _ = run_cli(capsys, *common, "--json")
+    assert code == 0
+    payload = json.loads(text)
+    assert payload["gate_failures"] == []
+    assert payload["knee"]["previous"] == 4 and payload["knee"]["length"] == 12
+    code, table, _ = run_cli(capsys, *common)
+    assert code == 0
+    for length, metrics in payload["metrics_by_length"].items():
+        row = next(line for line in table.splitlines() if line.startswith(f"│ {length} "))
+        for name in ("recall", "staleness", "false_recall", "abstention"):
+            cell = metrics[name]
+            assert f"{cell['rate']:.2f} ({cell['k']}/{cell['n']}) [{cell['lower']:.2f}, {cell['upper']:.2f}]" in row
+    assert "knee: between 4 and 12 turns" in table
+
+
+def test_reference_store_single_length(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = small_corpus(tmp_path / "corpus")
+    code, text, _ = run_cli(capsys, "--length", "30", "--cases", str(corpus), "--json", "--min-score", "1.0", "--max-false-recall", "0")
+    payload = json.loads(text)
+    assert code == 0, payload["gate_failures"]
+    assert list(payload["metrics_by_length"]) == ["30"] and payload["knee"] is None
+    assert payload["metrics_by_length"]["30"]["recall"]["k"] == 1
+
+
+def test_gate_below_the_bar_exits_1_naming_metric_and_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = small_corpus(tmp_path / "corpus")
+    code, _, err = run_cli(capsys, "--length", "40", "--memory", "none", "--cases", str(corpus), "--min-score", "0.9")
+    assert code == 1
+    assert "gate: recall at length 40 is 0.000 (0/1), below the minimum 0.900" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sweep", "--lengths", "10,x"], "--lengths '10,x': give comma-separated whole numbers"),
+        (["--memory", "nope"], "unknown memory system 'nope'"),
+        (["--policy", "fifo", "--memory", "none"], "--policy: Input should be 'window' or 'summary'"),
+        (["--base-url", "http://127.0.0.1:9"], "--base-url and --model go together"),
+        (["--min-score", "5"], "--min-score 5.0: give a rate between 0 and 1"),
+        (["--memory", "none", "--filler-dataset", "/nonexistent/locomo.json"], "/nonexistent/locomo.json: cannot read it"),
+    ],
+    ids=["bad-lengths", "unknown-memory", "unknown-policy", "url-without-model", "bar-out-of-range", "missing-dataset"],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("memtrial: error: ") and message in err
+
+
+def test_bad_case_file_names_file_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = small_corpus(tmp_path / "corpus")
+    cases = json.loads((corpus / "cases.json").read_text())
+    cases["cases"][0]["accept"] = ["10:45"]
+    (corpus / "cases.json").write_text(json.dumps(cases))
+    code, _, err = run_cli(capsys, "--memory", "none", "--cases", str(corpus))
+    assert code == 2
+    assert f"{corpus / 'cases.json'}: field 'cases[0].phrasings[0]': does not state any of ['10:45']" in err

@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from tasks_lib.contracts import ContractModel
-from tasks_lib.memory.adapter import Accounting, MemoryAdapter
+from tasks_lib.memory.adapter import Accounting, MemoryAdapter, MemoryHit
 from tasks_lib.retrieval.cases import (
     ANSWERABLE,
     BACKGROUND_FILE,
@@ -24,13 +24,21 @@ from tasks_lib.retrieval.cases import (
     GRAPH_CLASSES,
     GRAPH_DIR,
     UNANSWERABLE,
+    Case,
+    CaseGroup,
     CaseSet,
     bundled_root,
     load_case_set,
 )
 from tasks_lib.retrieval.gates import GateResult, RetrievalGates, gate
 from tasks_lib.retrieval.graph import run_graph_calibration
-from tasks_lib.retrieval.indexing import DEPTH, AdapterFactory, index_group, recall_keys
+from tasks_lib.retrieval.indexing import (
+    DEPTH,
+    AdapterFactory,
+    IndexedGroup,
+    index_group,
+    recall_keys,
+)
 from tasks_lib.retrieval.policy import (
     POLICY_FILE,
     PolicyProbes,
@@ -109,12 +117,47 @@ Rankings = dict[str, tuple[list[str | None], tuple[str, ...]]]
 """Case id -> (recalled keys, relevant keys)."""
 
 
+def _case_row(group: CaseGroup, case: Case, indexed: IndexedGroup, hits: list[MemoryHit], keys: list[str | None], picked: int | None) -> CaseResult:
+    """Score one recalled list against the case's expectations."""
+    answerable = case.case_class in ANSWERABLE
+    rank = first_rank(keys, case.relevant) if answerable else None
+    picked_key = keys[picked] if picked is not None else None
+    if case.automatic == "inject":
+        auto_ok: bool | None = picked_key in case.relevant
+    elif case.automatic == "abstain":
+        auto_ok = picked is None
+    else:
+        auto_ok = None
+    top = [k for k in keys[:5] if k]
+    return CaseResult(
+        id=case.id, group=group.group, case_class=case.case_class, question=case.question,
+        rank=rank, hit_at_5=(rank is not None and rank <= 5) if answerable else None,
+        stale_in_top_5=any(k in case.stale for k in top),
+        forbidden_in_top_5=any(h.id in indexed.foreign for h in hits[:5]) or any(k in case.forbidden for k in top),
+        automatic=picked_key, automatic_expected=case.automatic, automatic_ok=auto_ok,
+        top=tuple(RecalledText(key=k, text=h.text) for k, h in zip(keys[:SHOWN], hits[:SHOWN])),
+    )
+
+
+def _count_context(counts: dict[str, int], texts: list[str], picked: int | None) -> None:
+    """Add the top 5's bytes and repeated texts, and the injected bytes, to `counts`."""
+    if picked is not None:
+        counts["automatic_bytes"] += len(texts[picked].encode())
+    seen: set[str] = set()
+    for text in texts[:5]:
+        norm = " ".join(text.casefold().split())
+        counts["context_bytes"] += len(text.encode())
+        counts["top5_hits"] += 1
+        counts["top5_duplicates"] += norm in seen
+        seen.add(norm)
+
+
 def _ask_cases(adapter: MemoryAdapter, cases: CaseSet) -> tuple[list[CaseResult], Rankings, dict[str, float], dict[str, int]]:
     """Index every group and ask its cases; return case rows, rankings, timings and byte/hit counts."""
     rows: list[CaseResult] = []
     rankings: Rankings = {}
     timing = {"index_ms": 0.0}
-    counts = defaultdict(int)
+    counts: dict[str, int] = defaultdict(int)
     search_ms: list[float] = []
     for group in cases.groups:
         before = adapter.accounting().embedding_texts
@@ -125,37 +168,10 @@ def _ask_cases(adapter: MemoryAdapter, cases: CaseSet) -> tuple[list[CaseResult]
         for case in group.cases:
             hits, keys, elapsed = recall_keys(adapter, indexed, case.question)
             search_ms.append(elapsed)
-            top = keys[:5]
             texts = [h.text for h in hits]
             picked = select_automatic(case.question, texts)
-            picked_key = keys[picked] if picked is not None else None
-            if picked is not None:
-                counts["automatic_bytes"] += len(texts[picked].encode())
-            counts["context_bytes"] += sum(len(t.encode()) for t in texts[:5])
-            seen: set[str] = set()
-            for text in texts[:5]:
-                norm = " ".join(text.casefold().split())
-                counts["top5_hits"] += 1
-                counts["top5_duplicates"] += norm in seen
-                seen.add(norm)
-            answerable = case.case_class in ANSWERABLE
-            rank = first_rank(keys, case.relevant) if answerable else None
-            if case.automatic == "inject":
-                auto_ok: bool | None = picked_key in case.relevant
-            elif case.automatic == "abstain":
-                auto_ok = picked is None
-            else:
-                auto_ok = None
-            foreign = any(h.id in indexed.foreign for h in hits[:5])
-            rows.append(CaseResult(
-                id=case.id, group=group.group, case_class=case.case_class, question=case.question,
-                rank=rank, hit_at_5=(rank is not None and rank <= 5) if answerable else None,
-                stale_in_top_5=any(k in case.stale for k in top if k),
-                forbidden_in_top_5=foreign or any(k in case.forbidden for k in top if k),
-                automatic=picked_key if picked is not None else None,
-                automatic_expected=case.automatic, automatic_ok=auto_ok,
-                top=tuple(RecalledText(key=k, text=h.text) for k, h in zip(keys[:SHOWN], hits[:SHOWN])),
-            ))
+            _count_context(counts, texts, picked)
+            rows.append(_case_row(group, case, indexed, hits, keys, picked))
             rankings[case.id] = (keys, case.relevant)
     timing["search_mean"] = mean(search_ms) or 0.0
     timing["search_p95"] = _percentile(search_ms, 0.95)

@@ -53,14 +53,19 @@ def guard_source(config: BudgetConfig, tmp_path: Path) -> BalanceSource:
     return open_source(config, tmp_path, {"EVAL_KEY": KEY}, NOW)
 
 
+def preflight_on_ledger(tmp_path: Path, key: str = KEY, **ledger: object):
+    """Preflight of the default configuration against a fresh ledger."""
+    config = make_config(tmp_path)
+    make_ledger(tmp_path, **ledger)  # type: ignore[arg-type]
+    return preflight(config, guard_source(config, tmp_path), key, NOW)
+
+
 def statuses(decision) -> dict[str, str]:
     return {s.step: s.status for s in decision.steps}
 
 
 def test_preflight_passes_with_matching_key_ceiling_and_headroom(tmp_path: Path) -> None:
-    config = make_config(tmp_path)
-    make_ledger(tmp_path)
-    decision = preflight(config, guard_source(config, tmp_path), KEY, NOW)
+    decision = preflight_on_ledger(tmp_path)
     assert decision.allowed and decision.outcome == "pass"
     assert statuses(decision) == {"key-identity": "pass", "per-key-budget": "pass", "shared-headroom": "pass"}
     assert decision.balance_usd == 100.0 and decision.key_ceiling_usd == 20.0
@@ -71,43 +76,33 @@ def test_preflight_passes_with_matching_key_ceiling_and_headroom(tmp_path: Path)
 @pytest.mark.parametrize("exported", ["sk-production-key", ""], ids=["other-key", "not-exported"])
 def test_step1_key_identity_refuses_another_key(tmp_path: Path, exported: str) -> None:
     """A run cannot be billed to the production key by accident."""
-    config = make_config(tmp_path)
-    make_ledger(tmp_path)
-    decision = preflight(config, guard_source(config, tmp_path), exported, NOW)
+    decision = preflight_on_ledger(tmp_path, exported)
     assert not decision.allowed and decision.outcome == "fail"
     assert statuses(decision) == {"key-identity": "fail", "per-key-budget": "skipped", "shared-headroom": "skipped"}
     assert decision.reason.startswith("key-identity")
 
 
 def test_step2_key_without_external_ceiling_fails(tmp_path: Path) -> None:
-    config = make_config(tmp_path)
-    make_ledger(tmp_path, ceiling=None)
-    decision = preflight(config, guard_source(config, tmp_path), KEY, NOW)
+    decision = preflight_on_ledger(tmp_path, ceiling=None)
     assert not decision.allowed
-    assert statuses(decision)["per-key-budget"] == "fail"
+    assert statuses(decision) == {"key-identity": "pass", "per-key-budget": "fail", "shared-headroom": "skipped"}
     assert "no external ceiling" in decision.reason
 
 
 def test_step3_balance_must_cover_reserve_plus_pair_cap(tmp_path: Path) -> None:
     """55 < reserve 50 + cap 10: a run under its own cap would still eat the production reserve."""
-    config = make_config(tmp_path)
-    make_ledger(tmp_path, balance=55.0)
-    decision = preflight(config, guard_source(config, tmp_path), KEY, NOW)
+    decision = preflight_on_ledger(tmp_path, balance=55.0)
     assert not decision.allowed
     assert statuses(decision)["shared-headroom"] == "fail"
     assert "short by $5.00" in decision.reason
 
 
 def test_exactly_enough_headroom_passes(tmp_path: Path) -> None:
-    config = make_config(tmp_path)
-    make_ledger(tmp_path, balance=60.0)
-    assert preflight(config, guard_source(config, tmp_path), KEY, NOW).allowed
+    assert preflight_on_ledger(tmp_path, balance=60.0).allowed
 
 
 def test_revoked_ledger_key_fails_closed(tmp_path: Path) -> None:
-    config = make_config(tmp_path)
-    make_ledger(tmp_path, status="revoked")
-    decision = preflight(config, guard_source(config, tmp_path), KEY, NOW)
+    decision = preflight_on_ledger(tmp_path, status="revoked")
     assert not decision.allowed and "fail-closed" in decision.reason
 
 
@@ -192,9 +187,7 @@ def test_drain_check_needs_an_allowing_preflight(tmp_path: Path) -> None:
 
 
 def test_decision_round_trips_as_json(tmp_path: Path) -> None:
-    config = make_config(tmp_path)
-    make_ledger(tmp_path)
-    decision = preflight(config, guard_source(config, tmp_path), KEY, NOW)
+    decision = preflight_on_ledger(tmp_path)
     again = type(decision).model_validate_json(decision.model_dump_json())
     assert again == decision
 
@@ -277,3 +270,13 @@ def test_run_config_names_a_budget_file_and_ledger_resolves_beside_it(tmp_path: 
     assert Path(config.ledger_path or "") == (tmp_path / "configs" / "budgets" / "ledger.json").resolve()
     source = open_source(config, Path("/nonexistent"), {}, NOW)
     assert preflight(config, source, KEY, NOW).allowed
+
+
+def test_ceiling_removed_between_arms_stops_the_pair(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    ledger = make_ledger(tmp_path)
+    source = guard_source(config, tmp_path)
+    start = preflight(config, source, KEY, NOW)
+    write_ledger(ledger, Ledger(opening_balance_usd=100.0, key_ceiling_usd=None))
+    decision = check_drain(config, source, KEY, start, declared_spent_usd=0.0, next_arm_ceiling_usd=1.0, now=NOW)
+    assert not decision.allowed and "no external ceiling" in decision.reason

@@ -110,8 +110,9 @@ def preflight(config: BudgetConfig, source: BalanceSource, api_key: str | None, 
         steps = [identity, StepResult(step="per-key-budget", status="unobserved", detail=str(error)),
                  StepResult(step="shared-headroom", status="unobserved", detail="balance not read")]
         return _decision(config, source, api_key, "preflight", steps, None, now)
-    steps = [identity, check_key_ceiling(reading), check_headroom(config, reading)]
-    return _decision(config, source, api_key, "preflight", steps, reading, now)
+    ceiling = check_key_ceiling(reading)
+    headroom = check_headroom(config, reading) if ceiling.status == "pass" else _skipped("shared-headroom", why="the key has no ceiling")[0]
+    return _decision(config, source, api_key, "preflight", [identity, ceiling, headroom], reading, now)
 
 
 def check_key_ceiling(reading: BalanceReading) -> StepResult:
@@ -180,6 +181,9 @@ def _over_cap(config: BudgetConfig, spent: float, next_arm: float) -> str | None
 
 
 def _drain_step(config: BudgetConfig, reading: BalanceReading, drain: float, declared: float, next_arm: float) -> StepResult:
+    if reading.key_ceiling_usd is None:
+        return StepResult(step="observed-drain", status="fail",
+                          detail=f"{reading.source} now reports no external ceiling for the key; it changed under the run")
     figures = f"observed drain {_money(drain)}, declared {_money(declared)}"
     if drain > declared + config.drain_tolerance_usd + CENT:
         return StepResult(step="observed-drain", status="fail",

@@ -280,3 +280,14 @@ def test_ceiling_removed_between_arms_stops_the_pair(tmp_path: Path) -> None:
     write_ledger(ledger, Ledger(opening_balance_usd=100.0, key_ceiling_usd=None))
     decision = check_drain(config, source, KEY, start, declared_spent_usd=0.0, next_arm_ceiling_usd=1.0, now=NOW)
     assert not decision.allowed and "no external ceiling" in decision.reason
+
+
+def test_budget_stop_survives_pickling(tmp_path: Path) -> None:
+    """Prefect may persist a failed task's exception; the decision must come back with it."""
+    import pickle
+
+    from tasks_lib.budget import BudgetStop
+
+    decision = preflight_on_ledger(tmp_path, balance=1.0)
+    again = pickle.loads(pickle.dumps(BudgetStop(decision, "stopped")))
+    assert again.decision == decision and str(again) == "stopped"

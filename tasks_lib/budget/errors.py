@@ -29,3 +29,7 @@ class BudgetStop(BudgetError):
     def __init__(self, decision: object, message: str) -> None:
         self.decision = decision
         super().__init__(message)
+
+    def __reduce__(self) -> tuple[type, tuple[object, str]]:
+        """Pickle with the decision (Prefect may persist a failed task's exception)."""
+        return type(self), (self.decision, str(self))

@@ -51,6 +51,11 @@ def write_atomically_bytes(path: Path, data: bytes) -> None:
         raise MemtrialError(f"{path}: cannot write ({error.strerror}); choose a writable path") from None
 
 
+def default_curve(memory: str, embedder: str) -> str:
+    """The trend curve a run appends to: `retrieval` for the default configuration, else `retrieval-<memory>-<embedder>`."""
+    return "retrieval" if (memory, embedder) == ("reference", "hashed") else f"retrieval-{memory}-{embedder}"
+
+
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
@@ -63,7 +68,7 @@ def suite_retrieval(
     gates_file: Annotated[Optional[Path], typer.Option("--gates", help="JSON gates file overriding seed 002's thresholds (schema_version 1 plus any fields).")] = None,
     report: Annotated[Optional[Path], typer.Option("--report", help="Write the full result (every case, gates, efficiency) as JSON to this file.")] = None,
     artifacts: Annotated[Optional[str], typer.Option(help="Artifact root (folder or s3://bucket/prefix): append a trend snapshot there.")] = None,
-    curve: Annotated[Optional[str], typer.Option(help="Trend curve to append to (default: retrieval).")] = None,
+    curve: Annotated[Optional[str], typer.Option(help="Trend curve to append to (default: retrieval for the reference store with hashed, else retrieval-MEMORY-EMBEDDER).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run the deterministic offline retrieval suite in a disposable store; exit 1 when a gate or --min-score fails."""
@@ -88,12 +93,12 @@ def suite_retrieval(
         lambda folder: open_memory_system(memory, folder, embedder=embedder), cases, gates,
         graph_cases=graph, policy=policy, adapter_name=memory, embedder=embedder,
     )
+    if report:
+        write_atomically_bytes(report, (result.model_dump_json(indent=2) + "\n").encode())
     snapshot_key = None
     if artifacts:
         snapshot = retrieval_snapshot(result, build_under_test(PROJECT_ROOT), now())
-        snapshot_key = append_snapshot(open_store(artifacts), snapshot, curve)
-    if report:
-        write_atomically_bytes(report, (result.model_dump_json(indent=2) + "\n").encode())
+        snapshot_key = append_snapshot(open_store(artifacts), snapshot, curve or default_curve(memory, embedder))
     below = min_score is not None and result.score < min_score
     if as_json:
         payload = result.model_dump(mode="json")

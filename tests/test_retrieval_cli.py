@@ -77,3 +77,11 @@ def test_bad_gates_field_names_file_and_field(tmp_path: Path, capsys: pytest.Cap
     gates.write_text(json.dumps({"schema_version": 1, "recall_min": 0.5}))
     assert main(["suite", "retrieval", "--gates", str(gates)]) == 2
     assert f"{gates}: field 'recall_min': unknown field" in capsys.readouterr().err
+
+
+def test_each_configuration_has_its_own_default_curve() -> None:
+    from flows.cli_suite_retrieval import default_curve
+
+    assert default_curve("reference", "hashed") == "retrieval"
+    assert default_curve("chroma", "hashed") == "retrieval-chroma-hashed"
+    assert default_curve("reference", "minilm") == "retrieval-reference-minilm"

@@ -147,7 +147,7 @@ def scan_text(where: str, text: str, forbidden: Sequence[str]) -> list[str]:
     for match in HOST_PATH.finditer(text):
         problems.append(f"{where}: host path {text[match.start():match.end() + 24].split()[0]!r}")
     for literal in forbidden:
-        if literal and literal in text:
+        if literal and re.search(rf"(?<![\w.-]){re.escape(literal)}(?![\w.-])", text):
             problems.append(f"{where}: host path {literal!r} (this machine's artifact root or home)")
     for name, pattern in SECRET_PATTERNS:
         for match in pattern.finditer(text):
@@ -224,7 +224,7 @@ def check_release(root: Path, forbidden: Iterable[str] = ()) -> list[str]:
     """Every problem of the release folder `root`, one line each (empty when it may be published)."""
     if not root.is_dir():
         raise PublishError(f"{root}: not a folder; give a release folder made by 'memtrial publish'")
-    forbidden = [f for f in forbidden if f and f != "/"]
+    forbidden = list(dict.fromkeys(f for f in forbidden if f and f != "/"))
     problems = _manifest_problems(root) + _admission_problems(root)
     for rel, path in _release_files(root):
         if path.is_symlink():

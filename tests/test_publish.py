@@ -121,8 +121,10 @@ def test_the_artifact_roots_own_path_is_a_host_path(store: LocalStore, tmp_path:
 def test_relative_paths_and_ordinary_words_are_not_host_paths(store: LocalStore, tmp_path: Path) -> None:
     """Regression: a gate that cries wolf on build/tmp/ or a 'bearer' in prose gets switched off."""
     admitted_run(store)
-    store.put_bytes(run_key(RUN, "notes.txt"), b"build/tmp/out.o and src/home/view.py; the bearer of bad news; task-sk-ant\n")
-    assert publish_run(store, RUN, tmp_path / "release").ok
+    store.put_bytes(run_key(RUN, "notes.txt"), b"build/tmp/out.o and src/home/view.py; the bearer of bad news; task-sk-ant\n"
+                    b"/rootless and /work/root/x are not the home /root\n")
+    result = publish_run(store, RUN, tmp_path / "release", forbidden=["/root"])
+    assert result.problems == (f"runs/{RUN}/notes.txt: line 2: host path '/root' (this machine's artifact root or home)",)
 
 
 def test_an_admission_without_a_durable_record_refuses_the_release(store: LocalStore, tmp_path: Path) -> None:

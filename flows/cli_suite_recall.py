@@ -52,6 +52,8 @@ def recall(
     min_score: Annotated[Optional[float], typer.Option(help="Gate: exit 1 if recall at any length is below this (0..1).")] = None,
     max_staleness: Annotated[Optional[float], typer.Option(help="Gate: exit 1 if staleness at any length is above this (0..1).")] = None,
     max_false_recall: Annotated[Optional[float], typer.Option(help="Gate: exit 1 if false recall at any length is above this (0..1).")] = None,
+    artifacts: Annotated[Optional[str], typer.Option(help="Artifact root (folder or s3://bucket/prefix): append a trend snapshot there.")] = None,
+    curve: Annotated[Optional[str], typer.Option(help="Trend curve to append to (default: recall).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Plant facts, bury them under real dialogue, probe; print recall, staleness, false recall and
@@ -82,8 +84,18 @@ def recall(
     except ValueError as error:
         raise MemtrialError(str(error)) from None
     failures = gate_failures(result, min_recall=min_score, max_staleness=max_staleness, max_false_recall=max_false_recall)
+    trend = None
+    if artifacts:
+        from flows.cli_suite_retrieval import build_under_test
+        from flows.settings import PROJECT_ROOT
+        from tasks_lib.artifacts import open_store
+        from tasks_lib.recall.snapshot import recall_snapshot
+        from tasks_lib.trend import append_snapshot, now
+
+        key = append_snapshot(open_store(artifacts), recall_snapshot(result, build_under_test(PROJECT_ROOT), now()), curve)
+        trend = f"{artifacts.rstrip('/')}/{key}"
     if as_json:
-        emit_json({**result.model_dump(mode="json"), "gate_failures": failures})
+        emit_json({**result.model_dump(mode="json"), "gate_failures": failures, "trend": trend})
     else:
         table = Table(title=f"recall suite: memory {memory}, policy {policy}, seed {seed} ({result.filler} filler)")
         for column in ("length", "recall", "staleness", "false recall", "abstention"):
@@ -99,6 +111,8 @@ def recall(
             out.print(f"knee: none (recall never drops more than {config.knee_drop_points:g} points below the shortest length)")
         for key, count in sorted(result.filler_dropped.items()):
             out.print(f"filler skipped: {count} ({key})")
+        if trend:
+            out.print(f"trend snapshot: {trend}")
         for failure in failures:
             err.print(f"gate: {failure}")
     if failures:

@@ -77,3 +77,23 @@ def test_bad_case_file_names_file_and_field(tmp_path: Path, capsys: pytest.Captu
     code, _, err = run_cli(capsys, "--memory", "none", "--cases", str(corpus))
     assert code == 2
     assert f"{corpus / 'cases.json'}: field 'cases[0].phrasings[0]': does not state any of ['10:45']" in err
+
+
+def test_artifacts_appends_a_trend_snapshot_with_the_knee(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tasks_lib.artifacts import open_store
+    from tasks_lib.trend import load_trend, regressions
+
+    corpus = small_corpus(tmp_path / "corpus")
+    root = str(tmp_path / "artifacts")
+    common = ["--sweep", "--lengths", "4,12", "--memory", "none", "--window", "10", "--cases", str(corpus), "--artifacts", root]
+    assert run_cli(capsys, *common)[0] == 0
+    code, text, _ = run_cli(capsys, *common, "--window", "20", "--curve", "wider", "--json")
+    assert code == 0 and json.loads(text)["trend"] == f"{root}/trend/wider.parquet"
+    (narrow,) = load_trend(open_store(root), "recall")
+    assert narrow.knee == 12.0 and narrow.scores["recall_at_4"] == 1.0 and narrow.scores["recall_at_12"] == 0.0
+    assert narrow.gated["recall_at_12"] == "higher" and narrow.gated["false_recall_at_4"] == "lower"
+    assert "abstention_at_4" in narrow.scores and "abstention_at_4" not in narrow.gated
+    (wide,) = load_trend(open_store(root), "wider")
+    assert wide.knee is None and wide.comparability_key != narrow.comparability_key  # another window, another curve
+    same = wide.model_copy(update={"comparability_key": narrow.comparability_key, "config_digest": narrow.config_digest})
+    assert "recall: knee moved from 12 to none" in regressions(narrow, same, narrow.gated)

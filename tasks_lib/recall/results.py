@@ -140,6 +140,8 @@ class SweepResult(Document):
     """sha256 of the cases used (their canonical JSON)."""
     filler: str
     """The filler source: `authored` or the dataset path."""
+    filler_digest: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """sha256 of the filler conversations used (their canonical JSON)."""
     filler_dropped: dict[str, int]
     """Filler skipped by rule (LoCoMo quirks), counted."""
     metrics_by_length: dict[int, LengthMetrics]

@@ -113,8 +113,8 @@ def script(case: RecallCase, filler: Sequence[tuple[str, str]], seed: int) -> tu
     return planted + list(filler[:half]) + [correction] + list(filler[half:]), phrasing
 
 
-def _cases_digest(cases: Sequence[RecallCase]) -> str:
-    canonical = json.dumps([c.model_dump(mode="json") for c in cases], sort_keys=True, separators=(",", ":"))
+def _digest(payload: object) -> str:
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -205,7 +205,8 @@ def run_sweep(config: SweepConfig, *, workdir: Path | None = None,
     recall_curve = {n: m.recall.rate for n, m in by_length.items() if m.recall.rate is not None}
     knee = find_knee(recall_curve, config.knee_drop_points) if len(recall_curve) > 1 else None
     return SweepResult(
-        config=config, cases_digest=_cases_digest(cases), filler=filler.name, filler_dropped=filler.dropped,
+        config=config, cases_digest=_digest([c.model_dump(mode="json") for c in cases]),
+        filler=filler.name, filler_digest=_digest(filler.conversations), filler_dropped=filler.dropped,
         metrics_by_length=by_length, knee=knee, outcomes=tuple(outcomes),
         model_calls=asker.calls if asker else 0,
     )

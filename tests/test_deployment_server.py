@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,8 +19,11 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from flows.settings import PROJECT_ROOT
@@ -72,10 +74,9 @@ class Processes:
         return path.read_text(errors="replace")[-4000:] if path.exists() else ""
 
 
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
-    logs = tmp_path / "logs"
-    logs.mkdir()
+@pytest.fixture(scope="module")
+def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
+    logs = tmp_path_factory.mktemp("logs")
     started = Processes(logs)
     try:
         yield started
@@ -111,36 +112,23 @@ def source_repository(tmp_path: Path) -> Path:
     return source
 
 
-STAND_IN_FLOW = """
-import json, os
-from pathlib import Path
-from prefect import flow
+@dataclass(frozen=True)
+class DeployedRun:
+    """What the module's one deployment and triggered run left behind."""
 
-@flow(name="nightly")
-def nightly(config_path: str = "configs/default.yaml", run_id: str | None = None, artifact_root: str | None = None) -> str:
-    root = Path(artifact_root or os.environ["MEMTRIAL_ARTIFACT_ROOT"]) / "runs" / run_id
-    root.mkdir(parents=True)
-    (root / "run-config.json").write_text(json.dumps({"config_path": config_path, "cwd": os.getcwd()}))
-    (root / "nightly.json").write_text(json.dumps({"run_id": run_id}))
-    return run_id
-"""
+    sha: str
+    deployment: dict[str, Any]
+    state: str | None
+    artifacts: Path
+    run_id: str
+    worker_log: str
 
 
-def stand_in_repository(tmp_path: Path) -> Path:
-    """DEVELOPMENT ONLY: a git repo with a tiny `nightly` flow and this checkout's prefect.yaml."""
-    source = tmp_path / "source"
-    (source / "flows").mkdir(parents=True)
-    (source / "deployments").mkdir()
-    (source / "flows" / "nightly.py").write_text(STAND_IN_FLOW)
-    shutil.copy(PROJECT_ROOT / "deployments" / "prefect.yaml", source / "deployments" / "prefect.yaml")
-    git(source, "init", "-q", "-b", "main")
-    git(source, "add", "-A")
-    git(source, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "stand-in")
-    return source
-
-
-def test_nightly_deployment_runs_on_a_process_worker(tmp_path: Path, processes: Processes) -> None:
-    source = stand_in_repository(tmp_path) if os.environ.get("MEMTRIAL_DEV_STAND_IN") else source_repository(tmp_path)
+@pytest.fixture(scope="module")
+def deployed_run(tmp_path_factory: pytest.TempPathFactory, processes: Processes) -> DeployedRun:
+    """Server, pool, `prefect deploy` of nightly-process, a worker, one triggered smoke run, waited for."""
+    tmp_path = tmp_path_factory.mktemp("deployment")
+    source = source_repository(tmp_path)
     if not (source / "flows" / "nightly.py").exists():
         pytest.fail("flows/nightly.py is not committed at HEAD; the deployment's entrypoint is missing")
     sha = git(source, "rev-parse", "HEAD")
@@ -171,11 +159,7 @@ def test_nightly_deployment_runs_on_a_process_worker(tmp_path: Path, processes: 
     cli("deploy", "--prefect-file", "deployments/prefect.yaml", "--name", "nightly-process")
 
     deployment = api(base, "GET", "/deployments/name/nightly/nightly-process")
-    assert isinstance(deployment, dict)
-    assert deployment["version"] == sha, "deployment version must be the deployed commit"
-    assert deployment["work_pool_name"] == "memtrial-process"
-    schedules = [s["schedule"] for s in deployment["schedules"]]
-    assert schedules and schedules[0]["cron"] == "30 2 * * *"
+    assert isinstance(deployment, dict), deployment
 
     worker = processes.start("worker", [PREFECT, "worker", "start", "--pool", "memtrial-process", "--limit", "1"], env, tmp_path)
     run_id = "nightly-deployment-test"
@@ -195,11 +179,39 @@ def test_nightly_deployment_runs_on_a_process_worker(tmp_path: Path, processes: 
         if state in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
             break
         time.sleep(3)
-    assert state == "COMPLETED", f"flow run ended {state}:\n{processes.log('worker')}"
+    return DeployedRun(sha=sha, deployment=deployment, state=state, artifacts=artifacts, run_id=run_id,
+                       worker_log=(processes.logs / "worker.log").read_text(errors="replace"))
 
-    summary = json.loads((artifacts / "runs" / run_id / "nightly.json").read_text())
-    assert summary["run_id"] == run_id
-    assert (artifacts / "runs" / run_id / "run-config.json").is_file()
-    records = list((artifacts / "runs").glob(f"{run_id}*/records.parquet"))
-    assert records, f"no records table under {artifacts / 'runs'}"
-    assert shutil.which("git")  # the pull step cloned with it
+
+def test_deployment_version_is_the_commit_and_schedule_is_nightly(deployed_run: DeployedRun) -> None:
+    deployment = deployed_run.deployment
+    assert deployment["version"] == deployed_run.sha, "deployment version must be the deployed commit"
+    assert deployment["work_pool_name"] == "memtrial-process"
+    assert deployment["entrypoint"] == "flows/nightly.py:nightly"
+    schedules = [s["schedule"] for s in deployment["schedules"]]
+    assert [(s["cron"], s["timezone"]) for s in schedules] == [("30 2 * * *", "UTC")]
+    clone = deployment["pull_steps"][0]["prefect.deployments.steps.git_clone"]
+    assert clone["commit_sha"] == deployed_run.sha, "the worker clones exactly the deployed commit"
+
+
+def test_triggered_run_completes_on_the_worker_and_writes_artifacts(deployed_run: DeployedRun) -> None:
+    assert deployed_run.state == "COMPLETED", f"flow run ended {deployed_run.state}:\n{deployed_run.worker_log[-4000:]}"
+    runs = deployed_run.artifacts / "runs"
+    summary = json.loads((runs / deployed_run.run_id / "nightly.json").read_text())
+    assert summary["run_id"] == deployed_run.run_id
+    assert (runs / deployed_run.run_id / "run-config.json").is_file()
+    agent_runs = [a["run_id"] for a in summary["agents"]]
+    assert agent_runs, summary
+    for agent_run in agent_runs:
+        records = pq.read_table(runs / agent_run / "records.parquet")
+        assert records.num_rows > 0
+        assert (runs / agent_run / "report.html").is_file()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "flows/stages.py (owned by the flows helper): ArtifactResultStorage.write_path is a plain async method, "
+    "but a deployed flow run persists results through Prefect's call_explicitly_sync_block_method, which "
+    "passes _sync=True -> TypeError, so a deployed nightly persists no stage results (no cache to rerun from)"))
+def test_deployed_run_persists_stage_results(deployed_run: DeployedRun) -> None:
+    assert "unexpected keyword argument '_sync'" not in deployed_run.worker_log
+    assert any((deployed_run.artifacts / "prefect-results").rglob("*"))

@@ -23,8 +23,8 @@ from tasks_lib.budget.contracts import BalanceReading, BudgetConfig, GuardDecisi
 from tasks_lib.budget.errors import BalanceUnavailable, BudgetError, KeyRejected
 from tasks_lib.budget.sources import BalanceSource
 
-CENT = 0.005
-"""Comparisons allow half a cent of float noise."""
+EPSILON = 1e-6
+"""Comparisons allow a millionth of a dollar of float noise, no more."""
 
 
 def key_fingerprint(api_key: str) -> str:
@@ -128,7 +128,7 @@ def check_headroom(config: BudgetConfig, reading: BalanceReading) -> StepResult:
     needed = config.production_reserve_usd + config.pair_cap_usd
     figures = (f"balance {_money(reading.balance_usd)}, reserve {_money(config.production_reserve_usd)} "
                f"+ pair cap {_money(config.pair_cap_usd)} = {_money(needed)}")
-    if reading.balance_usd + CENT < needed:
+    if reading.balance_usd + EPSILON < needed:
         return StepResult(step="shared-headroom", status="fail", detail=f"{figures}: short by {_money(needed - reading.balance_usd)}")
     return StepResult(step="shared-headroom", status="pass", detail=figures)
 
@@ -174,7 +174,7 @@ def check_drain(
 
 
 def _over_cap(config: BudgetConfig, spent: float, next_arm: float) -> str | None:
-    if spent + next_arm > config.pair_cap_usd + CENT:
+    if spent + next_arm > config.pair_cap_usd + EPSILON:
         return (f"spent {_money(spent)} + next arm up to {_money(next_arm)} would pass the pair cap "
                 f"{_money(config.pair_cap_usd)}")
     return None
@@ -185,13 +185,13 @@ def _drain_step(config: BudgetConfig, reading: BalanceReading, drain: float, dec
         return StepResult(step="observed-drain", status="fail",
                           detail=f"{reading.source} now reports no external ceiling for the key; it changed under the run")
     figures = f"observed drain {_money(drain)}, declared {_money(declared)}"
-    if drain > declared + config.drain_tolerance_usd + CENT:
+    if drain > declared + config.drain_tolerance_usd + EPSILON:
         return StepResult(step="observed-drain", status="fail",
                           detail=f"{figures} (tolerance {_money(config.drain_tolerance_usd)}): more drained than declared; stopping")
     over = _over_cap(config, max(drain, declared), next_arm)
     if over:
         return StepResult(step="observed-drain", status="fail", detail=f"{figures}; {over}")
-    if reading.balance_usd - next_arm + CENT < config.production_reserve_usd:
+    if reading.balance_usd - next_arm + EPSILON < config.production_reserve_usd:
         return StepResult(step="observed-drain", status="fail",
                           detail=f"{figures}; balance {_money(reading.balance_usd)} minus next arm {_money(next_arm)} "
                           f"would reach the reserve {_money(config.production_reserve_usd)}")

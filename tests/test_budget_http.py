@@ -74,6 +74,13 @@ def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
             query = parse_qs(url.query)
             recorder.requests.append((url.path, query, {k.lower(): v for k, v in self.headers.items()}))
             case, _, rest = url.path.lstrip("/").partition("/")
+            if case == "truncated":  # promises more body than it sends, then hangs up
+                self.send_response(200)
+                self.send_header("Content-Length", "500")
+                self.end_headers()
+                self.wfile.write(b'{"data": {')
+                self.close_connection = True
+                return None
             if case == "slow":
                 time.sleep(SLOW_SECONDS)
                 return self.send(200, key_body(100.0, 80.0))
@@ -170,6 +177,7 @@ def test_rejected_key_raises_key_rejected(provider_server, case: str) -> None:
         ("wrong-shape", "'data' object"),
         ("non-numeric", "data.limit_remaining"),
         ("slow", "no answer within 0.5 s"),
+        ("truncated", "IncompleteRead"),
     ],
 )
 def test_unreadable_balance_raises_balance_unavailable(provider_server, case: str, message: str) -> None:

@@ -7,6 +7,7 @@ the guard records the check as unobserved). HTTP uses only the standard library.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
@@ -116,8 +117,8 @@ def get_json(url: str, headers: Mapping[str, str], timeout: float) -> Any:
         if isinstance(error.reason, (TimeoutError, socket.timeout)):
             raise BalanceUnavailable(f"GET {url}: no answer within {timeout:g} s") from None
         raise BalanceUnavailable(f"GET {url}: {error.reason}") from None
-    except (ConnectionError, OSError) as error:
-        raise BalanceUnavailable(f"GET {url}: {error}") from None
+    except (OSError, http.client.HTTPException) as error:  # reset, refused, truncated body
+        raise BalanceUnavailable(f"GET {url}: {type(error).__name__}: {error}") from None
     try:
         return json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:

@@ -27,7 +27,7 @@ def bundled_memory_texts() -> dict[str, list[str]] | None:
 
 @app.command()
 def report(
-    run_id: Annotated[str, typer.Argument(help="Run id, as printed by 'memtrial paired' (runs/<RUN>/records.parquet).")],
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, as printed by 'memtrial paired' (runs/<RUN>/records.parquet).")],
     artifacts: Annotated[Optional[str], typer.Option(help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")] = None,
     out_file: Annotated[Optional[Path], typer.Option("--out", help="Also write the HTML report to this local file.")] = None,
     publish_artifacts: Annotated[bool, typer.Option("--prefect-artifacts", help="Also publish the report's tables as Prefect artifacts (starts Prefect).")] = False,
@@ -45,6 +45,15 @@ def report(
     summary = built.aggregate.summary
     published: list[str] = []
     if publish_artifacts:
+        import logging
+        import os
+
+        from flows.settings import configure_prefect
+
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+        os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
+        configure_prefect()
+        logging.getLogger("prefect").setLevel(logging.WARNING)
         from flows.report_artifacts import publish_report_artifacts
 
         published = publish_report_artifacts(root, run_id)

@@ -470,14 +470,17 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
         if d.flagged and d.task_id == "*":
             warnings.append(f"harness check: success(ablate:all) - success(off) = {d.delta} (limit {HARNESS_GAP_LIMIT}); "
                             "the ablation switch may not reach every injection path")
+    mui = mui_tallies(grades)
     if not records:
         warnings.append("the run has no attempts to grade")
+    elif mui[-1].on_attempts == 0:
+        warnings.append("no gradable on attempts: MUI is not defined for this run (its tallies read 0 of 0)")
     if calibration:
         warnings.append("calibration run: the calibration agent proves the apparatus; these are not published-cohort figures")
     return GradingSummary(
         run_id=run_id, calibration=calibration, agents=tuple(sorted({r.agent for r in records})), attempts=len(records),
         excluded=excluded, ungradable=ungradable, tasks=tuple(sorted({r.task_id for r in records})),
         conditions=condition_order(r.condition for r in records), delivery=tuple(delivery),
-        pass_rates=tuple(pass_rates(records)), mui=tuple(mui_tallies(grades)), ablations=tuple(deltas),
+        pass_rates=tuple(pass_rates(records)), mui=tuple(mui), ablations=tuple(deltas),
         mcnemar=mcnemar_summary(pairs), paired=tuple(paired_measures(pairs)), warnings=tuple(warnings),
     )

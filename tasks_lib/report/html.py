@@ -98,7 +98,7 @@ def pass_rate_section(summary: GradingSummary, plot: str) -> str:
 def mui_section(summary: GradingSummary, plot: str) -> str:
     """MUI v2 per task, split into success lift and cost saving; the v1 echo as reference."""
     rows = [("all tasks" if t.task_id == "*" else t.task_id, t.on_attempts, t.success_lift, t.cost_saving,
-             f"{t.mui} ({_pct(t.mui)})", t.success_lift_share, t.cost_saving_share,
+             f"{t.mui} ({_pct(t.mui)})" if t.on_attempts else "n/a (no gradable on attempts)", t.success_lift_share, t.cost_saving_share,
              f"{t.surface_echo}/{t.surface_echo_known}" if t.surface_echo_known else "unknown") for t in summary.mui]
     return ("<h2>Layer 2-3: MUI v2 (memory changed the result)</h2>"
             + _p("An on attempt earns credit only if its planted memory was confirmed delivered, it passed, and the "

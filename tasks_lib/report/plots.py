@@ -64,7 +64,8 @@ def pass_rate_plot(rates: Sequence[PassRate], conditions: Sequence[str]) -> str:
     axes.set_xticks(range(len(tasks)), [_task_label(t) for t in tasks], rotation=30, ha="right", fontsize=8)
     axes.set_ylim(0, 1.05)
     axes.set_ylabel("pass rate (Wilson 95%)")
-    axes.legend(fontsize=8, ncols=min(len(conditions), 5), loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    if rates:
+        axes.legend(fontsize=8, ncols=min(len(conditions), 5), loc="upper center", bbox_to_anchor=(0.5, -0.35))
     axes.set_title("Pass rate per task and condition")
     return png_data_uri(figure)
 

@@ -138,7 +138,7 @@ def nightly(config_path: str = DEFAULT_CONFIG, run_id: str | None = None, artifa
         suite_keys[name] = SUITE_FLOWS[name](config, run_id, artifact_root)
 
     memory_texts = {t.task_id: [m.text for m in t.manifest.memories] for t in load_tasks(PROJECT_ROOT / config.tasks_root)}
-    code = stages.code_digest()
+    grading_code, report_code = stages.code_digest(*stages.GRADING_CODE), stages.code_digest(*stages.REPORT_CODE)
     aggregate = stages.aggregate.with_options(result_storage=storage)
     render = stages.report.with_options(result_storage=storage)
     outcomes = []
@@ -147,12 +147,12 @@ def nightly(config_path: str = DEFAULT_CONFIG, run_id: str | None = None, artifa
     for result in paired:
         digest = stages.records_digest(result.records)
         texts = {k: v for k, v in memory_texts.items() if any(r.task_id == k for r in result.records)}
-        graded.append((result, digest, texts, aggregate(artifact_root, result.run_id, digest, code, texts)))
+        graded.append((result, digest, texts, aggregate(artifact_root, result.run_id, digest, grading_code, texts)))
         progress.advance(GRADE)
     progress.finish(GRADE)
     progress.start(REPORT, len(graded))
     for agent, (result, digest, texts, tables) in zip(config.all_agents, graded):
-        location = render(artifact_root, result.run_id, digest, code, texts)
+        location = render(artifact_root, result.run_id, digest, report_code, texts)
         progress.advance(REPORT)
         outcomes.append(AgentOutcome(
             agent=agent.name,

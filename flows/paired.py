@@ -131,7 +131,7 @@ def prepare_tasks(config: RunConfig, repo_root: str, storage: stages.ArtifactRes
     progress.start(INVARIANTS, 1)
     _, tasks_tree = fixture_tree_oid(repo, commit, tasks_subdir)
     invariants = stages.check_invariants.with_options(result_storage=storage)
-    invariants_future = invariants.submit(str(tasks_root), str(repo), commit, tasks_tree, stages.code_digest())
+    invariants_future = invariants.submit(str(tasks_root), str(repo), commit, tasks_tree, stages.code_digest(*stages.INVARIANTS_CODE))
     prepare = stages.prepare_task_corpus.with_options(result_storage=storage)
     prepare_code = stages.prepare_code_digest()
     futures = []
@@ -146,7 +146,7 @@ def prepare_tasks(config: RunConfig, repo_root: str, storage: stages.ArtifactRes
     progress.finish(INVARIANTS, f"{len(excluded)} task(s) excluded" if excluded else "")
     return PreparedTasks(
         repo=repo, commit=commit, tasks_subdir=tasks_subdir, runnable=[t for t in chosen if t.task_id not in excluded],
-        prepared={p.name: p for p in prepared}, excluded=excluded, code=stages.code_digest(),
+        prepared={p.name: p for p in prepared}, excluded=excluded, code=stages.code_digest(*stages.ARM_CODE),
     )
 
 

@@ -19,6 +19,7 @@ appends one line per stage execution (a cache hit executes nothing), and
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import threading
@@ -104,11 +105,20 @@ class ArtifactResultStorage(WritableFileSystem):
     root: str
     """A folder or s3://bucket/prefix; S3 settings come from tasks_lib.artifacts.S3Settings.from_env()."""
 
-    async def read_path(self, path: str) -> bytes:
+    # Prefect calls the sync methods with `_sync=True` and prefers `a<method>` when it awaits.
+
+    def read_path(self, path: str, _sync: bool | None = None) -> bytes:  # type: ignore[override]
         return artifact_store(self.root).get_bytes(path)
 
-    async def write_path(self, path: str, content: bytes) -> None:
+    def write_path(self, path: str, content: bytes, _sync: bool | None = None) -> str:  # type: ignore[override]
         artifact_store(self.root).put_bytes(path, content)
+        return path
+
+    async def aread_path(self, path: str) -> bytes:
+        return self.read_path(path)
+
+    async def awrite_path(self, path: str, content: bytes) -> str:
+        return self.write_path(path, content)
 
 
 @lru_cache(maxsize=16)
@@ -136,25 +146,79 @@ def result_storage(artifact_root: str, result_root: str | None = None) -> Artifa
         return _saved[root]
 
 
-PREPARE_MODULES = ("contracts.py", "corpus.py", "redact.py", "rules.py", "certify.py", "prepare.py", "trees.py")
+def _module_file(name: str) -> Path | None:
+    """Source file of module `name` inside tasks_lib (a module or a package's __init__), if any."""
+    base = Path(tasks_lib.__file__).parent
+    parts = name.split(".")[1:]
+    candidate = base.joinpath(*parts)
+    for path in (candidate.with_suffix(".py"), candidate / "__init__.py"):
+        if parts and path.is_file() or not parts and path.name == "__init__.py" and path.is_file():
+            return path
+    return None
+
+
+@lru_cache(maxsize=None)
+def _imported(name: str, path: Path) -> frozenset[str]:
+    """tasks_lib modules that module `name` (at `path`) imports anywhere in its body."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*anchor, module] if module else anchor)
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return frozenset(m for m in found if m == "tasks_lib" or m.startswith("tasks_lib."))
+
+
+@lru_cache(maxsize=None)
+def code_digest(*roots: str) -> str:
+    """SHA-256 of the source of `roots` (tasks_lib modules) and every tasks_lib module they import,
+    transitively, with their parent packages: the code a stage runs. Computed once per process,
+    i.e. for the code this process loaded. With no roots: every module of tasks_lib."""
+    base = Path(tasks_lib.__file__).parent
+    if not roots:
+        roots = tuple("tasks_lib." + ".".join(p.relative_to(base).with_suffix("").parts) for p in base.rglob("*.py"))
+    seen: dict[str, Path] = {}
+    pending = list(roots)
+    while pending:
+        name = pending.pop()
+        path = _module_file(name)
+        if path is None or name in seen:
+            continue
+        seen[name] = path
+        parents = name.split(".")
+        pending.extend(".".join(parents[:i]) for i in range(1, len(parents)))
+        pending.extend(_imported(name, path))
+    digest = hashlib.sha256()
+    for path in sorted(set(seen.values())):
+        digest.update(path.relative_to(base).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def package_modules(package: str) -> tuple[str, ...]:
+    """Every module of a tasks_lib package (for parts loaded by name at run time: agents, sandboxes)."""
+    base = Path(tasks_lib.__file__).parent
+    folder = base.joinpath(*package.split(".")[1:])
+    return tuple(sorted("tasks_lib." + ".".join(p.relative_to(base).with_suffix("").parts) for p in folder.rglob("*.py")))
+
+
+PREPARE_CODE = ("tasks_lib.prepare",)
+INVARIANTS_CODE = ("tasks_lib.taskcorpus",)
+ARM_CODE = ("tasks_lib.arms", "tasks_lib.memory.hook", *package_modules("tasks_lib.agents"), *package_modules("tasks_lib.sandbox"))
+GRADING_CODE = ("tasks_lib.aggregate",)
+REPORT_CODE = ("tasks_lib.report", "tasks_lib.report.html", "tasks_lib.report.plots")
+MEMORY_CODE = package_modules("tasks_lib.memory")
+"""Memory systems are opened by registry name, so the suites depend on the whole package."""
 
 
 def prepare_code_digest() -> str:
-    """Digest of the code preparation depends on, so a change there invalidates prepared fixtures."""
-    digest = hashlib.sha256()
-    base = Path(tasks_lib.__file__).parent
-    for name in PREPARE_MODULES:
-        digest.update(name.encode() + b"\0" + (base / name).read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def code_digest() -> str:
-    """SHA-256 over every module of tasks_lib: any change of stage code invalidates cached results."""
-    digest = hashlib.sha256()
-    base = Path(tasks_lib.__file__).parent
-    for path in sorted(base.rglob("*.py")):
-        digest.update(path.relative_to(base).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    """Digest of the code preparation runs, so a change there invalidates prepared fixtures."""
+    return code_digest(*PREPARE_CODE)
 
 
 # --------------------------------------------------------------------------- stages

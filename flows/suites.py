@@ -141,12 +141,19 @@ def _data_digest(name: str, options: dict[str, Any]) -> str:
     return folder_digest(PROJECT_ROOT / "corpora" / name)
 
 
+SUITE_CODE = {
+    "recall": ("tasks_lib.recall", *stages.MEMORY_CODE),
+    "retrieval": ("tasks_lib.retrieval", "tasks_lib.public.runner", *stages.MEMORY_CODE),
+    "external": ("tasks_lib.public", "tasks_lib.public.runner", *stages.MEMORY_CODE),
+}
+
+
 def _run_suite(name: str, stage: Callable[..., str], config: RunConfig, run_id: str, artifact_root: str) -> str:
     progress = reporter()
     progress.start(suite_stage(name), 1)
     options = dict(config.suite_options.get(name, {}))
     bound = stage.with_options(result_storage=stages.result_storage(artifact_root, config.result_root))  # type: ignore[attr-defined]
-    key = bound(artifact_root, run_id, options, config.embedder, _data_digest(name, options), stages.code_digest())
+    key = bound(artifact_root, run_id, options, config.embedder, _data_digest(name, options), stages.code_digest(*SUITE_CODE[name]))
     progress.advance(suite_stage(name))
     progress.finish(suite_stage(name))
     return key

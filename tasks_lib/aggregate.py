@@ -9,7 +9,9 @@ Writes, each atomically through the artifact store (a local folder or S3):
 - `audit_receipts.parquet`: one row per stored mutation-audit receipt;
 - `summary.json`: the `GradingSummary`.
 
-Attempts excluded by an admission decision are kept in the records but graded nowhere.
+Attempts excluded by an admission decision (`tasks_lib.admission`) are kept in the records but
+graded nowhere; the one exception is a calibration attempt excluded as `calibration_agent`, which
+stays in the calibration grading (the report labels the whole run as calibration).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
-from pydantic import Field
+from pydantic import Field, ValidationError
 
+from tasks_lib.admission import AdmissionDecision, admissions_key, load_decisions
 from tasks_lib.agents.base import Transcript
 from tasks_lib.artifacts import RECORDS_TABLE, RUNS, ArtifactStore, run_key
 from tasks_lib.audit import AuditReceipt
-from tasks_lib.contracts import ContractModel, RunRecord, parse_document
+from tasks_lib.contracts import ContractModel, RunRecord, parse_document, violations_of
 from tasks_lib.errors import ArtifactNotFound, ContractError, MemtrialError
 from tasks_lib.grading import AttemptGrade, ConditionDelta, GradingSummary, grade_attempts, summarize
 
@@ -33,8 +36,8 @@ GRADES_TABLE = "grades.parquet"
 ABLATIONS_TABLE = "ablations.parquet"
 AUDIT_TABLE = "audit_receipts.parquet"
 SUMMARY_JSON = "summary.json"
-ADMISSIONS_TABLE = "admissions.parquet"
-"""Written by the admission step: task_id, condition, trial, decision, reason_code, detail, ..."""
+CALIBRATION_REASON = "calibration_agent"
+"""An exclusion for this reason only says 'not publishable': a calibration run is still graded (labelled)."""
 
 
 class RunNotFound(MemtrialError):
@@ -43,23 +46,6 @@ class RunNotFound(MemtrialError):
 
 class AggregateError(MemtrialError):
     """A stored artifact of a run cannot be aggregated (bad table, bad row)."""
-
-
-class AdmissionDecision(ContractModel):
-    """One row of `admissions.parquet`, as far as the report needs it."""
-
-    task_id: str
-    """The task."""
-    condition: str
-    """The memory condition."""
-    trial: int = Field(ge=0)
-    """Trial index."""
-    decision: Literal["admitted", "excluded"]
-    """Whether the attempt counts."""
-    reason_code: str
-    """Why (machine-readable)."""
-    detail: str = ""
-    """Why (for a human)."""
 
 
 class AuditRow(ContractModel):
@@ -135,20 +121,15 @@ def load_records(store: ArtifactStore, run_id: str) -> list[RunRecord]:
 
 
 def load_admissions(store: ArtifactStore, run_id: str) -> list[AdmissionDecision] | None:
-    """The run's admission decisions, or None when no admission step has recorded any."""
-    key = run_key(run_id, ADMISSIONS_TABLE)
-    try:
-        rows = _rows(store, key)
-    except ArtifactNotFound:
+    """The run's admission decisions (`tasks_lib.admission`), or None when none were recorded."""
+    key = admissions_key(run_id)
+    if not store.exists(key):
         return None
-    fields = set(AdmissionDecision.model_fields)
-    out = []
-    for index, row in enumerate(rows):
-        try:
-            out.append(AdmissionDecision.model_validate({k: v for k, v in row.items() if k in fields and v is not None}))
-        except ValueError as error:
-            raise AggregateError(f"{store.uri.rstrip('/')}/{key} row {index}: not an admission decision ({error})") from None
-    return out
+    try:
+        return load_decisions(store, run_id)
+    except ValidationError as error:
+        problems = "; ".join(str(v) for v in violations_of(error, f"{store.uri.rstrip('/')}/{key}"))
+        raise AggregateError(f"not an admission decision: {problems}") from None
 
 
 def load_transcripts(store: ArtifactStore, records: Sequence[RunRecord]) -> dict[tuple[str, str, int], Transcript | None]:
@@ -195,11 +176,18 @@ def _table(rows: Sequence[ContractModel], model: type[ContractModel]) -> pa.Tabl
 
 
 def _cohort(records: Sequence[RunRecord], admissions: Sequence[AdmissionDecision] | None) -> tuple[list[RunRecord], list[AdmissionDecision]]:
+    """(records graded, exclusions shown). An excluded attempt is graded nowhere, except that a
+    calibration attempt excluded only as `calibration_agent` stays in its (labelled) calibration grading."""
     if not admissions:
         return list(records), []
     excluded = [a for a in admissions if a.decision == "excluded"]
-    out_keys = {(a.task_id, a.condition, a.trial) for a in excluded}
-    return [r for r in records if (r.task_id, r.condition, r.trial) not in out_keys], excluded
+    reasons = {(a.task_id, a.condition, a.trial): a.reason_code for a in excluded}
+
+    def graded(r: RunRecord) -> bool:
+        reason = reasons.get((r.task_id, r.condition, r.trial))
+        return reason is None or (r.calibration and reason == CALIBRATION_REASON)
+
+    return [r for r in records if graded(r)], excluded
 
 
 def aggregate_run(store: ArtifactStore, run_id: str, memory_texts: Mapping[str, Sequence[str]] | None = None) -> Aggregate:
@@ -213,7 +201,7 @@ def aggregate_run(store: ArtifactStore, run_id: str, memory_texts: Mapping[str, 
     cohort, excluded = _cohort(records, admissions)
     transcripts = load_transcripts(store, cohort) if memory_texts is not None else None
     grades = grade_attempts(cohort, transcripts, memory_texts)
-    summary = summarize(run_id, cohort, grades, excluded=len(excluded))
+    summary = summarize(run_id, cohort, grades, excluded=len(records) - len(cohort))
     keys = {name: run_key(run_id, name) for name in (GRADES_TABLE, ABLATIONS_TABLE, AUDIT_TABLE, SUMMARY_JSON)}
     store.put_table(keys[GRADES_TABLE], _table(grades, AttemptGrade))
     store.put_table(keys[ABLATIONS_TABLE], _table(summary.ablations, ConditionDelta))

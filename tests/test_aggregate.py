@@ -13,9 +13,9 @@ import pyarrow as pa
 import pytest
 from test_grading import scenario_records, store_scenario
 
+from tasks_lib.admission import ADMISSION_COLUMNS, AdmissionDecision, admissions_key, decisions_table
 from tasks_lib.aggregate import (
     ABLATIONS_TABLE,
-    ADMISSIONS_TABLE,
     AUDIT_TABLE,
     GRADES_TABLE,
     SUMMARY_JSON,
@@ -80,25 +80,41 @@ def test_aggregation_on_s3(s3_env: str) -> None:
     assert ablations.num_rows > 0 and flagged == (0,)
 
 
-def _write_admissions(store: ArtifactStore, rows: list[dict[str, object]]) -> None:
-    store.put_table(run_key(RUN, ADMISSIONS_TABLE), pa.Table.from_pylist(rows))
+def decision(task: str, condition: str, trial: int, verdict: str, reason: str, detail: str = "") -> AdmissionDecision:
+    """An admission decision as `tasks_lib.admission` records it."""
+    return AdmissionDecision(task_id=task, condition=condition, trial=trial, decision=verdict, reason_code=reason,  # type: ignore[arg-type]
+                             detail=detail, prereg_digest="a" * 64, decided_at="2026-12-02T10:00:00Z")
 
 
 def test_excluded_attempts_are_kept_out_of_every_figure(tmp_path: Path) -> None:
     store = _local(tmp_path)
-    base = {"prereg_digest": "a" * 64, "decided_at": "2026-12-02T10:00:00Z"}
-    _write_admissions(store, [
-        {"task_id": "alpha", "condition": "on", "trial": 1, "decision": "excluded", "reason_code": "apparatus-correction",
-         "detail": "verifier changed after the run", **base},
-        {"task_id": "alpha", "condition": "on", "trial": 0, "decision": "admitted", "reason_code": "ok", "detail": "", **base},
-    ])
+    store.put_table(admissions_key(RUN), decisions_table([
+        decision("alpha", "on", 1, "excluded", "protocol_deviation", "the operator restarted the agent mid-turn"),
+        decision("alpha", "on", 0, "admitted", "preregistered"),
+    ]))
     result = aggregate_run(store, RUN)
-    assert result.admissions_recorded and [(e.task_id, e.trial, e.reason_code) for e in result.excluded] == [("alpha", 1, "apparatus-correction")]
+    assert result.admissions_recorded and [(e.task_id, e.trial, e.reason_code) for e in result.excluded] == [("alpha", 1, "protocol_deviation")]
     pooled = next(t for t in result.summary.mui if t.task_id == "*")
     assert (pooled.on_attempts, pooled.success_lift, Fraction(pooled.mui)) == (6, 1, Fraction(1, 3))
     assert result.summary.excluded == 1 and result.summary.attempts == 39
     records = store.get_table(run_key(RUN, RECORDS_TABLE))
     assert records.num_rows == 40, "excluded attempts are kept whole in the records"
+
+
+def test_a_calibration_run_excluded_as_calibration_is_still_graded_as_calibration(tmp_path: Path) -> None:
+    """The admission step excludes every calibration attempt from publication; grading them is how
+    the apparatus is proven, so they stay graded (and labelled), unless excluded for another reason."""
+    store = LocalStore(tmp_path / "artifacts")
+    records = [r.model_copy(update={"calibration": True}) for r in scenario_records(RUN)]
+    store_scenario(store, records)
+    reasons = {("delta", "on", 1): "ungradable"}
+    store.put_table(admissions_key(RUN), decisions_table([
+        decision(r.task_id, r.condition, r.trial, "excluded", reasons.get((r.task_id, r.condition, r.trial), "calibration_agent"))
+        for r in records]))
+    result = aggregate_run(store, RUN)
+    assert len(result.excluded) == 40 and result.summary.calibration
+    assert (result.summary.attempts, result.summary.excluded) == (39, 1)
+    assert Fraction(next(t for t in result.summary.mui if t.task_id == "*").mui) == Fraction(3, 7)
 
 
 def test_no_admissions_table_means_every_attempt_is_graded(tmp_path: Path) -> None:
@@ -127,8 +143,9 @@ def test_a_corrupt_records_table_is_a_clear_error(tmp_path: Path) -> None:
     assert not store.exists(run_key("bad", GRADES_TABLE)), "nothing half-written on bad input"
 
 
-def test_a_bad_admissions_row_names_the_table_and_row(tmp_path: Path) -> None:
+def test_a_bad_admissions_row_names_the_table_and_field(tmp_path: Path) -> None:
     store = _local(tmp_path)
-    _write_admissions(store, [{"task_id": "alpha", "condition": "on", "trial": 0, "decision": "perhaps", "reason_code": "x"}])
-    with pytest.raises(AggregateError, match=r"admissions.parquet row 0: not an admission decision"):
+    row = decision("alpha", "on", 0, "admitted", "preregistered").model_dump(mode="json") | {"decision": "perhaps"}
+    store.put_table(admissions_key(RUN), pa.Table.from_pylist([{c: row[c] for c in ADMISSION_COLUMNS}]))
+    with pytest.raises(AggregateError, match=r"admissions.parquet: field 'decision'"):
         aggregate_run(store, RUN)

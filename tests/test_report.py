@@ -23,7 +23,7 @@ from PIL import Image
 from test_grading import scenario_records, store_scenario
 
 from flows.cli import main
-from tasks_lib.aggregate import ADMISSIONS_TABLE
+from tasks_lib.admission import AdmissionDecision, admissions_key, decisions_table
 from tasks_lib.artifacts import LocalStore, open_store, run_key
 from tasks_lib.report import REPORT_HTML, build_report
 
@@ -69,14 +69,14 @@ def test_report_escapes_text_from_artifacts(tmp_path: Path) -> None:
     """Regression: free text in an admission decision must not become markup in the report."""
     store = LocalStore(tmp_path / "artifacts")
     store_scenario(store, scenario_records(RUN))
-    store.put_table(run_key(RUN, ADMISSIONS_TABLE), pa.Table.from_pylist([{
-        "task_id": "gamma", "condition": "on", "trial": 0, "decision": "excluded", "reason_code": "leak<b>",
-        "detail": "<script>alert('x')</script> & more", "prereg_digest": "a" * 64, "decided_at": "2026-12-02T10:00:00Z"}]))
+    store.put_table(admissions_key(RUN), decisions_table([AdmissionDecision(
+        task_id="gamma", condition="on", trial=0, decision="excluded", reason_code="protocol_deviation",
+        detail="<script>alert('x')</script> & more", prereg_digest="a" * 64, decided_at="2026-12-02T10:00:00Z")]))
     page = build_report(store, RUN).aggregate
     html = store.get_bytes(run_key(RUN, REPORT_HTML)).decode()
     assert page.summary.excluded == 1
     assert "<script>" not in html and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; more" in html
-    assert "leak&lt;b&gt;" in html
+    assert "protocol_deviation" in html
 
 
 def test_calibration_runs_are_labelled(tmp_path: Path) -> None:

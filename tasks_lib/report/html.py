@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 from html import escape
 
-from tasks_lib.aggregate import AdmissionDecision, Aggregate, AuditRow
+from tasks_lib.admission import AdmissionDecision
+from tasks_lib.aggregate import CALIBRATION_REASON, Aggregate, AuditRow
 from tasks_lib.grading import COST_SAVING_FACTOR, HARNESS_GAP_LIMIT, LOW_DELIVERY_RATE, GradingSummary
 from tasks_lib.report import plots
 
@@ -171,6 +172,9 @@ def excluded_section(excluded: Sequence[AdmissionDecision], recorded: bool) -> s
     else:
         parts.append(table(["task", "condition", "trial", "reason code", "detail"],
                            [(e.task_id, e.condition, e.trial, e.reason_code, e.detail) for e in excluded]))
+        if any(e.reason_code == CALIBRATION_REASON for e in excluded):
+            parts.append(_p(f"Attempts excluded as {CALIBRATION_REASON} are not publishable; they are graded above "
+                            "only as the calibration of the apparatus."))
     return "".join(parts)
 
 

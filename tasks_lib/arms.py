@@ -12,8 +12,9 @@ condition always runs first.
 Stage entry points (each typed, none imports Prefect; `run_attempt` is exactly their composition,
 so an orchestrator can wrap each one as its own task):
 
-1. `materialize_workspace(attempt, source) -> Workspace`: scratch root, redacted fixture, HOME,
-   pre-run snapshot.
+1. `materialize_workspace(attempt, source, templates=...) -> Workspace`: scratch root, redacted
+   fixture, HOME, pre-run snapshot; pass one `WorkspaceTemplates` per matrix so each task's
+   fixture is built from git objects once and copied per attempt (`run_matrix` does).
 2. `provision_memory(attempt, run_id, workspace.root, embedder) -> ProvisionedMemory`: realm,
    planted ids and the agent's memory environment (nothing planted under `off`).
 3. `run_agent(attempt, workspace, memory, agent_name, ...) -> AgentRun`.
@@ -42,10 +43,9 @@ from tasks_lib.agents.calibration import CalibrationAgent
 from tasks_lib.agents.calibration_plan import key_texts
 from tasks_lib.agents.registry import get_agent
 from tasks_lib.artifacts import ArtifactStore, run_key
-from tasks_lib.audit import AuditReceipt, TreeSnapshot, audit, snapshot_tree
+from tasks_lib.audit import AuditReceipt, TreeSnapshot, audit
 from tasks_lib.comparability import record_fields
 from tasks_lib.contracts import RunRecord, check_rel_path
-from tasks_lib.corpus import build_tree
 from tasks_lib.errors import MemtrialError
 from tasks_lib.injection import confirm_injection
 from tasks_lib.memory.hook import REALM_ENV, STORE_ENV
@@ -53,8 +53,8 @@ from tasks_lib.memory.planting import plant
 from tasks_lib.memory.realms import trial_realm
 from tasks_lib.memory.store import SqliteMemoryStore
 from tasks_lib.memory.switches import ABLATE_LANES_ENV as ABLATE_ENV, MEMORY_OFF_ENV as OFF_ENV
-from tasks_lib.redact import redact_tree
 from tasks_lib.taskcorpus import LoadedTask, overlay, run_check
+from tasks_lib.workspace_templates import WorkspaceTemplates, build_redacted
 
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.hook")
 """The memory delivery hook every agent's prompt/session hooks call."""
@@ -162,20 +162,25 @@ def schedule(tasks: Sequence[LoadedTask], conditions: Sequence[str], trials: int
 # --------------------------------------------------------------------------- stages
 
 
-def materialize_workspace(attempt: Attempt, source: TaskSource, scratch_parent: Path | None = None) -> Workspace:
+def materialize_workspace(
+    attempt: Attempt, source: TaskSource, scratch_parent: Path | None = None, templates: WorkspaceTemplates | None = None
+) -> Workspace:
     """Stage 1: a fresh scratch root holding the task's fixture (built from git objects, redacted),
-    an empty HOME, and the pre-run snapshot. Nothing is left behind when it fails."""
+    an empty HOME, and the pre-run snapshot. With `templates`, the fixture is built once per task
+    and copied (see `workspace_templates`). Nothing is left behind when it fails."""
     root = Path(tempfile.mkdtemp(prefix="memtrial-arm-", dir=scratch_parent))
     try:
         workspace, home = root / "workspace", root / "home"
         home.mkdir()
-        build = build_tree(source.repo_root, source.commit, workspace, subdir=source.fixture_subdir(attempt.task))
-        redact_tree(workspace, build.corpus_id, listing=build.files)
-        before = snapshot_tree(workspace)
+        subdir = source.fixture_subdir(attempt.task)
+        if templates is not None:
+            corpus_id, before = templates.materialize(source.repo_root, source.commit, subdir, workspace)
+        else:
+            corpus_id, before = build_redacted(source.repo_root, source.commit, subdir, workspace)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-    return Workspace(root=root, workspace=workspace, home=home, corpus_id=build.corpus_id, before=before)
+    return Workspace(root=root, workspace=workspace, home=home, corpus_id=corpus_id, before=before)
 
 
 def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = "hashed") -> ProvisionedMemory:
@@ -366,10 +371,11 @@ def run_attempt(
     embedder: str = "hashed",
     sandbox: str = "local",
     timeout_seconds: float | None = None,
+    templates: WorkspaceTemplates | None = None,
 ) -> RunRecord:
     """Run one attempt end to end (the stages in order) and store its transcript, receipt and record."""
     source = TaskSource(repo_root=repo_root, commit=commit, tasks_subdir=tasks_subdir)
-    workspace = materialize_workspace(attempt, source)
+    workspace = materialize_workspace(attempt, source, templates=templates)
     try:
         memory = provision_memory(attempt, run_id, workspace.root, embedder)
         try:
@@ -430,16 +436,22 @@ def run_matrix(
     sandbox: str = "local",
     progress: ProgressFn | None = None,
 ) -> list[RunRecord]:
-    """Run every attempt in schedule order; return the records (also stored one by one)."""
+    """Run every attempt in schedule order; return the records (also stored one by one).
+
+    Each task's fixture is built once into a template for the matrix and copied per attempt.
+    """
     records = []
-    for attempt in attempts:
-        record = run_attempt(
-            attempt, run_id=run_id, repo_root=repo_root, commit=commit, tasks_subdir=tasks_subdir,
-            agent_name=agent_name, store=store, agent_options=agent_options, embedder=embedder, sandbox=sandbox,
-        )
-        records.append(record)
-        if progress:
-            progress(record)
+    with tempfile.TemporaryDirectory(prefix="memtrial-templates-") as cache:
+        templates = WorkspaceTemplates(Path(cache))
+        for attempt in attempts:
+            record = run_attempt(
+                attempt, run_id=run_id, repo_root=repo_root, commit=commit, tasks_subdir=tasks_subdir,
+                agent_name=agent_name, store=store, agent_options=agent_options, embedder=embedder, sandbox=sandbox,
+                templates=templates,
+            )
+            records.append(record)
+            if progress:
+                progress(record)
     return records
 
 

@@ -165,13 +165,17 @@ def _shown(rel: str) -> str:
     return rel
 
 
-def _walk(root: str) -> tuple[list[SnapshotEntry], list[str]]:
+Row = tuple[str, EntryType, int, "str | None", "int | None", "str | None"]
+"""An entry as plain values: (path, type, mode, sha256, size, link_target); the audit's fast form."""
+
+
+def _walk(root: str) -> tuple[list[Row], list[str]]:
     """Non-file entries described, and the path of every regular file to hash.
 
     Types come from the directory listing (no stat per file); the hashing workers fstat each file
     they open, so the per-file system calls run in parallel too.
     """
-    described: list[SnapshotEntry] = []
+    described: list[Row] = []
     files: list[str] = []
     stack = [""]
     while stack:
@@ -189,13 +193,13 @@ def _walk(root: str) -> tuple[list[SnapshotEntry], list[str]]:
             info = item.stat(follow_symlinks=False)
             shown = _shown(rel)
             if stat.S_ISDIR(info.st_mode):
-                described.append(SnapshotEntry(path=shown, type="dir", mode=stat.S_IMODE(info.st_mode)))
+                described.append((shown, "dir", stat.S_IMODE(info.st_mode), None, None, None))
                 stack.append(rel + "/")
             elif stat.S_ISLNK(info.st_mode):
                 target = _shown(os.readlink(item.path))
-                described.append(SnapshotEntry(path=shown, type="symlink", mode=0, link_target=target))
+                described.append((shown, "symlink", 0, None, None, target))
             else:
-                described.append(SnapshotEntry(path=shown, type="other", mode=stat.S_IMODE(info.st_mode)))
+                described.append((shown, "other", stat.S_IMODE(info.st_mode), None, None, None))
     return described, files
 
 
@@ -203,19 +207,29 @@ def _batches(files: list[str]) -> list[list[str]]:
     return [files[i : i + BATCH_FILES] for i in range(0, len(files), BATCH_FILES)]
 
 
-def _digest(entries: Iterable[SnapshotEntry]) -> str:
+def _row(entry: SnapshotEntry) -> Row:
+    return (entry.path, entry.type, entry.mode, entry.sha256, entry.size, entry.link_target)
+
+
+def _entry(row: Row) -> SnapshotEntry:
+    path, type_, mode, sha, size, target = row
+    return SnapshotEntry.model_construct(path=path, type=type_, mode=mode, sha256=sha, size=size, link_target=target)
+
+
+def _row_digest(rows: Iterable[Row]) -> str:
     hasher = hashlib.sha256()
-    for e in entries:
-        hasher.update(f"{e.type} {e.mode:o} {e.sha256 or '-'} {e.link_target or '-'} {e.path}\n".encode())
+    for path, type_, mode, sha, _size, target in rows:
+        hasher.update(f"{type_} {mode:o} {sha or '-'} {target or '-'} {path}\n".encode())
     return hasher.hexdigest()
 
 
-def snapshot_tree(root: Path, workers: int | None = None) -> TreeSnapshot:
-    """Snapshot every entry under `root` (never following symlinks), hashing files on all cores.
+def snapshot_digest(entries: Iterable[SnapshotEntry]) -> str:
+    """The digest of a snapshot's entries (sorted by path); equal trees have equal digests."""
+    return _row_digest(_row(e) for e in entries)
 
-    Raises:
-        AuditError: `root` is not a directory, or an entry cannot be read or changes type while read.
-    """
+
+def _scan(root: Path, workers: int | None) -> list[Row]:
+    """Every entry under `root` as rows sorted by path, files hashed on a thread pool."""
     if not root.is_dir() or root.is_symlink():
         raise AuditError(f"{root}: not a directory; the audit snapshots a workspace folder")
     base = str(root)
@@ -227,14 +241,23 @@ def snapshot_tree(root: Path, workers: int | None = None) -> TreeSnapshot:
             hashed = [r for batch in pool.map(lambda b: _hash_batch(base, b), batches) for r in batch]
     else:
         hashed = [r for b in batches for r in _hash_batch(base, b)]
+    rows = described + [
+        (_shown(rel), "file", mode, digest, size, None) for rel, (mode, size, digest) in zip(files, hashed, strict=True)
+    ]
+    rows.sort(key=lambda r: r[0])
+    return rows
+
+
+def snapshot_tree(root: Path, workers: int | None = None) -> TreeSnapshot:
+    """Snapshot every entry under `root` (never following symlinks), hashing files on all cores.
+
+    Raises:
+        AuditError: `root` is not a directory, or an entry cannot be read or changes type while read.
+    """
+    rows = _scan(root, workers)
     # Built without re-validation: every field was just computed here (a scandir name is never
     # empty, '.', '..' or slash-bearing; the digest is hexdigest()); loading a snapshot validates.
-    entries = described + [
-        SnapshotEntry.model_construct(path=_shown(rel), type="file", mode=mode, size=size, sha256=digest, link_target=None)
-        for rel, (mode, size, digest) in zip(files, hashed, strict=True)
-    ]
-    entries.sort(key=lambda e: e.path)
-    return TreeSnapshot(entries=tuple(entries), digest=_digest(entries))
+    return TreeSnapshot(entries=tuple(_entry(r) for r in rows), digest=_row_digest(rows))
 
 
 # --------------------------------------------------------------------------- audit
@@ -267,17 +290,22 @@ def _changes(path: str, before: SnapshotEntry | None, after: SnapshotEntry | Non
     return found
 
 
-def diff_snapshots(before: TreeSnapshot, after: TreeSnapshot) -> list[Change]:
-    """Every change from `before` to `after`, sorted by path then kind."""
-    old = {e.path: e for e in before.entries}
-    new = {e.path: e for e in after.entries}
+def _diff_rows(before: Sequence[Row], after: Sequence[Row]) -> list[Change]:
+    """Every change from rows `before` to rows `after`, sorted by path then kind (models built for changes only)."""
+    old = {r[0]: r for r in before}
+    new = {r[0]: r for r in after}
     changes: list[Change] = []
     for path in sorted(old.keys() | new.keys()):
         a, b = old.get(path), new.get(path)
         if a != b:
-            changes.extend(_changes(path, a, b))
+            changes.extend(_changes(path, None if a is None else _entry(a), None if b is None else _entry(b)))
     changes.sort(key=lambda c: (c.path, c.kind))
     return changes
+
+
+def diff_snapshots(before: TreeSnapshot, after: TreeSnapshot) -> list[Change]:
+    """Every change from `before` to `after`, sorted by path then kind."""
+    return _diff_rows([_row(e) for e in before.entries], [_row(e) for e in after.entries])
 
 
 def audit(before: TreeSnapshot, after_root: Path, allowed_output_paths: Sequence[str]) -> AuditReceipt:
@@ -293,20 +321,20 @@ def audit(before: TreeSnapshot, after_root: Path, allowed_output_paths: Sequence
         except ValueError as error:
             raise AuditError(f"allowed_output_paths: {error}") from error
     allowed = sorted(set(allowed))
-    after = snapshot_tree(after_root)
+    after = _scan(after_root, None)
     violations: list[Change] = []
     permitted: list[Change] = []
-    for change in diff_snapshots(before, after):
+    for change in _diff_rows([_row(e) for e in before.entries], after):
         inside = _covered(change.path, allowed) or (
             change.kind == "added" and change.after is not None and change.after.type == "dir"
             and _ancestor_of_allowed(change.path, allowed)
         )
         (permitted if inside else violations).append(change)
-    entries_before, entries_after = len(before.entries), len(after.entries)
+    entries_before, entries_after = len(before.entries), len(after)
     return AuditReceipt(
         allowed_output_paths=tuple(allowed),
         before_digest=before.digest,
-        after_digest=after.digest,
+        after_digest=_row_digest(after),
         entries_before=entries_before,
         entries_after=entries_after,
         violations=tuple(violations),

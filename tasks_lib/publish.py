@@ -125,13 +125,12 @@ def write_manifest(root: Path, run_id: str) -> ReleaseManifest:
 
 
 def _texts(rel: str, path: Path) -> Iterator[tuple[str, str]]:
-    """(where, text) pieces of a file to scan: Parquet row by row, anything else as UTF-8 text by line."""
+    """(where, text) pieces of a file to scan: Parquet row by row, anything else as UTF-8 text by line.
+
+    Raises pyarrow.ArrowInvalid or OSError for a Parquet file that cannot be read (a problem, never a pass).
+    """
     if rel.endswith(".parquet"):
-        try:
-            table = pq.read_table(path)
-        except (pa.ArrowInvalid, OSError) as error:
-            yield f"{rel}", f"unreadable parquet: {error}"
-            return
+        table = pq.read_table(path)
         yield f"{rel}: columns", " ".join(table.column_names)
         for index, row in enumerate(table.to_pylist()):
             yield f"{rel}: row {index}", json.dumps(row, default=str, ensure_ascii=False)
@@ -229,8 +228,11 @@ def check_release(root: Path, forbidden: Iterable[str] = ()) -> list[str]:
     for rel, path in _release_files(root):
         if path.is_symlink():
             continue
-        for where, text in _texts(rel, path):
-            problems.extend(scan_text(where, text, forbidden))
+        try:
+            for where, text in _texts(rel, path):
+                problems.extend(scan_text(where, text, forbidden))
+        except (pa.ArrowInvalid, OSError) as error:
+            problems.append(f"{rel}: cannot be read as Parquet, so it cannot be checked ({error})")
     return problems
 
 

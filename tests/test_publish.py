@@ -190,6 +190,14 @@ def test_check_release_finds_an_uncovered_file_a_missing_file_and_a_symlink(rele
     assert "link: is a symlink; a release holds regular files only" in problems
 
 
+def test_an_unreadable_parquet_file_fails_instead_of_going_unchecked(release: Path) -> None:
+    """Regression: a table the scanner cannot read must not pass as clean."""
+    target = release / "runs" / RUN / "admissions.parquet"
+    target.write_bytes(b"not parquet " + b"sk-ant-" + b"q" * 30)
+    problems = check_release(release)
+    assert any(p.startswith(f"runs/{RUN}/admissions.parquet: cannot be read as Parquet") for p in problems), problems
+
+
 def test_check_release_without_a_manifest_fails(release: Path) -> None:
     (release / MANIFEST).unlink()
     assert f"{MANIFEST}: missing; every release needs a manifest covering its files" in check_release(release)

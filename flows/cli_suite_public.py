@@ -53,7 +53,7 @@ def _tables(result: PublicResult) -> None:
         f"groups {result.groups}, questions {result.questions}, index {result.index_seconds:.2f} s, "
         f"recall p50 {result.query_p50_ms:.1f} ms / p95 {result.query_p95_ms:.1f} ms, storage {result.storage_bytes:,} bytes, "
         f"embedding calls {result.embedding_calls}, LLM calls {result.llm_calls}, short rankings {result.short_rankings}, "
-        f"wall {result.wall_seconds:.1f} s, peak RSS {result.peak_rss_mib} MiB"
+        f"wall {result.wall_seconds:.1f} s (CPU {result.cpu_seconds:.1f} s), peak RSS {result.peak_rss_mib} MiB"
     )
 
 

@@ -90,6 +90,8 @@ class PublicResult(ContractModel):
     """Chat-model calls made, over all groups (zero for the reference store)."""
     wall_seconds: float = Field(ge=0)
     """Wall time of the whole run, loading included."""
+    cpu_seconds: float = Field(ge=0)
+    """CPU time of this process over the run (steadier than wall time on a shared machine)."""
     peak_rss_mib: float = Field(ge=0)
     """The process's peak resident memory when the run ended (process-wide, so it includes earlier work)."""
 

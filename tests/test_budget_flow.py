@@ -106,3 +106,39 @@ def test_cli_budget_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFi
 def test_cli_fingerprint_matches_config(budget_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["budget", "fingerprint", "--env", "MEMTRIAL_TEST_EVAL_KEY"]) == 0
     assert capsys.readouterr().out.strip() == key_fingerprint(KEY)
+
+
+def test_nightly_stops_a_paid_agent_at_its_pair_cap(prefect_harness: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end: the nightly flow runs the free calibration agent, then a paid `command` agent whose
+    every arm reports $3.00; with a $10 pair cap and $4 arm ceiling the guard stops it before an arm
+    could take the pair past the cap, and every decision is in the artifact store."""
+    from flows.nightly import nightly
+
+    write_ledger(tmp_path / "ledger.json", Ledger(opening_balance_usd=100.0, key_ceiling_usd=40.0))
+    (tmp_path / "budget.yaml").write_text(
+        f"provider: ledger\nkey_env: MEMTRIAL_TEST_EVAL_KEY\nkey_sha256: {key_fingerprint(KEY)}\n"
+        "production_reserve_usd: 60\npair_cap_usd: 10\narm_ceiling_usd: 4\nledger_path: ledger.json\n"
+    )
+    usage = json.dumps({"kind": "usage", "input_tokens": 10, "output_tokens": 5, "cost_usd": 3.0})
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "name: budget-test\ntasks: [rotlog-keep-count, tabmill-delimiter]\nconditions: ['off', 'on']\nsuites: []\n"
+        f"artifact_root: {tmp_path / 'artifacts'}\nbudget: {{config: budget.yaml}}\n"
+        f"agents:\n  - name: command\n    options: {{argv: [sh, -c, {json.dumps('echo ' + chr(39) + usage + chr(39))}]}}\n"
+    )
+    monkeypatch.setenv("MEMTRIAL_TEST_EVAL_KEY", KEY)
+    run_id = "nightly-budget-test"
+    with pytest.raises(BudgetStop, match="pass the pair cap"):
+        nightly(config_path=str(config), run_id=run_id)
+
+    store = open_store(tmp_path / "artifacts")
+    keys = store.list_keys(f"runs/{run_id}-command/budget/")
+    decisions = [store.get_json(k, GuardDecision) for k in keys]
+    assert decisions[0].phase == "preflight" and decisions[0].allowed
+    drains = decisions[1:]
+    assert all(d.allowed for d in drains[:-1]) and not drains[-1].allowed
+    spent = [d.declared_spent_usd for d in drains]
+    assert spent == sorted(spent) and spent[0] == 0.0
+    assert all(s % 3.0 == 0 for s in spent if s is not None), spent  # whole arms of $3.00 each
+    assert (spent[-2] or 0) + 4.0 <= 10.0 < (spent[-1] or 0) + 4.0  # the last allowed arm fit, the next would not
+    assert not store.list_keys(f"runs/{run_id}-calibration/budget/"), "the free agent needs no guard"

@@ -127,3 +127,21 @@ def test_bad_files_raise_one_clear_error(tmp_path: Path, content: str, message: 
     with pytest.raises(DatasetError, match=message) as error:
         load_longmemeval([path])
     assert str(path) in str(error.value)
+
+
+def test_session_level_reads_noans_turns_as_another_session_as_upstream(records: list[dict[str, Any]]) -> None:
+    """A non-evidence turn of an answer session ranked first does not retrieve that session."""
+    from tasks_lib.public.metrics import score_question
+
+    groups, _ = load_longmemeval([SAMPLE], limit=1)
+    group = groups[0]
+    question = group.questions[0]
+    other = next(t for t in group.turns if t.turn_id not in question.relevant_turns and t.scored_session)
+    assert other.scored_session == f"noans:{other.session}"
+    session_of = {t.turn_id: t.scored_session or t.session for t in group.turns}
+    corpus = [t.turn_id for t in group.turns]
+    scores = score_question(group.group_id, question.question_id, question.slice, [other.turn_id], question.relevant_turns, corpus, session_of, (1,))
+    assert scores.values[("session", "recall_any", 1)] == 0.0 and scores.values[("turn", "recall_any", 1)] == 0.0
+    best = sorted(question.relevant_turns)[0]
+    scores = score_question(group.group_id, question.question_id, question.slice, [best], question.relevant_turns, corpus, session_of, (1,))
+    assert scores.values[("session", "recall_any", 1)] == 1.0

@@ -9,7 +9,8 @@ corpus indices:
 - `ndcg@k`: binary relevance; DCG = rel_1 + sum_{i>=2} rel_i / log2(i) (so ranks 1 and 2 both
   weigh 1, as upstream); the ideal DCG is that of the corpus's relevances sorted, cut at k;
   0 when nothing in the corpus is relevant.
-- session level (`turn_to_session`): turn ids become session ids; k grows until the top k turns
+- session level (`turn_to_session`): turn ids become session ids (for LongMemEval, upstream's
+  ids: a non-evidence turn of an answer session counts as a `noans` session); k grows until the top k turns
   hold k distinct sessions (or the corpus ends), then the three metrics above are computed on the
   session ids with that effective k (upstream's `evaluate_retrieval_turn2session`).
 

@@ -54,7 +54,7 @@ class _Costs:
 
 def _run_group(group: EvalGroup, factory: AdapterFactory, ks: Sequence[int], depth: int, costs: _Costs) -> list[QuestionScores]:
     corpus = [t.turn_id for t in group.turns]
-    session_of = {t.turn_id: t.session for t in group.turns}
+    session_of = {t.turn_id: t.scored_session or t.session for t in group.turns}
     corpus_sessions = len(set(session_of.values()))
     rows = []
     with tempfile.TemporaryDirectory(prefix="memtrial-public-") as tmp:

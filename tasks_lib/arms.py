@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -435,23 +436,30 @@ def run_matrix(
     embedder: str = "hashed",
     sandbox: str = "local",
     progress: ProgressFn | None = None,
+    workers: int = 1,
 ) -> list[RunRecord]:
-    """Run every attempt in schedule order; return the records (also stored one by one).
+    """Run every attempt; return the records in schedule order (each is also stored as it ends).
 
     Each task's fixture is built once into a template for the matrix and copied per attempt.
+    With `workers` > 1, that many attempts run at once on threads (each has its own scratch root,
+    store and realm); they start in schedule order, and `progress` is called as each one ends.
     """
-    records = []
+    if workers < 1:
+        raise ArmsError(f"workers: must be at least 1, got {workers}")
     with tempfile.TemporaryDirectory(prefix="memtrial-templates-") as cache:
         templates = WorkspaceTemplates(Path(cache))
-        for attempt in attempts:
+
+        def one(attempt: Attempt) -> RunRecord:
             record = run_attempt(
                 attempt, run_id=run_id, repo_root=repo_root, commit=commit, tasks_subdir=tasks_subdir,
                 agent_name=agent_name, store=store, agent_options=agent_options, embedder=embedder, sandbox=sandbox,
                 templates=templates,
             )
-            records.append(record)
             if progress:
                 progress(record)
-    return records
+            return record
 
-
+        if workers == 1:
+            return [one(attempt) for attempt in attempts]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memtrial-arm") as pool:
+            return list(pool.map(one, attempts))

@@ -275,3 +275,19 @@ def test_a_failed_materialization_leaves_no_scratch_folder(tmp_path: Path) -> No
     with pytest.raises(MemtrialError):
         materialize_workspace(attempt, source, scratch_parent=tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_parallel_attempts_give_the_expected_records_in_schedule_order(tmp_path: Path) -> None:
+    plan = schedule(select_tasks(TASKS, ["diskwatch-critical-default", "tabmill-delimiter"]), ["on", "ablate:graph"], 1)
+    seen: list[str] = []
+    records = run_matrix(plan, run_id="test-run", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
+                         agent_name="calibration", store=LocalStore(tmp_path / "artifacts"), workers=2,
+                         progress=lambda r: seen.append(f"{r.task_id}/{r.condition}"))
+    assert [(r.task_id, r.condition) for r in records] == [(a.task.task_id, a.condition) for a in plan]
+    assert sorted(seen) == sorted(f"{a.task.task_id}/{a.condition}" for a in plan)
+    for attempt, record in zip(plan, records):
+        expected = expected_attempt(attempt.task, attempt.condition, KEY_LANES.tasks[attempt.task.task_id])
+        assert (record.outcome, record.output_tokens) == (expected.outcome, expected.output_tokens)
+    with pytest.raises(ArmsError, match="workers: must be at least 1"):
+        run_matrix(plan, run_id="x", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks", agent_name="calibration",
+                   store=LocalStore(tmp_path / "a2"), workers=0)

@@ -53,7 +53,8 @@ from tasks_lib.memory.hook import REALM_ENV, STORE_ENV
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.realms import trial_realm
 from tasks_lib.memory.store import SqliteMemoryStore
-from tasks_lib.memory.switches import ABLATE_LANES_ENV as ABLATE_ENV, MEMORY_OFF_ENV as OFF_ENV
+from tasks_lib.memory.switches import ABLATE_LANES_ENV as ABLATE_ENV
+from tasks_lib.memory.switches import MEMORY_OFF_ENV as OFF_ENV
 from tasks_lib.taskcorpus import LoadedTask, overlay, run_check
 from tasks_lib.workspace_templates import WorkspaceTemplates, build_redacted
 

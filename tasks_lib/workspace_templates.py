@@ -28,7 +28,7 @@ import threading
 from pathlib import Path
 from typing import ClassVar
 
-from tasks_lib.audit import SnapshotEntry, TreeSnapshot, snapshot_tree, snapshot_digest
+from tasks_lib.audit import SnapshotEntry, TreeSnapshot, snapshot_digest, snapshot_tree
 from tasks_lib.contracts import CorpusBuild, Document, Sha256, dump_document
 from tasks_lib.corpus import build_tree, staged_directory
 from tasks_lib.errors import MemtrialError

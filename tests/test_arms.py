@@ -8,7 +8,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
+from tasks_lib.agents.base import (
+    Agent,
+    AgentRun,
+    AgentSession,
+    Transcript,
+    TranscriptStep,
+)
 from tasks_lib.agents.calibration_plan import (
     CalibrationPlanError,
     expected_attempt,
@@ -196,10 +202,9 @@ def test_infrastructure_failure_is_ungradable_not_a_fail(tmp_path: Path) -> None
 
 def test_planted_memories_are_forgotten_by_exact_id_even_on_failure(tmp_path: Path) -> None:
     attempt = schedule(select_tasks(TASKS, ["logship-partial-exit"]), ["on"], 1)[0]
-    with pytest.raises(RuntimeError, match="agent blew up"):
-        with planted_memory(attempt, "run-x", tmp_path, "hashed") as (env, ids):
-            assert len(ids) == 2 and env["MEMTRIAL_MEMORY_DB"] == str(tmp_path / "memory.sqlite")
-            raise RuntimeError("agent blew up")
+    with pytest.raises(RuntimeError, match="agent blew up"), planted_memory(attempt, "run-x", tmp_path, "hashed") as (env, ids):
+        assert len(ids) == 2 and env["MEMTRIAL_MEMORY_DB"] == str(tmp_path / "memory.sqlite")
+        raise RuntimeError("agent blew up")
     with SqliteMemoryStore(tmp_path / "memory.sqlite", "hashed") as store:
         assert store.live_ids(env["MEMTRIAL_REALM"]) == ()
 

@@ -142,7 +142,7 @@ def leak_answer(task: Path) -> str:
 
 def narrate_memory(task: Path) -> str:
     script = task / "fixture" / "diskwatch.sh"
-    script.write_text(script.read_text().replace("warn=80\n", "# storage team standard for disk checks: warn at 80% used\nwarn=80\n"))
+    script.write_text(script.read_text().replace("warn=80\n", "# defaults: diskwatch.sh takes its default thresholds from the storage team's Volume Policy\nwarn=80\n"))
     return "fixture/diskwatch.sh:"
 
 

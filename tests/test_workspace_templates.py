@@ -10,7 +10,11 @@ import pytest
 
 from tasks_lib.audit import audit, snapshot_tree
 from tasks_lib.corpus import build_tree
-from tasks_lib.workspace_templates import WorkspaceTemplates, build_redacted, listing_snapshot
+from tasks_lib.workspace_templates import (
+    WorkspaceTemplates,
+    build_redacted,
+    listing_snapshot,
+)
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.org", "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent"}
@@ -67,7 +71,7 @@ def test_another_process_reuses_a_built_template(tmp_path: Path) -> None:
     WorkspaceTemplates(tmp_path / "templates").materialize(repo, commit, "fx", tmp_path / "a")
     (template,) = (tmp_path / "templates").iterdir()
     built_at = (template / "template.json").stat().st_mtime_ns
-    corpus_id, snapshot = WorkspaceTemplates(tmp_path / "templates").materialize(repo, commit, "fx", tmp_path / "b")
+    _corpus_id, snapshot = WorkspaceTemplates(tmp_path / "templates").materialize(repo, commit, "fx", tmp_path / "b")
     assert (template / "template.json").stat().st_mtime_ns == built_at
     assert snapshot == snapshot_tree(tmp_path / "b")
 

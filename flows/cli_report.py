@@ -7,7 +7,7 @@ exit 2). Warnings in the report are also printed on stderr, so a low delivery ra
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -28,8 +28,8 @@ def bundled_memory_texts() -> dict[str, list[str]] | None:
 @app.command()
 def report(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, as printed by 'memtrial paired' (runs/<RUN>/records.parquet).")],
-    artifacts: Annotated[Optional[str], typer.Option(help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")] = None,
-    out_file: Annotated[Optional[Path], typer.Option("--out", help="Also write the HTML report to this local file.")] = None,
+    artifacts: Annotated[str | None, typer.Option(help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")] = None,
+    out_file: Annotated[Path | None, typer.Option("--out", help="Also write the HTML report to this local file.")] = None,
     publish_artifacts: Annotated[bool, typer.Option("--prefect-artifacts", help="Also publish the report's tables as Prefect artifacts (starts Prefect).")] = False,
     as_json: JsonFlag = False,
 ) -> None:

@@ -14,16 +14,8 @@ import pytest
 from test_grading import scenario_records, store_scenario
 
 from tasks_lib.admission import ADMISSION_COLUMNS, AdmissionDecision, admissions_key, decisions_table
-from tasks_lib.aggregate import (
-    ABLATIONS_TABLE,
-    AUDIT_TABLE,
-    GRADES_TABLE,
-    SUMMARY_JSON,
-    AggregateError,
-    RunNotFound,
-    aggregate_run,
-)
-from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, LocalStore, open_store, run_key
+from tasks_lib.aggregate import ABLATIONS_TABLE, AUDIT_TABLE, GRADES_TABLE, SUMMARY_JSON, AggregateError, RunNotFound, aggregate_run
+from tasks_lib.artifacts import RECORDS_TABLE, LocalStore, open_store, run_key
 from tasks_lib.errors import ArtifactError, ContractError
 from tasks_lib.grading import GradingSummary
 

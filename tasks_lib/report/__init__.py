@@ -11,7 +11,7 @@ import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tasks_lib.aggregate import Aggregate, aggregate_run
@@ -59,7 +59,7 @@ def build_report(
     from tasks_lib.report.html import render_html
 
     aggregate = aggregate_run(store, run_id, memory_texts)
-    page = render_html(aggregate, datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
+    page = render_html(aggregate, datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
     key = run_key(run_id, REPORT_HTML)
     store.put_bytes(key, page.encode("utf-8"))
     if out is not None:

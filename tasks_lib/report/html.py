@@ -60,10 +60,10 @@ def _img(uri: str, alt: str) -> str:
 
 def header(summary: GradingSummary) -> str:
     """Title, run facts, the calibration banner and every warning."""
-    parts = [f"<h1>memtrial report: {escape(summary.run_id)}</h1>",
-             f"<p>{summary.attempts} attempts graded ({summary.excluded} excluded, {summary.ungradable} ungradable); "
-             f"agents: {escape(', '.join(summary.agents) or 'none')}; tasks: {len(summary.tasks)}; "
-             f"conditions: {escape(', '.join(summary.conditions))}.</p>"]
+    facts = (f"{summary.attempts} attempts graded ({summary.excluded} excluded, {summary.ungradable} ungradable); "
+             f"agents: {', '.join(summary.agents) or 'none'}; tasks: {len(summary.tasks)}; "
+             f"conditions: {', '.join(summary.conditions)}.")
+    parts = [f"<h1>memtrial report: {escape(summary.run_id)}</h1>", f"<p>{escape(facts)}</p>"]
     if summary.calibration:
         parts.append('<div class="banner calibration" id="calibration"><strong>Calibration run.</strong> These attempts were '
                      "run by the calibration agent, an instrument of known effect that proves the apparatus. They are "

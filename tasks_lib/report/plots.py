@@ -14,10 +14,10 @@ from fractions import Fraction
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
-from tasks_lib.grading import AttemptGrade, MuiTally, PassRate  # noqa: E402
+from tasks_lib.grading import AttemptGrade, MuiTally, PassRate
 
 COLOURS = {"off": "#7f7f7f", "on": "#1f77b4", "ablate:all": "#d62728"}
 LANE_COLOURS = ("#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib.recall import SweepConfig, find_knee, gate_failures, run_sweep
+from tasks_lib.contracts import parse_document
+from tasks_lib.recall import SweepConfig, SweepResult, find_knee, gate_failures, run_sweep
 from tasks_lib.recall.errors import RecallError, RecallModelError
 from tasks_lib.recall.reader import ABSTAIN_ANSWER, extract_answer
 from tasks_lib.recall.results import ModelConfig
@@ -135,6 +136,8 @@ def test_window_without_memory_falls_off_at_the_window_and_the_knee_says_so(tmp_
         "recall at length 40 is 0.000 (0/1), below the minimum 0.500",
     ]
     assert gate_failures(result) == []
+    stored = json.loads(result.model_dump_json())  # what a flow stores as an artifact reads back unchanged
+    assert parse_document(SweepResult, stored, "recall.json") == result
 
 
 def test_stale_case_plays_old_value_then_correction(tmp_path: Path) -> None:

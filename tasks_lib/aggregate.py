@@ -113,11 +113,16 @@ def load_records(store: ArtifactStore, run_id: str) -> list[RunRecord]:
         hint = f"known runs: {', '.join(runs[-10:])}" if runs else "it holds no runs; make one with 'memtrial paired'"
         raise RunNotFound(f"run {run_id!r}: no {RECORDS_TABLE} under {store.uri.rstrip('/')}/{RUNS}/{run_id}/; {hint}") from None
     source = f"{store.uri.rstrip('/')}/{key}"
-    records = []
+    records: dict[tuple[str, str, int], RunRecord] = {}
     for index, row in enumerate(rows):
         clean = {k: v for k, v in row.items() if v is not None}
-        records.append(parse_document(RunRecord, clean, f"{source} row {index}"))
-    return records
+        record = parse_document(RunRecord, clean, f"{source} row {index}")
+        cell = (record.task_id, record.condition, record.trial)
+        if cell in records:
+            raise AggregateError(f"{source} row {index}: a second record for {'/'.join(map(str, cell))}; a run has one per "
+                                 "task, condition and trial (was the table written twice?)")
+        records[cell] = record
+    return list(records.values())
 
 
 def load_admissions(store: ArtifactStore, run_id: str) -> list[AdmissionDecision] | None:

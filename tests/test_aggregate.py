@@ -132,6 +132,10 @@ def test_a_corrupt_records_table_is_a_clear_error(tmp_path: Path) -> None:
     store.put_table(run_key("bad", RECORDS_TABLE), pa.Table.from_pylist(rows))
     with pytest.raises(ContractError, match=r"records.parquet row 1: field 'outcome'"):
         aggregate_run(store, "bad")
+    twice = [r.model_dump(mode="json") for r in scenario_records("bad")[:1]] * 2
+    store.put_table(run_key("bad", RECORDS_TABLE), pa.Table.from_pylist(twice))
+    with pytest.raises(AggregateError, match=r"records.parquet row 1: a second record for alpha/off/0"):
+        aggregate_run(store, "bad")
     assert not store.exists(run_key("bad", GRADES_TABLE)), "nothing half-written on bad input"
 
 

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from tasks_lib.contracts import parse_document
-from tasks_lib.recall import SweepConfig, SweepResult, find_knee, gate_failures, run_sweep
+from tasks_lib.recall import (
+    SweepConfig,
+    SweepResult,
+    find_knee,
+    gate_failures,
+    run_sweep,
+)
 from tasks_lib.recall.errors import RecallError, RecallModelError
 from tasks_lib.recall.reader import ABSTAIN_ANSWER, extract_answer
 from tasks_lib.recall.results import ModelConfig

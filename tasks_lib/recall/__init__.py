@@ -5,7 +5,14 @@ boundaries; `run_sweep(SweepConfig(...))` returns a `SweepResult` with `metrics_
 `knee`; `find_knee` and `gate_failures` work on any curve or result. See docs/RECALL.md.
 """
 
-from tasks_lib.recall.results import DEFAULT_LENGTHS, METRICS, LengthMetrics, ModelConfig, SweepConfig, SweepResult
+from tasks_lib.recall.results import (
+    DEFAULT_LENGTHS,
+    METRICS,
+    LengthMetrics,
+    ModelConfig,
+    SweepConfig,
+    SweepResult,
+)
 from tasks_lib.recall.scoring import VERDICTS, Verdict, score_answer
 from tasks_lib.recall.sweep import find_knee, gate_failures, run_sweep
 

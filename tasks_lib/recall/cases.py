@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, StrictInt, StrictStr, StringConstraints, model_validator
-from typing_extensions import Annotated
 
 from tasks_lib.contracts import ContractModel, Document, load_document
 from tasks_lib.errors import ContractError, Violation

@@ -86,7 +86,7 @@ class ChatModelAsker:
         request = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
         self.calls += 1
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:  # noqa: S310 (scheme checked)
+            with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:
                 raw = response.read()
         except urllib.error.HTTPError as error:
             detail = error.read(300).decode("utf-8", "replace")

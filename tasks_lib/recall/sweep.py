@@ -23,16 +23,34 @@ import random
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from itertools import pairwise
 from pathlib import Path
 
 from tasks_lib.memory.adapter import MemoryAdapter
-from tasks_lib.memory.registry import MEMORY_SYSTEMS, UnknownMemorySystemError, get_memory_system, open_memory_system
+from tasks_lib.memory.registry import (
+    MEMORY_SYSTEMS,
+    UnknownMemorySystemError,
+    get_memory_system,
+    open_memory_system,
+)
 from tasks_lib.recall.cases import RecallCase, load_cases, load_filler
 from tasks_lib.recall.errors import RecallError
-from tasks_lib.recall.filler import FillerSource, authored_filler, bury_order, locomo_filler
+from tasks_lib.recall.filler import (
+    FillerSource,
+    authored_filler,
+    bury_order,
+    locomo_filler,
+)
 from tasks_lib.recall.llm import ChatModelAsker
 from tasks_lib.recall.reader import extract_answer
-from tasks_lib.recall.results import CaseOutcome, Knee, LengthMetrics, Rate, SweepConfig, SweepResult
+from tasks_lib.recall.results import (
+    CaseOutcome,
+    Knee,
+    LengthMetrics,
+    Rate,
+    SweepConfig,
+    SweepResult,
+)
 from tasks_lib.recall.retention import make_policy
 from tasks_lib.recall.scoring import Verdict, score_answer
 from tasks_lib.recall.session import RecallSession
@@ -61,7 +79,7 @@ def find_knee(curve: Mapping[int, float], drop_points: float = 20.0) -> Knee | N
         raise ValueError(f"curve rates must lie in [0, 1], got {dict(curve)}")
     lengths = sorted(curve)
     baseline = curve[lengths[0]]
-    for before, length in zip(lengths, lengths[1:]):
+    for before, length in pairwise(lengths):
         drop = round((baseline - curve[length]) * 100, 6)
         if drop > drop_points:
             return Knee(length=length, previous=before, baseline_recall=baseline, recall=curve[length],

@@ -18,6 +18,8 @@ CASES = [
     ("It's no longer at 10:00.", "10:00", None, "miss"),
     ("It isn't 10:00 any more.", "10:00", None, "miss"),
     ("No, it is 10:00.", "10:00", None, "hit"),  # the comma ends the negation's reach
+    ("No doubt it is 10:00.", "10:00", None, "hit"),  # a bare "no" negates only the next token
+    ("There is no 10:00 slot.", "10:00", None, "miss"),
     ("Standup is at 14:00, not 10:00.", "14:00", "10:00", "hit"),  # rejected value negated
     ("Standup is at 14:00 instead of 10:00.", "14:00", "10:00", "hit"),
     ("It's 10:00 or maybe 14:00.", "14:00", "10:00", "stale"),  # both asserted: the rejected one fails it

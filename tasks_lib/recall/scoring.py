@@ -11,8 +11,9 @@ Answers and values are compared as token sequences, never as substrings, so boun
 - A value matches where its tokens appear contiguously in the answer's tokens: `9:15` is not
   found in `19:15`, `1` is not found in `10`.
 - An occurrence is **negated** (not asserted) when one of `NEGATION_CUES` ends within the
-  `NEGATION_WINDOW` tokens before it in the same clause: "not 10:00", "no longer at 10:00",
-  "instead of 10:00"; but in "No, it's 10:00" the comma ends the cue's reach.
+  `NEGATION_WINDOW` tokens before it in the same clause (a bare "no" only right before it):
+  "not 10:00", "no longer at 10:00", "instead of 10:00"; but in "No, it's 10:00" the comma ends
+  the cue's reach.
 
 The verdict, in this order: a rejected value asserted anywhere is `stale` (even when an accepted
 value is asserted too); else an accepted value asserted is a `hit`; else an empty answer or one
@@ -53,6 +54,9 @@ ending in `n't` (isn't, wasn't, don't) is a cue too."""
 
 NEGATION_WINDOW = 3
 """A cue negates a value when at most this many tokens lie between the cue's end and the value."""
+
+ADJACENT_ONLY_CUES: frozenset[tuple[str, ...]] = frozenset({("no",)})
+"""Cues that negate only the token right after them ("no 10:00 slot"), so "no doubt it's 9:15" stays a hit."""
 
 ABSTENTION_PHRASES: tuple[str, ...] = (
     "i don't know", "i do not know", "don't know", "not sure", "no idea", "i can't recall", "i cannot recall",
@@ -109,7 +113,7 @@ def _negated(answer: tuple[str, ...], start: int) -> bool:
             return True
         for cue in NEGATION_CUES:
             begin = end - len(cue) + 1
-            if begin >= 0 and answer[begin : end + 1] == cue:
+            if begin >= 0 and answer[begin : end + 1] == cue and (end == start - 1 or cue not in ADJACENT_ONLY_CUES):
                 return True
     return False
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tasks_lib.recall import score_answer
 from tasks_lib.recall.scoring import tokens
@@ -65,3 +67,28 @@ def test_unusable_values_are_errors_not_misses(accept: object, problem: type[Exc
 def test_answer_must_be_text() -> None:
     with pytest.raises(TypeError, match="answer"):
         score_answer(None, "9:15")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ properties (hypothesis)
+
+WORDS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=2, max_size=8).filter(
+    lambda w: w not in {"no", "not", "nor", "never", "except", "formerly", "previously"}
+)
+
+
+@given(st.integers(0, 10**6), st.integers(0, 10**6))
+def test_integers_match_exactly(said: int, expected: int) -> None:
+    assert score_answer(f"It is {said}.", expected) == ("hit" if said == expected else "miss")
+
+
+@given(st.integers(0, 23), st.integers(0, 59), st.integers(1, 9))
+def test_a_time_never_matches_inside_a_longer_time(hour: int, minute: int, digit: int) -> None:
+    time = f"{hour}:{minute:02d}"
+    assert score_answer(f"At {digit}{time} sharp.", time) == "miss"
+    assert score_answer(f"At {time} sharp.", time) == "hit"
+
+
+@given(st.lists(WORDS, min_size=1, max_size=3).map(" ".join))
+def test_a_negated_value_is_never_a_hit_and_a_rejected_one_always_fails(value: str) -> None:
+    assert score_answer(f"It is not {value}.", value) != "hit"
+    assert score_answer(f"It is {value}, or 14:00.", "14:00", value) == "stale"

@@ -199,3 +199,28 @@ def test_model_endpoint_failure_is_a_recall_model_error(tmp_path: Path) -> None:
         model = ModelConfig(base_url=server.base_url, model="scripted")
         with pytest.raises(RecallModelError, match="HTTP 500"):
             run_sweep(SweepConfig(lengths=(2,), memory="none", cases_dir=str(corpus), model=model))
+
+
+def test_any_ask_step_and_any_adapter_plug_in(tmp_path: Path) -> None:
+    from tasks_lib.memory.store import SqliteMemoryStore
+
+    corpus = small_corpus(tmp_path / "corpus")
+    seen: list[tuple[str, int, int]] = []
+    opened: list[Path] = []
+
+    def always_abstain(question: str, retained: tuple, recalled: tuple) -> list[str]:
+        seen.append((question, len(retained), len(recalled)))
+        return ["I don't know."]
+
+    def factory(folder: Path) -> SqliteMemoryStore:
+        opened.append(folder)
+        folder.mkdir(parents=True)
+        return SqliteMemoryStore(folder / "m.sqlite", "hashed")
+
+    result = run_sweep(SweepConfig(lengths=(3, 8), memory="my-store", window=4, cases_dir=str(corpus)),
+                       ask=always_abstain, memory_factory=factory, workdir=tmp_path)
+    assert [p.name for p in opened] == ["standup", "room", "editor"]  # one fresh store per case
+    assert ("When is my standup?", 4, 5) in seen  # the window and the top-5 recall reached the ask step
+    assert result.curve("abstention") == {3: 1.0, 8: 1.0} and result.curve("false_recall") == {3: 0.0, 8: 0.0}
+    with pytest.raises(RecallError, match="must return a non-empty list of texts"):
+        run_sweep(SweepConfig(lengths=(3,), memory="none", cases_dir=str(corpus)), ask=lambda q, r, m: [])

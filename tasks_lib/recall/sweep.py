@@ -51,7 +51,7 @@ from tasks_lib.recall.results import (
     SweepConfig,
     SweepResult,
 )
-from tasks_lib.recall.retention import make_policy
+from tasks_lib.recall.retention import Turn, make_policy
 from tasks_lib.recall.scoring import Verdict, score_answer
 from tasks_lib.recall.session import RecallSession
 from tasks_lib.stats import wilson
@@ -65,7 +65,11 @@ NO_MEMORY = "none"
 PESSIMISM: tuple[Verdict, ...] = ("stale", "miss", "abstained", "hit")
 """Tie-break order of a majority vote: the worse verdict wins a tie."""
 
-Asker = Callable[[str, tuple, tuple], list[str]]
+Asker = Callable[[str, tuple[Turn, ...], tuple[Turn, ...]], list[str]]
+"""The ask step: (question, retained turns, recalled turns) -> one answer per sample."""
+
+MemoryFactory = Callable[[Path], MemoryAdapter]
+"""Opens a fresh memory adapter keeping its data in the given folder."""
 
 
 def find_knee(curve: Mapping[int, float], drop_points: float = 20.0) -> Knee | None:
@@ -175,6 +179,8 @@ def play_case(case: RecallCase, length: int, config: SweepConfig, filler: Filler
         session.add(speaker, text)
     context = session.context(case.probe)
     answers = ask(case.probe, context.retained, context.recalled)
+    if not answers or not all(isinstance(a, str) for a in answers):
+        raise RecallError(f"case {case.id!r} at length {length}: the ask step must return a non-empty list of texts, got {answers!r}")
     verdicts = tuple(score_answer(a, case.accept, case.reject) for a in answers)
     verdict = majority(verdicts)
     return CaseOutcome(
@@ -185,7 +191,8 @@ def play_case(case: RecallCase, length: int, config: SweepConfig, filler: Filler
 
 
 def run_sweep(config: SweepConfig, *, workdir: Path | None = None,
-              progress: Callable[[CaseOutcome], None] | None = None) -> SweepResult:
+              progress: Callable[[CaseOutcome], None] | None = None,
+              ask: Asker | None = None, memory_factory: MemoryFactory | None = None) -> SweepResult:
     """Run every case at every length of `config`; return the metrics, the knee and every outcome.
 
     Each case gets its own fresh store (one realm per length) in a temporary folder (inside
@@ -193,25 +200,33 @@ def run_sweep(config: SweepConfig, *, workdir: Path | None = None,
     ContractError for bad case or filler files, RecallError for a bad configuration, the memory
     registry's errors for an unknown or unavailable memory system, and RecallModelError when the
     configured model cannot be asked.
+
+    `ask` replaces the configured ask step (reader or model) with any callable, e.g. an agent;
+    `memory_factory` replaces the registry lookup of `config.memory` (which then only names the
+    system in the result), for adapters that are not registered.
     """
     _check_config(config)
-    _check_memory(config.memory)
+    if memory_factory is None:
+        _check_memory(config.memory)
     cases, filler = _load(config)
     asker = ChatModelAsker(config.model.base_url, config.model.model, samples=config.model.samples,
-                           temperature=config.model.temperature) if config.model else None
+                           temperature=config.model.temperature) if config.model and ask is None else None
 
-    def ask(question: str, retained: tuple, recalled: tuple) -> list[str]:
+    def default_ask(question: str, retained: tuple[Turn, ...], recalled: tuple[Turn, ...]) -> list[str]:
         if asker is not None:
             return asker.answers(question, retained, recalled)
         return [extract_answer(question, [*recalled, *retained], config.threshold)]
 
+    answer = ask or default_ask
+
     outcomes: list[CaseOutcome] = []
     with tempfile.TemporaryDirectory(prefix="memtrial-recall-", dir=workdir) as folder:
         for case in cases:
-            memory = _open_memory(config, Path(folder) / case.id)
+            place = Path(folder) / case.id
+            memory = memory_factory(place) if memory_factory else _open_memory(config, place)
             try:
                 for length in config.lengths:
-                    outcomes.append(play_case(case, length, config, filler, memory, ask))
+                    outcomes.append(play_case(case, length, config, filler, memory, answer))
                     if progress is not None:
                         progress(outcomes[-1])
             finally:

@@ -241,14 +241,15 @@ def prepare_task_corpus(repo_root: str, commit: str, manifest: str, tree_oid: st
 
 @task(
     name="corpus-invariants",
-    cache_policy=(INPUTS - "tasks_root" - "repo_root") + TASK_SOURCE,
+    cache_policy=(INPUTS - "tasks_root" - "repo_root" - "commit") + TASK_SOURCE,
     persist_result=True,
     retries=1,
     retry_delay_seconds=2,
     retry_condition_fn=retry_condition,
 )
 def check_invariants(tasks_root: str, repo_root: str, commit: str, tasks_tree_oid: str, code: str) -> CorpusCheckReport:
-    """Every task's invariants at `commit` (pure: builds in scratch folders; safe to retry)."""
+    """Every task's invariants at `commit` (pure: builds in scratch folders; safe to retry). Keyed on
+    the corpus folder's git tree (its content), not the commit: an unrelated commit re-uses it."""
     enter_stage("corpus-invariants")
     return check_corpus(Path(tasks_root), Path(repo_root), commit)
 

@@ -204,8 +204,9 @@ class ArmSpec(ContractModel):
     """Digest of the stage code (tasks_lib) that runs the arm."""
 
     def cache_identity(self) -> str:
-        """SHA-256 of every field that defines the arm's result (paths to the checkout excluded)."""
-        identity = self.model_dump(mode="json", exclude={"task_folder", "repo_root"})
+        """SHA-256 of every field that defines the arm's result: content digests, not the commit (an
+        unrelated commit leaves the task's tree, and so the arm, unchanged) nor checkout paths."""
+        identity = self.model_dump(mode="json", exclude={"task_folder", "repo_root", "commit"})
         return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     @property

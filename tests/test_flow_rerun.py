@@ -1,0 +1,110 @@
+"""Rerun from cache: after a stage fails, re-running the flow recomputes only that stage and what
+depends on it, both through `memtrial rerun RUN_ID` and through Prefect's retry of the same flow
+run. Proven by counting real stage executions (MEMTRIAL_STAGE_TRACE), not by timing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from flows.stages import FAIL_ONCE_ENV, FAIL_STAGE_ENV, TRACE_ENV, InjectedFailure
+from tasks_lib.artifacts import new_run_id, open_store
+
+TASK = "rotlog-keep-count"
+ARM_STEPS = ("run-arm", "materialize-workspace", "provision-memory", "run-agent", "audit-mutations", "check-workspace", "record-arm")
+
+
+def write_config(tmp_path: Path, flow_retries: int = 0) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(
+        f"name: rerun-test\ntasks: [{TASK}]\nconditions: ['off', 'on']\nsuites: []\n"
+        f"artifact_root: {tmp_path / 'artifacts'}\nflow_retries: {flow_retries}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def executions(trace: Path, start: int = 0) -> Counter[str]:
+    """Stage executions recorded in the trace file from line `start` on."""
+    lines = trace.read_text(encoding="utf-8").splitlines()[start:] if trace.exists() else []
+    return Counter(line.split("\t")[0] for line in lines)
+
+
+def line_count(trace: Path) -> int:
+    return len(trace.read_text(encoding="utf-8").splitlines()) if trace.exists() else 0
+
+
+def full_run(arms: int) -> Counter[str]:
+    return Counter({"prepare": 1, "corpus-invariants": 1, **{step: arms for step in ARM_STEPS}, "store-records": 1,
+                    "aggregate": 1, "report": 1})
+
+
+def test_memtrial_rerun_recomputes_only_the_failed_report(prefect_harness: None, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from flows.cli import main
+    from flows.nightly import nightly
+
+    config, trace, run_id = write_config(tmp_path), tmp_path / "trace.tsv", new_run_id("test")
+    monkeypatch.setenv(TRACE_ENV, str(trace))
+    monkeypatch.setenv(FAIL_STAGE_ENV, "report")
+    with pytest.raises(InjectedFailure):
+        nightly(config_path=str(config), run_id=run_id)
+    assert executions(trace) == full_run(arms=2)
+    store = open_store(tmp_path / "artifacts")
+    records_key = f"runs/{run_id}-calibration/records.parquet"
+    assert store.exists(records_key) and not store.exists(f"runs/{run_id}-calibration/report.html")
+
+    monkeypatch.delenv(FAIL_STAGE_ENV)
+    before = line_count(trace)
+    assert main(["rerun", run_id, "--plain"]) == 0
+    assert executions(trace, before) == Counter({"report": 1})
+    assert store.exists(f"runs/{run_id}-calibration/report.html")
+    assert store.exists(f"runs/{run_id}/nightly.json")
+    shown = capsys.readouterr()
+    assert f"report (calibration): {tmp_path / 'artifacts'}/runs/{run_id}-calibration/report.html" in shown.out
+    assert "arms: calibration: done, 2 task(s), 2 from cache" in shown.err
+
+
+def test_failed_arm_then_prefect_flow_retry_reruns_only_that_arm_and_its_dependents(
+        prefect_harness: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefect.client.orchestration import get_client
+
+    from flows.nightly import nightly
+
+    config, trace, run_id = write_config(tmp_path, flow_retries=1), tmp_path / "trace.tsv", new_run_id("test")
+    monkeypatch.setenv(TRACE_ENV, str(trace))
+    monkeypatch.setenv(FAIL_STAGE_ENV, "run-agent")
+    monkeypatch.setenv(FAIL_ONCE_ENV, str(tmp_path / "failed-once"))
+    state = nightly.with_options(retries=1)(config_path=str(config), run_id=run_id, return_state=True)
+    assert state.is_completed(), state.message
+
+    # Two arms ran in the first attempt, one of them failed in its agent step; the retry of the same
+    # flow run took the completed arm from cache and ran only the failed one, then what depends on it.
+    expected = full_run(arms=2) + Counter({step: 1 for step in ARM_STEPS})
+    assert executions(trace) == expected
+
+    async def run_count() -> int:
+        async with get_client() as client:
+            return (await client.read_flow_run(state.state_details.flow_run_id)).run_count
+
+    assert asyncio.run(run_count()) == 2
+    records = open_store(tmp_path / "artifacts").get_table(f"runs/{run_id}-calibration/records.parquet").to_pandas()
+    assert sorted(records["condition"]) == ["off", "on"] and set(records["task_id"]) == {TASK}
+
+
+def test_a_new_run_reuses_prepared_tasks_but_runs_every_arm_again(prefect_harness: None, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new run id is a new measurement: arms run again, content-keyed preparation does not."""
+    from flows.nightly import nightly
+
+    config, trace = write_config(tmp_path), tmp_path / "trace.tsv"
+    monkeypatch.setenv(TRACE_ENV, str(trace))
+    nightly(config_path=str(config), run_id=new_run_id("first"))
+    before = line_count(trace)
+    nightly(config_path=str(config), run_id=new_run_id("second"))
+    second = executions(trace, before)
+    assert second["prepare"] == 0 and second["corpus-invariants"] == 0
+    assert second["run-arm"] == 2 and second["report"] == 1

@@ -76,7 +76,8 @@ def recall(
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
-        raise MemtrialError(f"--{field.split('.')[-1].replace('_', '-')}: {first['msg']}") from None
+        option = {"knee_drop_points": "knee_drop"}.get(field.split(".")[-1], field.split(".")[-1])
+        raise MemtrialError(f"--{option.replace('_', '-')}: {first['msg']}") from None
     for name, bar in (("--min-score", min_score), ("--max-staleness", max_staleness), ("--max-false-recall", max_false_recall)):
         if bar is not None and not 0.0 <= bar <= 1.0:
             raise MemtrialError(f"{name} {bar}: give a rate between 0 and 1")

@@ -59,9 +59,12 @@ def test_gate_below_the_bar_exits_1_naming_metric_and_values(tmp_path: Path, cap
         (["--policy", "fifo", "--memory", "none"], "--policy: Input should be 'window' or 'summary'"),
         (["--base-url", "http://127.0.0.1:9"], "--base-url and --model go together"),
         (["--min-score", "5"], "--min-score 5.0: give a rate between 0 and 1"),
+        (["--knee-drop", "0"], "--knee-drop: Input should be greater than 0"),
+        (["--samples", "0", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"], "--samples: Input should be greater than or equal to 1"),
         (["--memory", "none", "--filler-dataset", "/nonexistent/locomo.json"], "/nonexistent/locomo.json: cannot read it"),
     ],
-    ids=["bad-lengths", "unknown-memory", "unknown-policy", "url-without-model", "bar-out-of-range", "missing-dataset"],
+    ids=["bad-lengths", "unknown-memory", "unknown-policy", "url-without-model", "bar-out-of-range", "knee-drop-zero",
+         "no-samples", "missing-dataset"],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
     code, _, err = run_cli(capsys, *args)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks_lib.recall.cases import RecallCase, filler_violations
+from tasks_lib.recall.cases import FillerConversation, RecallCase, filler_violations
 from tasks_lib.recall.errors import RecallError
 
 _SESSION_KEY = re.compile(r"^session_\d+$")
@@ -62,12 +62,9 @@ def bury_order(source: FillerSource, seed: int, case_id: str, length: int) -> li
     return out[:length]
 
 
-def authored_filler(conversations: Sequence[object]) -> FillerSource:
+def authored_filler(conversations: Sequence[FillerConversation]) -> FillerSource:
     """A FillerSource of the authored conversations (already validated)."""
-    return FillerSource(
-        "authored",
-        tuple(tuple((t.speaker, t.text) for t in c.turns) for c in conversations),  # type: ignore[attr-defined]
-    )
+    return FillerSource("authored", tuple(tuple((t.speaker, t.text) for t in c.turns) for c in conversations))
 
 
 def locomo_filler(path: Path, cases: Sequence[RecallCase]) -> FillerSource:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from pydantic import Field
 
 from tasks_lib.contracts import ContractModel, Document
 from tasks_lib.recall.cases import CaseKind
+from tasks_lib.recall.retention import PolicyName
 from tasks_lib.recall.scoring import Verdict
 
 DEFAULT_LENGTHS = (10, 40, 100, 250)
@@ -41,7 +42,7 @@ class SweepConfig(ContractModel):
     """Memory system from the registry, or `none` to measure the retention policy alone."""
     embedder: str = "hashed"
     """Embedder for memory systems that take one (`hashed` is offline and deterministic)."""
-    policy: Literal["window", "summary"] = "window"
+    policy: PolicyName = "window"
     """Retention policy of the session."""
     window: int = Field(default=20, ge=1)
     """Turns the retention policy keeps verbatim."""

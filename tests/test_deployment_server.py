@@ -208,10 +208,8 @@ def test_triggered_run_completes_on_the_worker_and_writes_artifacts(deployed_run
         assert (runs / agent_run / "report.html").is_file()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "flows/stages.py (owned by the flows helper): ArtifactResultStorage.write_path is a plain async method, "
-    "but a deployed flow run persists results through Prefect's call_explicitly_sync_block_method, which "
-    "passes _sync=True -> TypeError, so a deployed nightly persists no stage results (no cache to rerun from)"))
 def test_deployed_run_persists_stage_results(deployed_run: DeployedRun) -> None:
+    """Regression: a worker-run flow persisted no stage results (the result storage did not take
+    Prefect's `_sync=True`), leaving nothing for a rerun to take from cache."""
     assert "unexpected keyword argument '_sync'" not in deployed_run.worker_log
     assert any((deployed_run.artifacts / "prefect-results").rglob("*"))

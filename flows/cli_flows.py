@@ -58,6 +58,8 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
     location = f"{result.artifact_root.rstrip('/')}/runs/{run_id}/"
     if as_json:
         emit_json(result.model_dump(mode="json"))
+        if result.regressions:
+            raise typer.Exit(1)
         return
     for agent in result.agents:
         out.print(_summary_table(agent.cells, COLUMNS, f"{agent.agent}: {agent.passes}/{agent.attempts} passed, {agent.arms_cached} arms from cache (run {agent.run_id})"))
@@ -65,9 +67,15 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
         out.print(f"excluded {name}: {reason}")
     for name, key in sorted(result.suites.items()):
         out.print(f"suite {name}: {result.artifact_root.rstrip('/')}/{key}")
+    for name, key in sorted(result.trend.items()):
+        out.print(f"trend {name}: {result.artifact_root.rstrip('/')}/{key}")
+    for message in result.regressions:
+        out.print(f"REGRESSION {message}")
     out.print(f"artifacts: {location}")
     for agent in result.agents:
         out.print(f"report ({agent.agent}): {agent.report}")
+    if result.regressions:
+        raise typer.Exit(1)
 
 
 @app.command()

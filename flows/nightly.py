@@ -24,7 +24,7 @@ from flows.paired import INVARIANTS, PREPARE, arm_stage, matrix_flow, records_st
 from flows.progress import reporter  # noqa: E402
 from flows.runners import task_runner  # noqa: E402
 from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home  # noqa: E402
-from flows.suites import SUITE_FLOWS, suite_stage  # noqa: E402
+from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_stage, trend_snapshots  # noqa: E402
 from tasks_lib.artifacts import new_run_id, open_store, run_key  # noqa: E402
 from tasks_lib.contracts import RunRecord, dump_document  # noqa: E402
 from tasks_lib.runconfig import RunConfig, load_run_config  # noqa: E402
@@ -64,6 +64,10 @@ class NightlyResult(BaseModel):
     agents: list[AgentOutcome]
     suites: dict[str, str]
     """Suite name -> artifact key of its result."""
+    trend: dict[str, str]
+    """Suite name -> key of the trend curve its snapshot joined."""
+    regressions: list[str]
+    """Regressions of this run's snapshots against the previous ones; empty when none."""
 
 
 def resolve_config(config_path: str | None, artifact_root: str | None = None) -> tuple[RunConfig, Path]:
@@ -115,7 +119,7 @@ def nightly_stages(config: RunConfig) -> list[str]:
     """Progress stages of a nightly run, in order."""
     agents = config.all_agents
     return [PREPARE, INVARIANTS, *(s for a in agents for s in (arm_stage(a), records_stage(a))),
-            *(suite_stage(s) for s in config.suites), GRADE, REPORT]
+            *(suite_stage(s) for s in config.suites), *([TREND] if set(config.suites) & set(TREND_SUITES) else []), GRADE, REPORT]
 
 
 @flow(name="nightly", log_prints=False)
@@ -136,6 +140,7 @@ def nightly(config_path: str = DEFAULT_CONFIG, run_id: str | None = None, artifa
     suite_keys = {}
     for name in config.suites:
         suite_keys[name] = SUITE_FLOWS[name](config, run_id, artifact_root)
+    trend = trend_snapshots(config, run_id, artifact_root, suite_keys) if set(suite_keys) & set(TREND_SUITES) else {}
 
     memory_texts = {t.task_id: [m.text for m in t.manifest.memories] for t in load_tasks(PROJECT_ROOT / config.tasks_root)}
     grading_code, report_code = stages.code_digest(*stages.GRADING_CODE), stages.code_digest(*stages.REPORT_CODE)
@@ -162,6 +167,8 @@ def nightly(config_path: str = DEFAULT_CONFIG, run_id: str | None = None, artifa
         ))
     progress.finish(REPORT)
     summary = NightlyResult(run_id=run_id, artifact_root=artifact_root, config_key=config_key,
-                            excluded=paired[0].excluded if paired else {}, agents=outcomes, suites=suite_keys)
+                            excluded=paired[0].excluded if paired else {}, agents=outcomes, suites=suite_keys,
+                            trend={k: v["curve"] for k, v in trend.items()},
+                            regressions=[m for v in trend.values() for m in v["regressions"]])
     open_store(artifact_root).put_bytes(run_key(run_id, NIGHTLY_JSON), summary.model_dump_json(indent=2).encode())
     return summary

@@ -88,8 +88,9 @@ def pair_guard(config: RunConfig, agent: AgentSpec, run_id: str, artifact_root: 
     return PairGuard(config.budget.config, artifact_root, run_id, agent.name)
 
 
-def _arm_specs(config: RunConfig, agent: AgentSpec, tasks: list[LoadedTask], prepared: dict[str, PreparedCorpus], *,
-               run_id: str, repo: Path, commit: str, tasks_subdir: str, artifact_root: str, code: str) -> list[ArmSpec]:
+def arm_specs(config: RunConfig, agent: AgentSpec, tasks: list[LoadedTask], prepared: dict[str, PreparedCorpus], *,
+              run_id: str, repo: Path, commit: str, tasks_subdir: str, artifact_root: str, code: str) -> list[ArmSpec]:
+    """One ArmSpec per scheduled attempt (conditions interleaved), with the digests its cache key uses."""
     conditions = check_conditions(list(config.conditions), LANES)
     specs = []
     for attempt in schedule(tasks, conditions, config.trials):
@@ -156,7 +157,7 @@ def run_matrix(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_id
     guard), then its records table. Returns (records, arms from cache, records key). Call inside a flow."""
     progress = reporter()
     stage = arm_stage(agent)
-    specs = _arm_specs(config, agent, tasks.runnable, tasks.prepared, run_id=run_id, repo=tasks.repo, commit=tasks.commit,
+    specs = arm_specs(config, agent, tasks.runnable, tasks.prepared, run_id=run_id, repo=tasks.repo, commit=tasks.commit,
                        tasks_subdir=tasks.tasks_subdir, artifact_root=artifact_root, code=tasks.code)
     progress.start(stage, len(specs))
     arm = stages.run_arm.with_options(result_storage=storage, retries=0 if agent.paid else 1, retry_delay_seconds=1,

@@ -31,6 +31,7 @@ from tasks_lib.runconfig import RunConfig  # noqa: E402
 from tasks_lib.trees import sha256_file  # noqa: E402
 
 SUITES_FOLDER = "suites"
+TREND = "trend"
 REFERENCE_MEMORY = "reference"
 
 
@@ -182,3 +183,61 @@ SUITE_FLOWS: dict[str, Callable[[RunConfig, str, str], str]] = {
     "retrieval": retrieval_flow,
     "external": external_flow,
 }
+
+
+TREND_SUITES = ("recall", "retrieval")
+"""Suites whose results become trend snapshots (the external suites have no curve yet)."""
+
+
+def trend_curve(suite: str, embedder: str) -> str:
+    """Curve a nightly run appends to: the suite's name for the default embedder, else `<suite>-<memory>-<embedder>`."""
+    return suite if embedder == "hashed" else f"{suite}-{REFERENCE_MEMORY}-{embedder}"
+
+
+@task(name="trend-snapshot", cache_policy=INPUTS + TASK_SOURCE, persist_result=True, retries=0)
+def trend_snapshot(artifact_root: str, run_id: str, suite: str, result_key: str, embedder: str) -> dict[str, Any]:
+    """Append the suite result's snapshot to its trend curve and check it against the previous one.
+
+    Cached per run and result, so a rerun never appends the same run twice. A curve whose snapshots
+    measure something else (another case set or config) is not mixed: a new curve named after the
+    new comparability key is started instead. Returns the curve key and the regression messages.
+    """
+    stages.enter_stage("trend-snapshot", suite)
+    from flows.cli_suite_retrieval import build_under_test
+    from tasks_lib.trend import TrendError, append_snapshot, load_trend, now, regressions
+
+    store = stages.artifact_store(artifact_root)
+    if suite == "recall":
+        from tasks_lib.recall import SweepResult
+        from tasks_lib.recall.snapshot import recall_snapshot
+
+        snapshot = recall_snapshot(store.get_json(result_key, SweepResult), build_under_test(PROJECT_ROOT), now())
+    else:
+        from tasks_lib.retrieval import RetrievalResult
+        from tasks_lib.retrieval.snapshot import retrieval_snapshot
+
+        snapshot = retrieval_snapshot(store.get_json(result_key, RetrievalResult), build_under_test(PROJECT_ROOT), now())
+    curve = trend_curve(suite, embedder)
+    try:
+        key = append_snapshot(store, snapshot, curve)
+    except TrendError:
+        curve = f"{curve}-{snapshot.comparability_key[:8]}"
+        key = append_snapshot(store, snapshot, curve)
+    history = load_trend(store, curve)
+    failures = regressions(history[-2], history[-1], history[-1].gated) if len(history) > 1 else []
+    return {"curve": key, "regressions": failures}
+
+
+def trend_snapshots(config: RunConfig, run_id: str, artifact_root: str, results: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The trend stage of a nightly run: one snapshot per suite result that has a curve."""
+    progress = reporter()
+    chosen = [s for s in TREND_SUITES if s in results]
+    progress.start(TREND, len(chosen))
+    bound = trend_snapshot.with_options(result_storage=stages.result_storage(artifact_root, config.result_root))
+    out = {}
+    for suite in chosen:
+        out[suite] = bound(artifact_root, run_id, suite, results[suite], config.embedder)
+        progress.advance(TREND)
+    failures = sum(len(v["regressions"]) for v in out.values())
+    progress.finish(TREND, f"{failures} regression(s)" if failures else "no regression")
+    return out

@@ -1,0 +1,143 @@
+"""Orchestration benchmark: what Prefect costs per arm, how cheap a rerun after a late failure is,
+and arms/hour with 1 vs 2 parallel workers, on the calibration matrix of the bundled corpus.
+
+    .venv/bin/python benchmarks/bench_orchestration.py [--tasks N] [--rounds R]
+
+1. Overhead per task: the same arms run (a) by calling the stage function directly and (b) as the
+   Prefect `run-arm` task with its nested step tasks (persisted result, cache lookup), one at a
+   time, inside one flow; overhead = (b - a) / arms, also per Prefect task run (7 per arm).
+2. Rerun after a late failure: the nightly flow (no suites) fails in its last stage (report);
+   `nightly` is re-run with the same run id; the rerun's time as a fraction of the failed run's.
+3. Arms/hour: the paired flow with a thread pool of 1 and of 2 workers (fresh run ids, preparation
+   cached beforehand).
+
+Everything runs in one process against Prefect's local ephemeral server, with a fresh
+MEMTRIAL_HOME and artifact root in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HOME = Path(tempfile.mkdtemp(prefix="memtrial-bench-orch-"))
+os.environ.setdefault("MEMTRIAL_HOME", str(HOME))
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
+os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from flows.settings import PROJECT_ROOT, configure_prefect  # noqa: E402
+
+configure_prefect()
+
+from prefect import flow  # noqa: E402
+
+from flows import stages  # noqa: E402
+from flows.nightly import nightly  # noqa: E402
+from flows.paired import arm_specs, paired_flow, prepare_tasks  # noqa: E402
+from flows.runners import task_runner  # noqa: E402
+from tasks_lib.artifacts import new_run_id  # noqa: E402
+from tasks_lib.runconfig import RunConfig, RunnerSpec  # noqa: E402
+from tasks_lib.taskcorpus import load_tasks  # noqa: E402
+
+ARM_TASK_RUNS = 7
+"""Prefect task runs per arm: run-arm and its six steps."""
+
+
+def config_for(tasks: list[str], root: Path, workers: int = 1) -> RunConfig:
+    return RunConfig(tasks=tasks, conditions=["off", "on"], artifact_root=str(root), runner=RunnerSpec(workers=workers))
+
+
+@flow(name="bench-overhead")
+def overhead_flow(config: RunConfig, artifact_root: str) -> tuple[list[float], list[float]]:
+    """Wall time of each arm called directly, then as the Prefect task (one at a time)."""
+    storage = stages.result_storage(artifact_root, config.result_root)
+    prepared = prepare_tasks(config, str(PROJECT_ROOT), storage)
+    agent = config.all_agents[0]
+
+    def specs(run_id: str):  # type: ignore[no-untyped-def]
+        return arm_specs(config, agent, prepared.runnable, prepared.prepared, run_id=run_id, repo=prepared.repo,
+                          commit=prepared.commit, tasks_subdir=prepared.tasks_subdir, artifact_root=artifact_root, code=prepared.code)
+
+    direct, wrapped = [], []
+    arm = stages.run_arm.with_options(result_storage=storage)
+    for spec in specs(new_run_id("direct")):
+        started = time.perf_counter()
+        _direct_arm(spec)
+        direct.append(time.perf_counter() - started)
+    for spec in specs(new_run_id("wrapped")):
+        started = time.perf_counter()
+        arm(spec)
+        wrapped.append(time.perf_counter() - started)
+    return direct, wrapped
+
+
+def _direct_arm(spec):  # type: ignore[no-untyped-def]
+    """The arm's stage functions with no Prefect at all (tasks_lib.arms.run_attempt)."""
+    from tasks_lib.arms import Attempt, run_attempt
+    from tasks_lib.taskcorpus import load_task
+
+    attempt = Attempt(load_task(Path(spec.task_folder)), spec.condition, spec.trial, spec.order)
+    return run_attempt(attempt, run_id=spec.run_id, repo_root=Path(spec.repo_root), commit=spec.commit,
+                       tasks_subdir=spec.tasks_subdir, agent_name=spec.agent.name, store=stages.artifact_store(spec.artifact_root),
+                       agent_options=dict(spec.agent.options), embedder=spec.embedder, sandbox=spec.sandbox)
+
+
+def rerun_fraction(tasks: list[str], root: Path) -> tuple[float, float]:
+    """(seconds of the run that failed in its last stage, seconds of the rerun from cache)."""
+    config = root / "rerun.yaml"
+    config.write_text(f"tasks: [{', '.join(tasks)}]\nconditions: ['off', 'on']\nsuites: []\nartifact_root: {root / 'rerun'}\n"
+                      "runner: {kind: thread, workers: 1}\n")
+    run_id = new_run_id("bench")
+    os.environ[stages.FAIL_STAGE_ENV] = "report"
+    started = time.perf_counter()
+    try:
+        nightly(config_path=str(config), run_id=run_id)
+        raise SystemExit("the injected failure did not fail the run")
+    except stages.InjectedFailure:
+        failed = time.perf_counter() - started
+    finally:
+        del os.environ[stages.FAIL_STAGE_ENV]
+    started = time.perf_counter()
+    nightly(config_path=str(config), run_id=run_id)
+    return failed, time.perf_counter() - started
+
+
+def arms_per_hour(tasks: list[str], root: Path, workers: int) -> tuple[float, int]:
+    config = config_for(tasks, root / "throughput", workers)
+    run = paired_flow.with_options(task_runner=task_runner(config.runner))
+    run(config, new_run_id("warm"), str(PROJECT_ROOT), str(root / "throughput"))  # preparation cached from here on
+    started = time.perf_counter()
+    result = run(config, new_run_id(f"w{workers}"), str(PROJECT_ROOT), str(root / "throughput"))
+    elapsed = time.perf_counter() - started
+    return len(result.records) / elapsed * 3600, len(result.records)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", type=int, default=4, help="bundled tasks in the matrix (x off/on)")
+    parser.add_argument("--rounds", type=int, default=1, help="repetitions of each measurement")
+    args = parser.parse_args()
+    tasks = [t.task_id for t in load_tasks(PROJECT_ROOT / "corpora" / "tasks")][: args.tasks]
+    root = HOME / "bench"
+    print(f"calibration matrix: {len(tasks)} tasks x off/on = {2 * len(tasks)} arms; cores: {os.cpu_count()}; "
+          f"load average: {os.getloadavg()[0]:.1f}")
+    for round_ in range(args.rounds):
+        direct, wrapped = overhead_flow(config_for(tasks, root / f"overhead{round_}"), str(root / f"overhead{round_}"))
+        per_arm = (sum(wrapped) - sum(direct)) / len(direct)
+        print(f"[{round_}] arm direct median {statistics.median(direct):.2f} s, as Prefect task median {statistics.median(wrapped):.2f} s; "
+              f"overhead {per_arm:.3f} s per arm = {per_arm / ARM_TASK_RUNS * 1000:.0f} ms per Prefect task run")
+        failed, rerun = rerun_fraction(tasks, root / f"rerun{round_}")
+        print(f"[{round_}] nightly failing in its last stage {failed:.1f} s; rerun from cache {rerun:.1f} s = {100 * rerun / failed:.1f}% of the run")
+        for workers in (1, 2):
+            rate, arms = arms_per_hour(tasks, root / f"w{workers}-{round_}", workers)
+            print(f"[{round_}] {workers} worker(s): {rate:.0f} arms/hour ({arms} arms)")
+
+
+if __name__ == "__main__":
+    main()

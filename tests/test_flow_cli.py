@@ -1,0 +1,52 @@
+"""`memtrial run` / `rerun` / `paired` refuse bad input with one line before any flow starts; a paid
+agent never runs without the budget guard's config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flows.cli import main
+from flows.paired import pair_guard
+from tasks_lib.errors import MemtrialError
+from tasks_lib.runconfig import AgentSpec, RunConfig
+
+
+def test_run_with_a_bad_config_exits_2_naming_file_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("trials: 0\n", encoding="utf-8")
+    assert main(["run", "--config", str(config), "--plain"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error == [f"memtrial: error: {config}: field 'trials': Input should be greater than or equal to 1"]
+
+
+def test_run_with_a_missing_config_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--config", str(tmp_path / "nope.yaml")]) == 2
+    assert "nope.yaml: document: file does not exist" in capsys.readouterr().err
+
+
+def test_rerun_of_an_unknown_run_says_where_it_looked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rerun", "run-20990101-000000-abcdef"]) == 2
+    assert "no stored config at" in capsys.readouterr().err
+    assert main(["rerun", "run-20990101-000000-abcdef", "--artifacts", str(tmp_path)]) == 2
+    assert "runs/run-20990101-000000-abcdef/run-config.json does not exist" in capsys.readouterr().err
+
+
+def test_paired_with_an_unknown_condition_is_refused_before_running(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["paired", "--conditions", "off,sometimes", "--plain"]) == 2
+    assert "conditions.1" in capsys.readouterr().err
+
+
+def test_a_paid_agent_without_a_budget_config_cannot_run() -> None:
+    config = RunConfig(agents=[AgentSpec(name="claude-code")])
+    with pytest.raises(MemtrialError, match="'claude-code' can spend money but the run config has no budget.config"):
+        pair_guard(config, config.all_agents[1], "run-x", "/tmp/unused")
+
+
+def test_a_paid_agent_with_a_budget_config_gets_the_pair_guard(tmp_path: Path) -> None:
+    from flows.budget import PairGuard
+
+    config = RunConfig(agents=[AgentSpec(name="claude-code")], budget={"config": str(tmp_path / "budget.yaml")})  # type: ignore[arg-type]
+    guard = pair_guard(config, config.all_agents[1], "run-x", str(tmp_path))
+    assert isinstance(guard, PairGuard) and guard.agent == "claude-code"

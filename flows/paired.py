@@ -63,6 +63,7 @@ def _collect(futures: list[PrefectFuture], stage: str) -> tuple[list, int]:
     progress = reporter()
     cached = 0
     for future in as_completed(futures):
+        future.wait()  # sets the future's final state locally (the API's copy may lag behind)
         hit = future.state.is_completed() and future.state.name == "Cached"
         cached += hit
         progress.advance(stage, cached=hit)

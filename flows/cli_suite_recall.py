@@ -58,7 +58,7 @@ def recall(
 ) -> None:
     """Plant facts, bury them under real dialogue, probe; print recall, staleness, false recall and
     abstention per length (never one blended score), with 95% Wilson intervals and the knee.
-    A memory-backed --sweep stores about 10,000 turns and takes one to two minutes on a loaded 2-core machine."""
+    A memory-backed --sweep stores about 10,000 turns: half a minute to two minutes on a loaded 2-core machine."""
     from pydantic import ValidationError
 
     from tasks_lib.recall import ModelConfig, SweepConfig, gate_failures, run_sweep

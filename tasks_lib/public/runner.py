@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.adapter import MAX_BATCH, MAX_K, MemoryAdapter, MemoryItem
 from tasks_lib.memory.registry import open_memory_system
 from tasks_lib.public.groups import EvalGroup, QuirkLog
@@ -129,7 +130,7 @@ def run_groups(
     """
     ks = tuple(sorted(set(ks)))
     if not ks or ks[0] < 1 or ks[-1] > MAX_K:
-        raise ValueError(f"ks: {ks} given; give cut-offs between 1 and {MAX_K}")
+        raise MemtrialError(f"ks: {ks} given; give cut-offs between 1 and {MAX_K}")
     depth = min(MAX_K, max(depth, ks[-1]))
     wall, cpu = (time.perf_counter(), time.process_time()) if started is None else started
     costs = _Costs()

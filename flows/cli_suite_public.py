@@ -8,7 +8,7 @@ per-metric tables, or the same numbers as JSON with `--json`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -20,8 +20,8 @@ from tasks_lib.public.result import PublicResult
 
 MemoryOpt = Annotated[str, typer.Option("--memory", help="Memory system to measure (registry name: reference, chroma, mcp-memory).")]
 EmbedderOpt = Annotated[str, typer.Option("--embedder", help="Embedder for memory systems that use memtrial's: hashed (offline default) or minilm.")]
-KOpt = Annotated[Optional[list[int]], typer.Option("--k", help="Cut-off k (repeatable; default 1, 3, 5, 10).")]
-LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help="Score only the first N evaluation groups (conversations / records).")]
+KOpt = Annotated[list[int] | None, typer.Option("--k", help="Cut-off k (repeatable; default 1, 3, 5, 10).")]
+LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Score only the first N evaluation groups (conversations / records).")]
 DepthOpt = Annotated[int, typer.Option("--depth", min=1, max=100, help="Hits asked of each recall (>= max k; more lets session-level k grow as upstream's does).")]
 
 

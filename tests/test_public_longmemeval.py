@@ -142,6 +142,6 @@ def test_session_level_reads_noans_turns_as_another_session_as_upstream(records:
     corpus = [t.turn_id for t in group.turns]
     scores = score_question(group.group_id, question.question_id, question.slice, [other.turn_id], question.relevant_turns, corpus, session_of, (1,))
     assert scores.values[("session", "recall_any", 1)] == 0.0 and scores.values[("turn", "recall_any", 1)] == 0.0
-    best = sorted(question.relevant_turns)[0]
+    best = min(question.relevant_turns)
     scores = score_question(group.group_id, question.question_id, question.slice, [best], question.relevant_turns, corpus, session_of, (1,))
     assert scores.values[("session", "recall_any", 1)] == 1.0

@@ -6,7 +6,15 @@ import math
 
 import pytest
 
-from tasks_lib.public.metrics import dcg, evaluate_retrieval, mean_scores, ndcg, score_question, session_of_top_turns, turn_to_session
+from tasks_lib.public.metrics import (
+    dcg,
+    evaluate_retrieval,
+    mean_scores,
+    ndcg,
+    score_question,
+    session_of_top_turns,
+    turn_to_session,
+)
 
 SESSION_OF = {"s1_1": "s1", "s1_2": "s1", "s2_1": "s2", "s3_1": "s3", "s3_2": "s3"}
 CORPUS = list(SESSION_OF)

@@ -44,7 +44,7 @@ def conv26() -> tuple[PublicResult, RecordingFactory]:
 
 
 def test_locomo_one_conversation(conv26: tuple[PublicResult, RecordingFactory]) -> None:
-    result, factory = conv26
+    result, _ = conv26
     assert (result.groups, result.questions, result.llm_calls) == (1, 150, 0)
     assert result.overall().get("turn", "recall_any", 5) >= 0.6
     assert [s.name for s in result.slices] == ["overall", "multi-hop", "open-domain", "single-hop", "temporal"]

@@ -8,8 +8,11 @@ report says what was changed or left out and why, instead of crashing or silentl
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.adapter import MAX_TEXT_BYTES
@@ -66,6 +69,17 @@ class QuirkLog:
 
     def __getitem__(self, rule: str) -> int:
         return self.counts[rule]
+
+
+def read_json_list(path: Path, items: str, hint: str) -> list[Any]:
+    """The JSON list in `path`; DatasetError naming the file when it is unreadable or not a list of `items`."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise DatasetError(f"{path}: cannot read it as JSON ({error}); {hint}") from None
+    if not isinstance(data, list):
+        raise DatasetError(f"{path}: top level is {type(data).__name__}, not a list of {items}; {hint}")
+    return data
 
 
 def truncate_utf8(text: str, limit: int) -> str:

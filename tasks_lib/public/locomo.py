@@ -9,7 +9,6 @@ evidence `dia_id`s. Quirk rules, each counted in `LOCOMO_RULES`, are applied in 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +16,15 @@ from typing import Any
 
 from tasks_lib.memory.adapter import MAX_TEXT_BYTES
 from tasks_lib.memory.retrieval_bench import EvidenceCounts, parse_evidence
-from tasks_lib.public.groups import DatasetError, EvalGroup, EvalQuestion, EvalTurn, QuirkLog, storable_text
+from tasks_lib.public.groups import (
+    DatasetError,
+    EvalGroup,
+    EvalQuestion,
+    EvalTurn,
+    QuirkLog,
+    read_json_list,
+    storable_text,
+)
 
 CATEGORY_NAMES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 """LoCoMo category numbers (undocumented upstream; the mapping most papers use)."""
@@ -90,12 +97,7 @@ def load_locomo(path: Path, categories: Sequence[int] = DEFAULT_CATEGORIES, limi
     Raises DatasetError naming the file and field when the file is not LoCoMo-shaped.
     """
     log = QuirkLog(LOCOMO_RULES)
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise DatasetError(f"{path}: cannot read it as JSON ({error}); give LoCoMo's locomo10.json") from None
-    if not isinstance(data, list):
-        raise DatasetError(f"{path}: top level is {type(data).__name__}, not a list of conversations; give LoCoMo's locomo10.json")
+    data = read_json_list(path, "conversations", "give LoCoMo's locomo10.json")
     groups = []
     for position, raw in enumerate(data[:limit] if limit is not None else data):
         where = f"{path}[{position}]"

@@ -13,13 +13,20 @@ distinct, non-relevant session (`EvalTurn.scored_session`). Quirk rules, each co
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tasks_lib.memory.adapter import MAX_TEXT_BYTES
-from tasks_lib.public.groups import DatasetError, EvalGroup, EvalQuestion, EvalTurn, QuirkLog, storable_text
+from tasks_lib.public.groups import (
+    DatasetError,
+    EvalGroup,
+    EvalQuestion,
+    EvalTurn,
+    QuirkLog,
+    read_json_list,
+    storable_text,
+)
 
 ROLES: tuple[str, ...] = ("user", "assistant")
 """Turn roles a record may hold."""
@@ -44,16 +51,6 @@ LONGMEMEVAL_RULES: dict[str, str] = {
 """Every LongMemEval quirk rule, by name."""
 
 _FIELDS = ("question_id", "question_type", "question", "haystack_dates", "haystack_session_ids", "haystack_sessions", "answer_session_ids")
-
-
-def _read(path: Path) -> list[Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise DatasetError(f"{path}: cannot read it as JSON ({error}); give a LongMemEval file (e.g. longmemeval_oracle.json)") from None
-    if not isinstance(data, list):
-        raise DatasetError(f"{path}: top level is {type(data).__name__}, not a list of records; give a LongMemEval file")
-    return data
 
 
 def _record(rec: Any, where: str, roles: Sequence[str], log: QuirkLog) -> EvalGroup | None:
@@ -119,7 +116,7 @@ def load_longmemeval(
     seen: set[str] = set()
     groups: list[EvalGroup] = []
     for path in paths:
-        for index, rec in enumerate(_read(path)):
+        for index, rec in enumerate(read_json_list(path, "records", "give a LongMemEval file (e.g. longmemeval_oracle.json)")):
             if limit is not None and len(groups) >= limit:
                 return groups, log
             where = f"{path}[{index}]"

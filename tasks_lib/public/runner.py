@@ -22,7 +22,14 @@ from tasks_lib.memory.registry import open_memory_system
 from tasks_lib.public.groups import EvalGroup, QuirkLog
 from tasks_lib.public.locomo import DEFAULT_CATEGORIES, load_locomo
 from tasks_lib.public.longmemeval import load_longmemeval
-from tasks_lib.public.metrics import KS, LEVELS, METRICS, QuestionScores, mean_scores, score_question
+from tasks_lib.public.metrics import (
+    KS,
+    LEVELS,
+    METRICS,
+    QuestionScores,
+    mean_scores,
+    score_question,
+)
 from tasks_lib.public.result import MetricValue, PublicResult, QuirkCount, SliceScores
 
 AdapterFactory = Callable[[Path], MemoryAdapter]

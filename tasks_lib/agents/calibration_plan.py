@@ -30,6 +30,7 @@ from pydantic import Field
 from tasks_lib.agents.calibration import EXPLORABLE, MEMORY_SOLVES, tokens
 from tasks_lib.contracts import Document, Identifier, LaneName, NonEmptyText
 from tasks_lib.errors import MemtrialError
+from tasks_lib.memory.hook import DEFAULT_K
 from tasks_lib.memory.lanes import LANES
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.store import SqliteMemoryStore
@@ -42,8 +43,8 @@ KEY_MEMORY_KINDS = frozenset({"convention", "decision", "procedure", "correction
 """Memory kinds that carry a task's answer; the calibration agent needs one of them delivered."""
 REFERENCE_EMBEDDER = "hashed"
 """The embedder the declaration is made for (the one paired runs use by default)."""
-RECALL_K = 5
-"""Hits per prompt the declaration is made for (the delivery hook's DEFAULT_K)."""
+RECALL_K = DEFAULT_K
+"""Hits per prompt the declaration is made for: what the delivery hook recalls."""
 
 
 class CalibrationPlanError(MemtrialError):
@@ -96,6 +97,11 @@ def load_key_lanes(tasks_root: Path, tasks: Sequence[LoadedTask]) -> KeyLanes:
     missing, extra = sorted(ids - declared.tasks.keys()), sorted(declared.tasks.keys() - ids)
     if missing or extra:
         raise CalibrationPlanError(f"{path}: tasks: missing {missing or 'none'}, unknown {extra or 'none'}; list every task folder once")
+    if (declared.embedder, declared.k) != (REFERENCE_EMBEDDER, RECALL_K):
+        raise CalibrationPlanError(
+            f"{path}: declared for embedder {declared.embedder!r}, k={declared.k}; the calibration runs use "
+            f"{REFERENCE_EMBEDDER!r}, k={RECALL_K}: re-measure the lanes (measure_key_lanes) and update it"
+        )
     for task_id, lanes in declared.tasks.items():
         unknown = [lane for lane in lanes if lane not in LANES]
         if unknown:

@@ -31,19 +31,19 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
 os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flows.settings import PROJECT_ROOT, configure_prefect  # noqa: E402
+from flows.settings import PROJECT_ROOT, configure_prefect
 
 configure_prefect()
 
-from prefect import flow  # noqa: E402
+from prefect import flow
 
-from flows import stages  # noqa: E402
-from flows.nightly import nightly  # noqa: E402
-from flows.paired import arm_specs, paired_flow, prepare_tasks  # noqa: E402
-from flows.runners import task_runner  # noqa: E402
-from tasks_lib.artifacts import new_run_id  # noqa: E402
-from tasks_lib.runconfig import RunConfig, RunnerSpec  # noqa: E402
-from tasks_lib.taskcorpus import load_tasks  # noqa: E402
+from flows import stages
+from flows.nightly import nightly
+from flows.paired import arm_specs, paired_flow, prepare_tasks
+from flows.runners import task_runner
+from tasks_lib.artifacts import new_run_id
+from tasks_lib.runconfig import RunConfig, RunnerSpec
+from tasks_lib.taskcorpus import load_tasks
 
 ARM_TASK_RUNS = 7
 """Prefect task runs per arm: run-arm and its six steps."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -20,7 +20,7 @@ from tasks_lib.errors import MemtrialError
 
 COLUMNS = ["task", "condition", "passes", "runs", "injected", "mean_tokens"]
 
-ArtifactsOpt = Annotated[Optional[str], typer.Option("--artifacts", help="Artifact root: a folder or s3://bucket/prefix (default: the config's, else $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")]
+ArtifactsOpt = Annotated[str | None, typer.Option("--artifacts", help="Artifact root: a folder or s3://bucket/prefix (default: the config's, else $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")]
 PlainOpt = Annotated[bool, typer.Option("--plain", help="Plain progress lines instead of the live progress bar.")]
 
 
@@ -35,6 +35,8 @@ def _start_prefect() -> None:
 
     configure_prefect()
     logging.getLogger("prefect").setLevel(os.environ["PREFECT_LOGGING_LEVEL"])
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # a local Dask cluster's workers
+    logging.getLogger("distributed").setLevel(logging.WARNING)
 
 
 def _failed(run_id: str, error: BaseException) -> MemtrialError:
@@ -80,7 +82,7 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
 
 @app.command()
 def run(
-    config: Annotated[Optional[Path], typer.Option("--config", help="Run config (YAML/JSON; default configs/default.yaml: the embedded default).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Run config (YAML/JSON; default configs/default.yaml: the embedded default).")] = None,
     artifacts: ArtifactsOpt = None,
     plain: PlainOpt = False,
     as_json: JsonFlag = False,
@@ -124,12 +126,12 @@ def rerun(
 @app.command()
 def paired(
     agent: Annotated[str, typer.Option(help="Agent adapter: calibration, claude-code, openai-chat, command.")] = "calibration",
-    tasks: Annotated[Optional[str], typer.Option(help="Comma-separated task ids (default: every bundled task).")] = None,
+    tasks: Annotated[str | None, typer.Option(help="Comma-separated task ids (default: every bundled task).")] = None,
     conditions: Annotated[str, typer.Option(help="Comma-separated conditions: off, on, ablate:<lane>, ablate:all.")] = "off,on",
     trials: Annotated[int, typer.Option(help="Trials per task and condition.")] = 1,
     sandbox: Annotated[str, typer.Option(help="Sandbox the agent's commands run in: local or docker.")] = "local",
     embedder: Annotated[str, typer.Option(help="Embedder of the reference memory system: hashed (offline default) or minilm.")] = "hashed",
-    budget: Annotated[Optional[Path], typer.Option(help="Budget guard config; required for any agent but calibration.")] = None,
+    budget: Annotated[Path | None, typer.Option(help="Budget guard config; required for any agent but calibration.")] = None,
     workers: Annotated[int, typer.Option(help="Arms run in parallel (thread pool).")] = 2,
     artifacts: ArtifactsOpt = None,
     revision: Annotated[str, typer.Option(help="Commit of this checkout whose git objects the fixtures are built from.")] = "HEAD",

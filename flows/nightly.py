@@ -16,19 +16,19 @@ from flows.settings import configure_prefect
 
 configure_prefect()
 
-from prefect import flow  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
+from prefect import flow
+from pydantic import BaseModel
 
-from flows import stages  # noqa: E402
-from flows.paired import INVARIANTS, PREPARE, arm_stage, matrix_flow, records_stage  # noqa: E402
-from flows.progress import reporter  # noqa: E402
-from flows.runners import task_runner  # noqa: E402
-from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home  # noqa: E402
-from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_stage, trend_snapshots  # noqa: E402
-from tasks_lib.artifacts import new_run_id, open_store, run_key  # noqa: E402
-from tasks_lib.contracts import RunRecord, dump_document  # noqa: E402
-from tasks_lib.runconfig import RunConfig, load_run_config  # noqa: E402
-from tasks_lib.taskcorpus import load_tasks  # noqa: E402
+from flows import stages
+from flows.paired import INVARIANTS, PREPARE, arm_stage, matrix_flow, records_stage
+from flows.progress import reporter
+from flows.runners import task_runner
+from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home
+from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_stage, trend_snapshots
+from tasks_lib.artifacts import new_run_id, open_store, run_key
+from tasks_lib.contracts import RunRecord, dump_document
+from tasks_lib.runconfig import RunConfig, load_run_config
+from tasks_lib.taskcorpus import load_tasks
 
 DEFAULT_CONFIG = "configs/default.yaml"
 RUN_CONFIG_JSON = "run-config.json"

@@ -15,22 +15,22 @@ from flows.settings import configure_prefect
 
 configure_prefect()
 
-from prefect import flow  # noqa: E402
-from prefect.futures import PrefectFuture, as_completed  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
+from prefect import flow
+from prefect.futures import PrefectFuture, as_completed
+from pydantic import BaseModel
 
-from flows import stages  # noqa: E402
-from flows.budget import PairGuard  # noqa: E402
-from flows.progress import reporter  # noqa: E402
-from tasks_lib.arms import check_conditions, schedule, select_tasks, task_subdir_of  # noqa: E402
-from tasks_lib.contracts import PreparedCorpus, RunRecord  # noqa: E402
-from tasks_lib.corpus import resolve_commit  # noqa: E402
-from tasks_lib.errors import MemtrialError  # noqa: E402
-from tasks_lib.memory.lanes import LANES  # noqa: E402
-from tasks_lib.prepare import fixture_tree_oid  # noqa: E402
-from tasks_lib.runconfig import AgentSpec, ArmSpec, RunConfig  # noqa: E402
-from tasks_lib.taskcorpus import CorpusCheckReport, LoadedTask, load_tasks  # noqa: E402
-from tasks_lib.trees import sha256_file  # noqa: E402
+from flows import stages
+from flows.budget import PairGuard
+from flows.progress import reporter
+from tasks_lib.arms import check_conditions, schedule, select_tasks, task_subdir_of
+from tasks_lib.contracts import PreparedCorpus, RunRecord
+from tasks_lib.corpus import resolve_commit
+from tasks_lib.errors import MemtrialError
+from tasks_lib.memory.lanes import LANES
+from tasks_lib.prepare import fixture_tree_oid
+from tasks_lib.runconfig import AgentSpec, ArmSpec, RunConfig
+from tasks_lib.taskcorpus import CorpusCheckReport, LoadedTask, load_tasks
+from tasks_lib.trees import sha256_file
 
 PREPARE, INVARIANTS = "prepare", "corpus invariants"
 

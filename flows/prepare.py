@@ -14,15 +14,15 @@ from flows.settings import configure_prefect
 
 configure_prefect()
 
-import pyarrow as pa  # noqa: E402
-from prefect import flow, task  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
+import pyarrow as pa
+from prefect import flow, task
+from pydantic import BaseModel
 
-from flows.stages import prepare_code_digest, prepare_task_corpus, retry_condition  # noqa: E402
-from tasks_lib.artifacts import open_store, run_key  # noqa: E402
-from tasks_lib.contracts import PreparedCorpus  # noqa: E402
-from tasks_lib.prepare import find_task_manifests, fixture_tree_oid, task_fixture_subdir  # noqa: E402
-from tasks_lib.trees import sha256_file  # noqa: E402
+from flows.stages import prepare_code_digest, prepare_task_corpus, retry_condition
+from tasks_lib.artifacts import open_store, run_key
+from tasks_lib.contracts import PreparedCorpus
+from tasks_lib.prepare import find_task_manifests, fixture_tree_oid, task_fixture_subdir
+from tasks_lib.trees import sha256_file
 
 PREPARATION_TABLE = "preparation.parquet"
 

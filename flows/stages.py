@@ -23,7 +23,7 @@ import ast
 import hashlib
 import os
 import threading
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -31,23 +31,29 @@ from flows.settings import configure_prefect
 
 configure_prefect()
 
-import pyarrow as pa  # noqa: E402
-from prefect import task  # noqa: E402
-from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE, CacheKeyFnPolicy  # noqa: E402
-from prefect.context import TaskRunContext  # noqa: E402
-from prefect.filesystems import WritableFileSystem  # noqa: E402
+import pyarrow as pa
+from prefect import task
+from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE, CacheKeyFnPolicy
+from prefect.context import TaskRunContext
+from prefect.filesystems import WritableFileSystem
 
-import tasks_lib  # noqa: E402
-from tasks_lib import arms  # noqa: E402
-from tasks_lib.agents.base import AgentRun  # noqa: E402
-from tasks_lib.arms import Attempt, CheckOutcome, ProvisionedMemory, TaskSource, Workspace  # noqa: E402
-from tasks_lib.audit import AuditReceipt  # noqa: E402
-from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, open_store, run_key  # noqa: E402
-from tasks_lib.contracts import PreparedCorpus, RunRecord  # noqa: E402
-from tasks_lib.errors import MemtrialError  # noqa: E402
-from tasks_lib.prepare import prepare_task  # noqa: E402
-from tasks_lib.runconfig import ArmSpec  # noqa: E402
-from tasks_lib.taskcorpus import CorpusCheckReport, check_corpus, load_task  # noqa: E402
+import tasks_lib
+from tasks_lib import arms
+from tasks_lib.agents.base import AgentRun
+from tasks_lib.arms import (
+    Attempt,
+    CheckOutcome,
+    ProvisionedMemory,
+    TaskSource,
+    Workspace,
+)
+from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, open_store, run_key
+from tasks_lib.audit import AuditReceipt
+from tasks_lib.contracts import PreparedCorpus, RunRecord
+from tasks_lib.errors import MemtrialError
+from tasks_lib.prepare import prepare_task
+from tasks_lib.runconfig import ArmSpec
+from tasks_lib.taskcorpus import CorpusCheckReport, check_corpus, load_task
 
 TRACE_ENV = "MEMTRIAL_STAGE_TRACE"
 FAIL_STAGE_ENV = "MEMTRIAL_FAIL_STAGE"
@@ -55,8 +61,18 @@ FAIL_ONCE_ENV = "MEMTRIAL_FAIL_ONCE"
 RESULTS_FOLDER = "prefect-results"
 
 __all__ = [
-    "ArtifactResultStorage", "InjectedFailure", "check_invariants", "code_digest", "prepare_code_digest",
-    "aggregate", "prepare_task_corpus", "records_digest", "report", "result_storage", "retry_condition", "run_arm",
+    "ArtifactResultStorage",
+    "InjectedFailure",
+    "aggregate",
+    "check_invariants",
+    "code_digest",
+    "prepare_code_digest",
+    "prepare_task_corpus",
+    "records_digest",
+    "report",
+    "result_storage",
+    "retry_condition",
+    "run_arm",
     "store_records",
 ]
 
@@ -157,7 +173,7 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _imported(name: str, path: Path) -> frozenset[str]:
     """tasks_lib modules that module `name` (at `path`) imports anywhere in its body."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -175,7 +191,7 @@ def _imported(name: str, path: Path) -> frozenset[str]:
     return frozenset(m for m in found if m == "tasks_lib" or m.startswith("tasks_lib."))
 
 
-@lru_cache(maxsize=None)
+@cache
 def code_digest(*roots: str) -> str:
     """SHA-256 of the source of `roots` (tasks_lib modules) and every tasks_lib module they import,
     transitively, with their parent packages: the code a stage runs. Computed once per process,

@@ -19,16 +19,16 @@ from flows.settings import configure_prefect
 
 configure_prefect()
 
-from prefect import flow, task  # noqa: E402
-from prefect.cache_policies import INPUTS, TASK_SOURCE  # noqa: E402
+from prefect import flow, task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from flows import stages  # noqa: E402
-from flows.progress import reporter  # noqa: E402
-from flows.settings import PROJECT_ROOT  # noqa: E402
-from tasks_lib.artifacts import run_key  # noqa: E402
-from tasks_lib.errors import MemtrialError  # noqa: E402
-from tasks_lib.runconfig import RunConfig  # noqa: E402
-from tasks_lib.trees import sha256_file  # noqa: E402
+from flows import stages
+from flows.progress import reporter
+from flows.settings import PROJECT_ROOT
+from tasks_lib.artifacts import run_key
+from tasks_lib.errors import MemtrialError
+from tasks_lib.runconfig import RunConfig
+from tasks_lib.trees import sha256_file
 
 SUITES_FOLDER = "suites"
 TREND = "trend"
@@ -85,7 +85,12 @@ def retrieval_suite(artifact_root: str, run_id: str, options: dict[str, Any], em
     """The offline retrieval suite on the bundled cases (tasks_lib.retrieval); store the RetrievalResult."""
     stages.enter_stage("retrieval-suite")
     from tasks_lib.public.runner import registry_factory
-    from tasks_lib.retrieval import RetrievalGates, bundled_cases, load_gates, run_retrieval_suite
+    from tasks_lib.retrieval import (
+        RetrievalGates,
+        bundled_cases,
+        load_gates,
+        run_retrieval_suite,
+    )
 
     unknown = sorted(set(options) - {"gates"})
     if unknown:
@@ -204,7 +209,13 @@ def trend_snapshot(artifact_root: str, run_id: str, suite: str, result_key: str,
     """
     stages.enter_stage("trend-snapshot", suite)
     from flows.cli_suite_retrieval import build_under_test
-    from tasks_lib.trend import TrendError, append_snapshot, load_trend, now, regressions
+    from tasks_lib.trend import (
+        TrendError,
+        append_snapshot,
+        load_trend,
+        now,
+        regressions,
+    )
 
     store = stages.artifact_store(artifact_root)
     if suite == "recall":

@@ -16,7 +16,14 @@ from typing import Any, ClassVar, Literal
 import yaml
 from pydantic import Field, JsonValue, field_validator
 
-from tasks_lib.contracts import Condition, ContractModel, Document, Identifier, RelPath, parse_document
+from tasks_lib.contracts import (
+    Condition,
+    ContractModel,
+    Document,
+    Identifier,
+    RelPath,
+    parse_document,
+)
 from tasks_lib.errors import ContractError, Violation
 
 CALIBRATION_AGENT = "calibration"

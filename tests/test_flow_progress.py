@@ -8,7 +8,13 @@ import pytest
 from prefect.task_runners import ThreadPoolTaskRunner
 from rich.console import Console
 
-from flows.progress import NullReporter, PlainReporter, RichReporter, reporter, reporting
+from flows.progress import (
+    NullReporter,
+    PlainReporter,
+    RichReporter,
+    reporter,
+    reporting,
+)
 from flows.runners import RunnerError, task_runner
 from tasks_lib.runconfig import RunnerSpec
 

@@ -50,3 +50,22 @@ def test_a_paid_agent_with_a_budget_config_gets_the_pair_guard(tmp_path: Path) -
     config = RunConfig(agents=[AgentSpec(name="claude-code")], budget={"config": str(tmp_path / "budget.yaml")})  # type: ignore[arg-type]
     guard = pair_guard(config, config.all_agents[1], "run-x", str(tmp_path))
     assert isinstance(guard, PairGuard) and guard.agent == "claude-code"
+
+
+def test_run_on_the_smoke_config_says_where_the_report_is(prefect_harness: None, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The main job end to end on the bundled smoke config: records, graded tables and the report."""
+    import json
+
+    from flows.settings import PROJECT_ROOT
+    from tasks_lib.artifacts import open_store
+
+    root = tmp_path / "artifacts"
+    assert main(["run", "--config", str(PROJECT_ROOT / "configs" / "smoke.yaml"), "--artifacts", str(root), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    (agent,) = result["agents"]
+    assert agent["agent"] == "calibration" and agent["attempts"] == 4 and result["excluded"] == {}
+    assert agent["report"] == f"{root}/runs/{agent['run_id']}/report.html"
+    store = open_store(root)
+    assert store.exists(f"runs/{agent['run_id']}/report.html") and store.exists(agent["tables"]["grades.parquet"])
+    assert store.exists(f"runs/{result['run_id']}/run-config.json")

@@ -98,15 +98,3 @@ def test_flow_writes_artifacts_to_s3(prefect_harness: None, project: Path, s3_en
     frame = open_store("s3://flow-artifacts/nightly").get_table(summary.table_key).to_pandas()
     assert isinstance(frame, pd.DataFrame)
     assert sorted(frame["name"]) == ["clean-task", "leaky-task", "redacted-task"]
-
-
-def test_run_command_prepares_the_bundled_corpus(prefect_harness: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The README's main job: every bundled task builds from git objects and certifies clean."""
-    from flows.cli import main
-
-    assert main(["run", "--json", "--artifacts", str(tmp_path / "artifacts")]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["clean"] is True
-    assert len(result["tasks"]) >= 12
-    assert all(row["certification"] == "clean" for row in result["tasks"])
-    assert open_store(str(tmp_path / "artifacts")).exists(result["table"])

@@ -93,16 +93,17 @@ def arm_specs(config: RunConfig, agent: AgentSpec, tasks: list[LoadedTask], prep
               run_id: str, repo: Path, commit: str, tasks_subdir: str, artifact_root: str, code: str) -> list[ArmSpec]:
     """One ArmSpec per scheduled attempt (conditions interleaved), with the digests its cache key uses."""
     conditions = check_conditions(list(config.conditions), LANES)
+    trees = {t.task_id: fixture_tree_oid(repo, commit, f"{tasks_subdir}/{t.root.name}")[1] for t in tasks}
+    manifests = {t.task_id: sha256_file(t.root / "task.json") for t in tasks}
     specs = []
     for attempt in schedule(tasks, conditions, config.trials):
         task = attempt.task
-        _, task_tree = fixture_tree_oid(repo, commit, f"{tasks_subdir}/{task.root.name}")
         specs.append(ArmSpec(
             run_id=run_id, task_id=task.task_id, task_folder=str(task.root), condition=attempt.condition,
             trial=attempt.trial, order=attempt.order, agent=agent, sandbox=config.sandbox, embedder=config.embedder,
             repo_root=str(repo), commit=commit, tasks_subdir=tasks_subdir, artifact_root=artifact_root,
-            corpus_id=prepared[task.task_id].build.corpus_id, task_tree_oid=task_tree,
-            manifest_sha256=sha256_file(task.root / "task.json"), verifier_sha256=task.manifest.verifier.asset.sha256,
+            corpus_id=prepared[task.task_id].build.corpus_id, task_tree_oid=trees[task.task_id],
+            manifest_sha256=manifests[task.task_id], verifier_sha256=task.manifest.verifier.asset.sha256,
             config_digest=config.config_digest(), code_digest=code,
         ))
     return specs

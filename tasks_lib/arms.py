@@ -349,7 +349,7 @@ def record_attempt(
         delivered_ids=injection.memory_ids,
         audit_receipt=receipt_key,
         build_under_test=REFERENCE_BUILD,
-        **record_fields(task, agent_name),
+        **record_fields(task, agent_name, run.model),
     )
     store.put_json(run_key(run_id, *prefix, "record.json"), record)
     return record

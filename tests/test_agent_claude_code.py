@@ -97,6 +97,7 @@ def test_real_cli_completes_the_task_and_injection_is_confirmed_only_in_the_on_a
         assert (server.turns_served, server.exhausted) == (3, 0), "two prompts, three scripted turns, nothing more"
 
     assert run.exit_code == 0 and run.infra_failure is None, run.transcript.steps
+    assert run.model == MODEL
     assert (session.workspace / "EXIT_CODE.txt").read_text() == "75\n", "the scripted Write tool call ran in the workspace"
     assert all(r.path.split("?")[0] == "/v1/messages" for r in requests), [r.path for r in requests]
 

@@ -75,6 +75,7 @@ def test_loop_fixes_the_workspace_and_memory_on_is_confirmed(workspace: Path, me
     with ScriptedOpenAI(FIX_SCRIPT) as server:
         run = _agent(server, prices={"scripted": (2.0, 10.0)}).run(_session(workspace, {"MEMTRIAL_REALM": REALM, "MEMTRIAL_MEMORY_DB": str(db)}))
     assert (run.exit_code, run.infra_failure) == (0, None), run.transcript
+    assert run.model == "scripted", "the model is reported with the run: it is part of the records' comparability key"
     assert (workspace / "calc.py").read_text() == FIXED
     assert len(server.bodies) == 4 and set(server.paths) == {"/v1/chat/completions"}
     assert server.bodies[0]["messages"][1]["content"].startswith(PROMPT)

@@ -82,6 +82,9 @@ class AgentRun(ContractModel):
     """Wall time of the session."""
     transcript: Transcript
     """The session's transcript."""
+    model: str | None = None
+    """The model the session asked for (None for an agent that runs no named model); part of the
+    comparability key of its records."""
 
 
 class Agent(abc.ABC):

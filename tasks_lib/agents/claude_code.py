@@ -452,6 +452,7 @@ class ClaudeCodeAgent(Agent):
             cost_usd=cost,
             wall_seconds=round(time.monotonic() - started, 6),
             transcript=Transcript(agent=self.name, session_id=session_id, steps=tuple(steps)),
+            model=model,
         )
 
     @staticmethod

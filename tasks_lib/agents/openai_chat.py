@@ -208,6 +208,7 @@ class OpenAIChatAgent(Agent):
             cost_usd=(usage[0] * input_price + usage[1] * output_price) / 1e6,
             wall_seconds=round(time.monotonic() - started, 6),
             transcript=Transcript(agent=self.name, session_id=session_id, steps=tuple(steps)),
+            model=model,
         )
 
     def _answer(

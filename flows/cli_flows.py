@@ -36,6 +36,8 @@ def _start_prefect() -> None:
     configure_prefect()
     logging.getLogger("prefect").setLevel(os.environ["PREFECT_LOGGING_LEVEL"])
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # a local Dask cluster's workers
+    # The ephemeral server's database pool reports a cancelled rollback at shutdown as an ERROR traceback.
+    logging.getLogger("sqlalchemy.pool").setLevel(logging.CRITICAL)
     logging.getLogger("distributed").setLevel(logging.WARNING)
 
 

@@ -28,5 +28,6 @@ def configure_prefect() -> None:
     os.environ.setdefault("PREFECT_HOME", str(memtrial_home() / "prefect"))
     Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")  # the client's usage telemetry (and its notice)
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "true")

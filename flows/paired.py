@@ -162,6 +162,12 @@ def run_matrix(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_id
     specs = arm_specs(config, agent, tasks.runnable, tasks.prepared, run_id=run_id, repo=tasks.repo, commit=tasks.commit,
                        tasks_subdir=tasks.tasks_subdir, artifact_root=artifact_root, code=tasks.code)
     progress.start(stage, len(specs))
+    sealed = stages.read_sealed_matrix(storage, specs)
+    if sealed is not None:
+        for _ in specs:
+            progress.advance(stage, cached=True)
+        progress.finish(stage, f"{sum(r.outcome == 'pass' for r in sealed)} passed")
+        return sealed, len(specs), _store_records(agent, artifact_root, run_id, sealed, storage)
     arm = stages.run_arm.with_options(result_storage=storage, retries=0 if agent.paid else 1, retry_delay_seconds=1,
                                       retry_condition_fn=stages.retry_condition)
     if agent.paid:
@@ -174,12 +180,19 @@ def run_matrix(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_id
             cached += hits
     else:
         records, cached = _collect([arm.submit(spec) for spec in specs], stage)
+    stages.seal_matrix(storage, specs, records)
     progress.finish(stage, f"{sum(r.outcome == 'pass' for r in records)} passed")
+    return records, cached, _store_records(agent, artifact_root, run_id, records, storage)
+
+
+def _store_records(agent: AgentSpec, artifact_root: str, run_id: str, records: list[RunRecord],
+                   storage: stages.ArtifactResultStorage) -> str:
+    progress = reporter()
     progress.start(records_stage(agent), 1)
     key = stages.store_records.with_options(result_storage=storage)(artifact_root, run_id, records)
     progress.advance(records_stage(agent))
     progress.finish(records_stage(agent))
-    return records, cached, key
+    return key
 
 
 @flow(name="paired", log_prints=False)

@@ -396,3 +396,29 @@ def report(artifact_root: str, run_id: str, records_sha256: str, code: str, memo
     from tasks_lib.report import build_report
 
     return build_report(artifact_store(artifact_root), run_id, memory_texts=memory_texts).uri
+
+
+def matrix_seal_key(specs: list[ArmSpec]) -> str:
+    """Key of a completed matrix: SHA-256 over every arm's identity, in schedule order."""
+    digest = hashlib.sha256()
+    for spec in specs:
+        digest.update(spec.cache_identity().encode() + b"\n")
+    return f"matrix-{digest.hexdigest()}"
+
+
+def read_sealed_matrix(storage: ArtifactResultStorage, specs: list[ArmSpec]) -> list[RunRecord] | None:
+    """The records of a matrix whose every arm completed before (one read instead of one cached
+    task run per arm), or None. Sealed only after all its arms completed, so it holds exactly what
+    the per-arm caches would return."""
+    from prefect.results import ResultStore
+
+    store = ResultStore(result_storage=storage)
+    key = matrix_seal_key(specs)
+    return list(store.read(key).result) if store.exists(key) else None
+
+
+def seal_matrix(storage: ArtifactResultStorage, specs: list[ArmSpec], records: list[RunRecord]) -> None:
+    """Record that every arm of `specs` completed with `records`."""
+    from prefect.results import ResultStore
+
+    ResultStore(result_storage=storage).write(records, key=matrix_seal_key(specs))

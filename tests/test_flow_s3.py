@@ -55,8 +55,8 @@ def test_nightly_on_s3_results_and_artifacts_then_rerun_from_s3_cache(
               for o in page.get("Contents", [])]
     assert any(k.endswith(f"{run_id}-calibration/attempts/{TASK}/on/t0/audit.json") for k in listed)
     results = [k for k in listed if k.startswith("nightly/prefect-results/")]
-    # prepare, invariants, two arms, the records table, aggregate and report: seven persisted results.
-    assert len(results) == 7
+    # prepare, invariants, two arms, the sealed matrix, the records table, aggregate and report.
+    assert len(results) == 8
     assert not (tmp_path / "artifacts").exists()
 
     first = len(trace.read_text().splitlines())

@@ -3,7 +3,8 @@
 Cache policies say exactly what identifies a stage's result: content digests (fixture tree and
 corpus id, manifest and verifier digests, the run config digest) plus the digest of the stage
 code, and for arms the run id (a new run is a new measurement; a rerun of the same run re-uses
-every completed arm). Results persist in the configured result storage (`ArtifactResultStorage`:
+every completed arm; once all arms of a matrix completed, the matrix is sealed as one entry so a
+rerun reads it once). Results persist in the configured result storage (`ArtifactResultStorage`:
 a local folder or an S3-compatible bucket, same settings as the artifact store), so a rerun in a
 new process still finds them.
 

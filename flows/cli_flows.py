@@ -69,8 +69,11 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
         out.print(_summary_table(agent.cells, COLUMNS, f"{agent.agent}: {agent.passes}/{agent.attempts} passed, {agent.arms_cached} arms from cache (run {agent.run_id})"))
     for name, reason in sorted(result.excluded.items()):
         out.print(f"excluded {name}: {reason}")
+    from flows.suites import suite_headline
+
     for name, key in sorted(result.suites.items()):
         out.print(f"suite {name}: {result.artifact_root.rstrip('/')}/{key}")
+        out.print(f"  {suite_headline(name, result.artifact_root, key)}")
     for name, key in sorted(result.trend.items()):
         out.print(f"trend {name}: {result.artifact_root.rstrip('/')}/{key}")
     for message in result.regressions:

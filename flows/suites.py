@@ -252,3 +252,25 @@ def trend_snapshots(config: RunConfig, run_id: str, artifact_root: str, results:
     failures = sum(len(v["regressions"]) for v in out.values())
     progress.finish(TREND, f"{failures} regression(s)" if failures else "no regression")
     return out
+
+
+def suite_headline(name: str, artifact_root: str, key: str) -> str:
+    """One line a person reads after a nightly run: the retrieval suite's failed gates, the recall
+    sweep's curve and knee, the external suites' recall_any@5. Read back from the stored result."""
+    payload = json.loads(stages.artifact_store(artifact_root).get_bytes(key))
+    if name == "retrieval":
+        failed = [g for g in payload["gates"] if not g["passed"]]
+        held = len(payload["gates"]) - len(failed)
+        if not failed:
+            return f"retrieval: all {held} gates held"
+        shown = "; ".join(
+            f"{g['name']} {'unmeasured' if g['value'] is None else format(g['value'], '.3f')} (bar {g['op']} {g['threshold']:g})" for g in failed
+        )
+        return f"retrieval: {held}/{len(payload['gates'])} gates held; FAILED {shown}"
+    if name == "recall":
+        curve = ", ".join(f"{length}: {m['recall']['rate']:.2f}" if m["recall"]["rate"] is not None else f"{length}: -"
+                          for length, m in sorted(payload["metrics_by_length"].items(), key=lambda item: int(item[0])))
+        knee = payload.get("knee")
+        where = f"knee between {knee['previous']} and {knee['length']} turns" if knee else "no knee"
+        return f"recall by length {{{curve}}}; {where}"
+    return f"{name}: stored ({', '.join(sorted(payload))})"

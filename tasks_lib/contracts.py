@@ -472,27 +472,6 @@ class RunRecord(Document):
     """Comparability: the last commit of the task's checkout that changed the task's folder."""
 
 
-class Grade(Document):
-    """Three grading layers of one attempt; none implies the next."""
-
-    KIND: ClassVar[str] = "grade"
-
-    run_id: Identifier
-    """The run."""
-    task_id: Identifier
-    """The task."""
-    condition: Condition
-    """The memory condition."""
-    trial: int = Field(ge=0)
-    """Trial number."""
-    delivered: Literal["yes", "no", "unknown"]
-    """Layer one: memory reached the agent (from the transcript)."""
-    passed: bool | None
-    """Layer two input: the verifier passed; None when ungradable."""
-    mui_credit: Literal["success-lift", "cost-saving", "none"]
-    """Layer three: whether this memory-on attempt changed the result against its paired off trial."""
-
-
 # --------------------------------------------------------------------------- loading
 
 D = TypeVar("D", bound=Document)
@@ -506,7 +485,6 @@ DOCUMENT_KINDS: dict[str, type[Document]] = {
     "certification.json": CertificationReport,
     "prepared.json": PreparedCorpus,
     "record.json": RunRecord,
-    "grade.json": Grade,
 }
 """File names memtrial writes and reads, mapped to their contract."""
 

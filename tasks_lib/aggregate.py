@@ -28,6 +28,7 @@ from tasks_lib.admission import AdmissionDecision, admissions_key, load_decision
 from tasks_lib.agents.base import Transcript
 from tasks_lib.artifacts import RECORDS_TABLE, RUNS, ArtifactStore, run_key
 from tasks_lib.audit import AuditReceipt
+from tasks_lib.comparability import MissingKeyError, comparison_key
 from tasks_lib.contracts import ContractModel, RunRecord, parse_document, violations_of
 from tasks_lib.errors import ArtifactNotFound, ContractError, MemtrialError
 from tasks_lib.grading import AttemptGrade, ConditionDelta, GradingSummary, grade_attempts, summarize
@@ -195,6 +196,21 @@ def _cohort(records: Sequence[RunRecord], admissions: Sequence[AdmissionDecision
     return [r for r in records if graded(r)], excluded
 
 
+def require_one_key_per_task(records: Sequence[RunRecord], run_id: str) -> None:
+    """Refuse a run whose records of one task differ in comparability key (model, fixture, verifier,
+    ...): their pass rates would share one line of the report. Raises IncomparableError naming the
+    differing fields and both values. Records stored before the key fields existed carry no key;
+    they are graded (they can never be admitted or compared)."""
+    by_task: dict[str, list[RunRecord]] = {}
+    for record in records:
+        by_task.setdefault(record.task_id, []).append(record)
+    for task_records in by_task.values():
+        try:
+            comparison_key(task_records, f"run {run_id}")
+        except MissingKeyError:
+            continue
+
+
 def aggregate_run(store: ArtifactStore, run_id: str, memory_texts: Mapping[str, Sequence[str]] | None = None) -> Aggregate:
     """Grade a stored run and write its tables and summary; return what was written.
 
@@ -202,6 +218,7 @@ def aggregate_run(store: ArtifactStore, run_id: str, memory_texts: Mapping[str, 
     is unknown. Raises RunNotFound for an unknown run, AggregateError/ContractError for bad tables.
     """
     records = load_records(store, run_id)
+    require_one_key_per_task(records, run_id)
     admissions = load_admissions(store, run_id)
     cohort, excluded = _cohort(records, admissions)
     transcripts = load_transcripts(store, cohort) if memory_texts is not None else None

@@ -145,3 +145,21 @@ def test_a_bad_admissions_row_names_the_table_and_field(tmp_path: Path) -> None:
     store.put_table(admissions_key(RUN), pa.Table.from_pylist([{c: row[c] for c in ADMISSION_COLUMNS}]))
     with pytest.raises(AggregateError, match=r"admissions.parquet: field 'decision'"):
         aggregate_run(store, RUN)
+
+
+def test_two_comparability_keys_for_one_task_are_refused(tmp_path: Path) -> None:
+    """Records of one task run by two models would share a line of the report: refused, naming the field."""
+    from tasks_lib.comparability import IncomparableError
+
+    pinned = {"manifest_digest": "a" * 64, "verifier_digest": "b" * 64, "prompts_digest": "c" * 64, "source_commit": "d" * 40}
+    records = [r.model_copy(update={**pinned, "corpus_id": "e" * 64, "model": f"scripted/{'m2' if (r.task_id, r.trial) == ('alpha', 1) else 'm1'}"})
+               for r in scenario_records(RUN)]
+    store = LocalStore(tmp_path / "artifacts")
+    store_scenario(store, records)
+    with pytest.raises(IncomparableError, match="model") as caught:
+        aggregate_run(store, RUN, TEXTS)
+    assert "scripted/m1" in str(caught.value) and "scripted/m2" in str(caught.value)
+    assert not (tmp_path / "artifacts" / "runs" / RUN / GRADES_TABLE).exists(), "nothing is written for a refused run"
+    same = [r.model_copy(update={"model": "scripted/m1"}) for r in records]
+    store_scenario(store, same)
+    assert aggregate_run(store, RUN, TEXTS).summary.run_id == RUN

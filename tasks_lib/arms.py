@@ -29,6 +29,7 @@ so an orchestrator can wrap each one as its own task):
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -236,6 +237,21 @@ def make_agent(name: str, task: LoadedTask, options: Mapping[str, object]) -> Ag
     return get_agent(name, **options)
 
 
+def runner_owned_paths(task: LoadedTask) -> tuple[Path, ...]:
+    """What an agent must never see: the task corpus folder (every task's hidden tests, solution and
+    manifest), the checkout holding it (its git history, the runner's state and artifacts under
+    .memtrial/) and the artifact root or memtrial home named in the environment."""
+    paths = [task.root.parent]
+    checkout = next((p for p in task.root.parents if (p / ".git").exists()), None)
+    if checkout is not None:
+        paths.append(checkout)
+    for name in ("MEMTRIAL_HOME", "MEMTRIAL_ARTIFACT_ROOT"):
+        value = os.environ.get(name, "")
+        if value and "://" not in value:
+            paths.append(Path(value))
+    return tuple(dict.fromkeys(p.absolute() for p in paths))
+
+
 def run_agent(
     attempt: Attempt,
     workspace: Workspace,
@@ -257,6 +273,7 @@ def run_agent(
         hook_argv=HOOK_ARGV,
         timeout_seconds=timeout_seconds or task.manifest.agent_timeout_seconds,
         sandbox=sandbox,
+        hidden_paths=runner_owned_paths(task),
     )
     started = time.monotonic()
     run = agent.run(session)

@@ -9,9 +9,12 @@ ends — the transcript's hook steps (what the adapter reports) and the request 
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,6 +30,7 @@ from tasks_lib.memory.planting import plant
 from tasks_lib.memory.provenance import open_marker
 from tasks_lib.memory.realms import trial_realm
 from tasks_lib.memory.store import SqliteMemoryStore
+from tasks_lib.sandbox.session_confine import bwrap_for_sessions
 
 MODEL = "claude-sonnet-4-5"
 PRICE_PER_MTOK = {"input_tokens": 3.0, "output_tokens": 15.0, "cache_creation_input_tokens": 3.75, "cache_read_input_tokens": 0.30}
@@ -125,6 +129,10 @@ def test_real_cli_completes_the_task_and_injection_is_confirmed_only_in_the_on_a
     calls = [s.text for s in run.transcript.steps if s.kind == "tool-call"]
     assert len(calls) == 1 and calls[0].startswith("Write ")
     assert any(s.source == "tool" and "EXIT_CODE.txt" in s.text for s in run.transcript.steps)
+
+    # where bwrap works the whole session ran confined, and the transcript says which it was
+    expected_note = "confined by bubblewrap" if bwrap_for_sessions()[0] else "NOT confined"
+    assert expected_note in run.transcript.steps[0].text
 
     # settings live in the arm's HOME, never in the workspace
     assert not (session.workspace / ".claude").exists()
@@ -242,3 +250,39 @@ def test_binary_named_by_the_environment_is_the_only_candidate(tmp_path: Path, m
     monkeypatch.setenv("MEMTRIAL_CLAUDE_BINARY", str(tmp_path / "missing-claude"))
     with pytest.raises(AgentSetupError, match="missing-claude"):
         find_binary()
+
+
+def test_confined_session_cannot_see_runner_owned_paths_or_other_arms(claude_binary: Path, tmp_path: Path) -> None:
+    """The scripted model makes the real CLI try the runner-owned area, another arm's scratch folder
+    and a write outside its workspace; the tool results the model gets back show none of it worked."""
+    bwrap, problem = bwrap_for_sessions()
+    if bwrap is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"bwrap must confine the CLI in CI: {problem}")
+        pytest.skip(f"no session confinement here: {problem}")
+    hidden = tmp_path / "runner" / "hidden"
+    hidden.mkdir(parents=True)
+    (hidden / "test_secret.py").write_text("HIDDEN-ANSWER-4711\n")
+    other_arm = Path(tempfile.mkdtemp(prefix="memtrial-other-arm-"))
+    (other_arm / "transcript.json").write_text("OTHER-ARM-9931\n")
+    arm = tmp_path / "arm"
+    arm.mkdir()
+    session = _session(arm, {}, prompts=("Look around.",)).model_copy(update={"hidden_paths": (tmp_path / "runner",)})
+    probe = (f"cat {hidden / 'test_secret.py'}; cat {other_arm / 'transcript.json'}; "
+             f"touch {other_arm / 'planted'}; echo probe-done")
+    script = [
+        Turn((ToolUse("Bash", {"command": probe, "description": "probe"}),), Usage(input_tokens=100, output_tokens=10)),
+        Turn((Text("Done."),), Usage(input_tokens=120, output_tokens=5)),
+    ]
+    try:
+        with ScriptedAnthropic(script, model=MODEL) as server:
+            run = ClaudeCodeAgent(binary=claude_binary, base_url=server.url, api_key="sk-scripted-test", confine=True).run(session)
+            requests = server.requests
+        assert run.exit_code == 0 and run.infra_failure is None, run.transcript.steps
+        tool_result = next(r.raw for r in requests if "probe-done" in r.raw and "tool_result" in r.raw)
+        assert "HIDDEN-ANSWER-4711" not in tool_result and "OTHER-ARM-9931" not in tool_result
+        assert tool_result.count("No such file or directory") >= 2, tool_result[-2000:]
+        assert not (other_arm / "planted").exists(), "nothing outside the arm's own folders is writable"
+        assert "confined by bubblewrap" in run.transcript.steps[0].text
+    finally:
+        shutil.rmtree(other_arm, ignore_errors=True)

@@ -26,6 +26,7 @@ from tasks_lib.agents.calibration_plan import (
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.arms import (
     ArmsError,
+    runner_owned_paths,
     TaskSource,
     audit_workspace,
     check_conditions,
@@ -296,3 +297,14 @@ def test_parallel_attempts_give_the_expected_records_in_schedule_order(tmp_path:
     with pytest.raises(ArmsError, match="workers: must be at least 1"):
         run_matrix(plan, run_id="x", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks", agent_name="calibration",
                    store=LocalStore(tmp_path / "a2"), workers=0)
+
+
+def test_agents_are_told_to_hide_the_corpus_the_checkout_and_the_artifact_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What a confining agent adapter (claude-code under bwrap) hides: every task's hidden tests and
+    solution, the checkout with its git history and .memtrial/, and a local artifact root; never an S3 root."""
+    monkeypatch.setenv("MEMTRIAL_ARTIFACT_ROOT", str(tmp_path / "artifacts"))
+    monkeypatch.delenv("MEMTRIAL_HOME", raising=False)
+    task = TASKS[0]
+    assert runner_owned_paths(task) == (task.root.parent.absolute(), REPO.absolute(), (tmp_path / "artifacts").absolute())
+    monkeypatch.setenv("MEMTRIAL_ARTIFACT_ROOT", "s3://bucket/prefix")
+    assert runner_owned_paths(task) == (task.root.parent.absolute(), REPO.absolute())

@@ -29,13 +29,15 @@ updater), ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY from the adapter's configuratio
 configured, the runner's variables of those names) and `session.env` (the memory switches). As
 root the CLI refuses bypass mode outside a sandbox it recognises, so there IS_SANDBOX=1 is set.
 
-Limitation (to fix later): the CLI does not run through the `tasks_lib.sandbox` providers yet. The
-`local` provider gives every command its own fresh private HOME (a tmpfs under bwrap) and only
-read-only extra mounts, so it can neither use `session.home` (where the hooks live) nor keep the
-session files a follow-up prompt resumes from. The CLI therefore runs as a plain subprocess in its
-own session with its own HOME and TMPDIR and a scrubbed environment; it shares the host filesystem
-and network. Each transcript starts with a `system` step saying so, and `session.sandbox` is
-reported there, not applied.
+Confinement. The per-command `tasks_lib.sandbox` providers give every command a fresh private HOME
+and no network, so they can neither keep the arm's HOME (hooks, the session files a follow-up
+prompt resumes from) nor reach the model endpoint. The whole CLI session is confined with bubblewrap
+instead (`tasks_lib.sandbox.session_confine`): host root read-only, `/tmp`, `/home`, `/root` and
+`session.hidden_paths` (task corpus, checkout, artifact root) empty, only the workspace, the HOME
+and the memory store's folder writable; the network is shared. Without a working bwrap (or with
+`confine=False`) the CLI runs as a plain subprocess in its own session with its own HOME and TMPDIR
+and a scrubbed environment, sharing the host filesystem; `confine=True` refuses that. Each
+transcript starts with a `system` step saying which of the two happened.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -52,12 +55,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tasks_lib
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
 from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.sandbox.base import DEFAULT_PATH
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
 from tasks_lib.sandbox.procs import TreeWatcher, kill_tree
+from tasks_lib.sandbox.session_confine import bwrap_for_sessions, session_prefix
 
 PINNED_VERSION = "2.1.332"
 """The CLI version `scripts/install_claude_code.sh` installs and the tests drive."""
@@ -97,11 +102,24 @@ MAX_STDERR_BYTES = 1 << 20
 
 READER_JOIN_SECONDS = 5.0
 
-SANDBOX_NOTE = (
-    "claude-code ran as a plain subprocess (own session, HOME and TMPDIR; scrubbed environment); "
-    "sandbox {sandbox!r} was not applied: the sandbox providers give each command a fresh private HOME "
-    "and read-only mounts, so the arm's HOME (hooks, resumable session) cannot be used through them yet"
+CONFINED_NOTE = (
+    "claude-code ran confined by bubblewrap: host root read-only; /tmp, /home, /root and {hidden} runner-owned "
+    "path(s) hidden; only its workspace, HOME and memory store writable; network shared (model endpoint)"
 )
+PLAIN_NOTE = (
+    "claude-code ran as a plain subprocess (own session, HOME and TMPDIR; scrubbed environment), NOT confined: "
+    "{reason}; it shares the host filesystem and network"
+)
+MEMORY_PATH_ENVS = ("MEMTRIAL_MEMORY_DB", "MEMTRIAL_MEMORY_SOCKET")
+"""Memory environment variables naming a path the hooks open (their folder stays writable: SQLite locks)."""
+
+
+def _install_root(binary: Path) -> Path:
+    """The folder holding the CLI's whole install: its `node_modules` parent, else the binary's folder."""
+    for path in (binary.absolute(), binary.resolve()):
+        if "node_modules" in path.parts:
+            return Path(*path.parts[: path.parts.index("node_modules")])
+    return binary.resolve().parent
 
 
 def find_binary(binary: str | Path | None = None) -> Path:
@@ -345,16 +363,19 @@ class ClaudeCodeAgent(Agent):
         extra_args: Sequence[str] = (),
         base_url: str | None = None,
         api_key: str | None = None,
+        confine: bool | None = None,
     ) -> None:
         """`binary`: the `claude` executable (default: see `find_binary`); `model`: used when the
         session names none; `extra_args`: appended to every invocation; `base_url`/`api_key`: the
-        Anthropic endpoint and key (default: the runner's ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY).
+        Anthropic endpoint and key (default: the runner's ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY);
+        `confine`: None confines the session with bwrap when it works here, True requires it, False never.
         """
         self.binary = binary
         self.model = model
         self.extra_args = tuple(extra_args)
         self.base_url = base_url
         self.api_key = api_key
+        self.confine = confine
 
     def environment(self, session: AgentSession, tmpdir: Path) -> dict[str, str]:
         """The CLI's whole environment (see the module docstring)."""
@@ -375,6 +396,27 @@ class ClaudeCodeAgent(Agent):
         env["HOME"] = str(session.home)
         env["TMPDIR"] = str(tmpdir)
         return env
+
+    def confinement(self, session: AgentSession, binary: Path) -> tuple[list[str], str]:
+        """(argv prefix, transcript note) for this session; see the module docstring.
+
+        Raises:
+            AgentSetupError: `confine=True` and bwrap cannot confine a session here.
+        """
+        if self.confine is False:
+            return [], PLAIN_NOTE.format(reason="confinement disabled by the caller (confine=False)")
+        bwrap, problem = bwrap_for_sessions()
+        if bwrap is None:
+            if self.confine:
+                raise AgentSetupError(f"claude-code: confine=True but {problem}")
+            return [], PLAIN_NOTE.format(reason=problem)
+        hook_python = Path(session.hook_argv[0])
+        readable = [_install_root(binary), hook_python.parent.parent, Path(sys.prefix), Path(sys.base_prefix),
+                    Path(tasks_lib.__file__).parent]
+        stores = [Path(session.env[name]).parent for name in MEMORY_PATH_ENVS if session.env.get(name)]
+        prefix = session_prefix(bwrap, workdir=session.workspace, writable=[session.workspace, session.home, *stores],
+                                readable=readable, hidden=session.hidden_paths)
+        return prefix, CONFINED_NOTE.format(hidden=len(session.hidden_paths))
 
     def argv(self, binary: Path, model: str, session_id: str, resume: bool) -> list[str]:
         """One invocation's argv (the prompt goes on stdin)."""
@@ -401,7 +443,8 @@ class ClaudeCodeAgent(Agent):
         env = self.environment(session, tmpdir)
         model = session.model or self.model
         session_id = str(uuid.uuid4())
-        steps = [TranscriptStep(source="system", kind="context", text=SANDBOX_NOTE.format(sandbox=session.sandbox))]
+        confine_prefix, note = self.confinement(session, binary)
+        steps = [TranscriptStep(source="system", kind="context", text=note)]
         input_tokens = output_tokens = 0
         cost = 0.0
         exit_code: int | None = None
@@ -415,7 +458,8 @@ class ClaudeCodeAgent(Agent):
                 exit_code = None
                 break
             try:
-                done = self._invoke(self.argv(binary, model, session_id, resume=index > 0), prompt, session.workspace, env, remaining)
+                argv = [*confine_prefix, *self.argv(binary, model, session_id, resume=index > 0)]
+                done = self._invoke(argv, prompt, session.workspace, env, remaining)
             except OSError as error:
                 infra = f"claude-code could not start {binary}: {error}"
                 steps.append(TranscriptStep(source="system", kind="error", text=infra))

@@ -8,7 +8,6 @@ import secrets
 import shutil
 import socket
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from tasks_lib.corpus import build_tree
 from tasks_lib.injection import confirm_injection
 from tasks_lib.sandbox.base import ReadOnlyMount, SandboxLimits, SandboxRequest, SandboxResult
 from tasks_lib.sandbox.local import LocalSandbox
+from tasks_lib.sandbox.loopback import loopback_listener
 
 ALLOWED = ("src/calc.py",)
 """The narrow allowlist: the one file the task is about."""
@@ -88,63 +88,39 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
     )
     outside, system = run_dir / "escape.txt", Path("/usr") / f"hostile-escape-{secrets.token_hex(6)}"
 
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    listener.settimeout(0.1)
-    port = listener.getsockname()[1]
-    connections: list[bytes] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(3)
-                connections.append(conn.recv(64))
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    sandbox = LocalSandbox()
-    # The agent script is mounted read-only at a fixed place: the checkout may live under a path
-    # the sandbox hides (a clean clone in /tmp, for one).
-    agent_script = ReadOnlyMount(source=Path(hostile_agent.__file__).resolve(), target="/tmp/memtrial-agent/hostile_agent.py")
-    argv = ("python3", agent_script.inside, "--hidden", str(hidden), "--outside", str(outside),
-            "--system", str(system), "--port", str(port))
-    register_agent("hostile", lambda **options: CommandAgent(argv, mounts=(agent_script,), **options))  # type: ignore[arg-type]
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=3) as control:  # the listener really works
-            control.sendall(b"control")
-        deadline = time.monotonic() + 5
-        while not connections and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert connections == [b"control"], "control connection to the listener failed"
-        connections.clear()
-        before = snapshot_tree(workspace)
-        agent = get_agent("hostile", limits=LIMITS, hidden_paths=(hidden,))
-        session = AgentSession(
-            workspace=workspace, home=home, prompts=("Fix add in src/calc.py.",), env={"MEMTRIAL_MEMORY_OFF": "1"},
-            hook_argv=(sys.executable, "-m", "tasks_lib.memory.hook"), timeout_seconds=120,
-        )
-        run = agent.run(session)
-        time.sleep(0.3)
-        receipt = audit(before, workspace, ALLOWED)
-        # After the agent's turn and the audit, the runner runs the visible tests, then applies the hidden tests.
-        visible = sandbox.run(SandboxRequest(argv=("python3", "-m", "unittest", "-v", "tests.test_calc"), workspace=workspace, limits=LIMITS))
-        shutil.copy(hidden / "test_hidden.py", workspace / "test_hidden.py")
-        hidden_check = sandbox.run(SandboxRequest(argv=("python3", "-m", "unittest", "-v", "test_hidden"), workspace=workspace, limits=LIMITS))
-        yield Outcome(run, receipt, visible, hidden_check, canary, outside, system, list(connections),
-                      sandbox.capabilities().isolation == "namespace", sandbox.bwrap_reason)
-    finally:
-        stop.set()
-        listener.close()
-        thread.join(5)
-        system.unlink(missing_ok=True)  # only ever written when there is no bwrap (running as root)
+    with loopback_listener() as (port, connections):
+        sandbox = LocalSandbox()
+        # The agent script is mounted read-only at a fixed place: the checkout may live under a path
+        # the sandbox hides (a clean clone in /tmp, for one).
+        agent_script = ReadOnlyMount(source=Path(hostile_agent.__file__).resolve(), target="/tmp/memtrial-agent/hostile_agent.py")
+        argv = ("python3", agent_script.inside, "--hidden", str(hidden), "--outside", str(outside),
+                "--system", str(system), "--port", str(port))
+        register_agent("hostile", lambda **options: CommandAgent(argv, mounts=(agent_script,), **options))  # type: ignore[arg-type]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=3) as control:  # the listener really works
+                control.sendall(b"control")
+            deadline = time.monotonic() + 5
+            while not connections and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert connections == [b"control"], "control connection to the listener failed"
+            connections.clear()
+            before = snapshot_tree(workspace)
+            agent = get_agent("hostile", limits=LIMITS, hidden_paths=(hidden,))
+            session = AgentSession(
+                workspace=workspace, home=home, prompts=("Fix add in src/calc.py.",), env={"MEMTRIAL_MEMORY_OFF": "1"},
+                hook_argv=(sys.executable, "-m", "tasks_lib.memory.hook"), timeout_seconds=120,
+            )
+            run = agent.run(session)
+            time.sleep(0.3)
+            receipt = audit(before, workspace, ALLOWED)
+            # After the agent's turn and the audit, the runner runs the visible tests, then applies the hidden tests.
+            visible = sandbox.run(SandboxRequest(argv=("python3", "-m", "unittest", "-v", "tests.test_calc"), workspace=workspace, limits=LIMITS))
+            shutil.copy(hidden / "test_hidden.py", workspace / "test_hidden.py")
+            hidden_check = sandbox.run(SandboxRequest(argv=("python3", "-m", "unittest", "-v", "test_hidden"), workspace=workspace, limits=LIMITS))
+            yield Outcome(run, receipt, visible, hidden_check, canary, outside, system, list(connections),
+                          sandbox.capabilities().isolation == "namespace", sandbox.bwrap_reason)
+        finally:
+            system.unlink(missing_ok=True)  # only ever written when there is no bwrap (running as root)
 
 
 def _agent_text(outcome: Outcome) -> str:

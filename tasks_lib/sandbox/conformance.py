@@ -23,6 +23,7 @@ from typing import Literal
 
 from tasks_lib.contracts import ContractModel, NonEmptyText
 from tasks_lib.sandbox.base import Guarantee, Sandbox, SandboxLimits, SandboxRequest, SandboxResult
+from tasks_lib.sandbox.loopback import loopback_listener
 from tasks_lib.sandbox.procs import is_running, pids_matching
 
 FAST = SandboxLimits(timeout_seconds=30, memory_mb=512, max_output_bytes=64 * 1024)
@@ -167,42 +168,16 @@ def check_network_none(sandbox: Sandbox, base: Path) -> CheckOutcome:
     if (skip := _unenforceable(sandbox, "network-none", "network-none")) is not None:
         return skip
     workspace, _ = _layout(base)
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    listener.settimeout(0.1)
-    port = listener.getsockname()[1]
-    accepted: list[str] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            conn.settimeout(3)
-            accepted.append(conn.recv(64).decode(errors="replace"))
-            conn.close()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    probe = (f"import socket\ns = socket.socket()\ns.settimeout(3)\n"
-             f"try:\n    s.connect(('127.0.0.1', {port})); s.sendall(b'inside'); print('CONNECTED')\n"
-             f"except OSError as e:\n    print('BLOCKED', type(e).__name__)\n")
-    try:
+    with loopback_listener() as (port, accepted):
+        probe = (f"import socket\ns = socket.socket()\ns.settimeout(3)\n"
+                 f"try:\n    s.connect(('127.0.0.1', {port})); s.sendall(b'inside'); print('CONNECTED')\n"
+                 f"except OSError as e:\n    print('BLOCKED', type(e).__name__)\n")
         with socket.create_connection(("127.0.0.1", port), timeout=3) as control:  # the listener works
             control.sendall(b"control")
         result = sandbox.run(SandboxRequest(argv=("python3", "-c", probe), workspace=workspace, limits=FAST))
         time.sleep(0.2)
-    finally:
-        stop.set()
-        thread.join(5)
-        listener.close()
     ok = (result.ok and "BLOCKED" in result.stdout.text and "CONNECTED" not in result.stdout.text
-          and "control" in accepted and "inside" not in accepted)
+          and b"control" in accepted and b"inside" not in accepted)
     return _outcome("network-none", ok, f"accepted={accepted} {_brief(result)}")
 
 

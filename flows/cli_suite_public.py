@@ -8,7 +8,7 @@ per-metric tables, or the same numbers as JSON with `--json`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -16,7 +16,9 @@ from rich.table import Table
 from flows.cli import JsonFlag, emit_json, out
 from flows.cli_suite import suite_app
 from tasks_lib.errors import MemtrialError
-from tasks_lib.public.result import PublicResult
+
+if TYPE_CHECKING:
+    from tasks_lib.public.result import PublicResult
 
 MemoryOpt = Annotated[str, typer.Option("--memory", help="Memory system to measure (registry name: reference, chroma, mcp-memory).")]
 EmbedderOpt = Annotated[str, typer.Option("--embedder", help="Embedder for memory systems that use memtrial's: hashed (offline default) or minilm.")]

@@ -15,7 +15,8 @@ scores normalised to at most 1 (keyword: 1 + SESSION_WEIGHT) so lanes can be add
   memory that replaced it; and live `correction` memories the query matches directly.
 
 `fuse` adds each lane's scores times LANE_WEIGHTS; `speaker_focus` then favours memories spoken
-by the one known speaker a query names. Superseded memories are never returned by any lane.
+by the one known speaker a query names, and `date_focus` memories dated in the period a query
+names (see `dates`). Superseded memories are never returned by any lane.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from tasks_lib.memory.dates import Period, in_window, parse_date
 from tasks_lib.memory.embeddings import Embedder, words
 from tasks_lib.memory.entities import COMMON_WORDS, extract_entities
 
@@ -49,6 +51,9 @@ SESSION_POOL = 10
 
 SPEAKER_DAMPING = 0.35
 """Fraction of its fused score a memory loses when the query names another known speaker."""
+
+DATE_BOOST = 0.5
+"""Share of its fused score a memory gains when its timestamp falls in the period the query names."""
 
 QUERY_STOP_WORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being below
@@ -102,14 +107,17 @@ def _fts_rows(conn: sqlite3.Connection, realm: str, query: str, live_only: bool)
     if match is None:
         return []
     live = "AND m.superseded_by IS NULL" if live_only else ""
-    content = {r[0] for r in conn.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", (match,))}
+    ranking = ranking_query(query)
     rows = conn.execute(
         f"""SELECT m.seq, -bm25(memories_fts, 1.0, {CONTEXT_WEIGHT}) AS s
             FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid
             WHERE memories_fts MATCH ? AND m.realm = ? {live}
             ORDER BY s DESC, m.seq DESC LIMIT ?""",
-        (ranking_query(query), realm, POOL * 5),
+        (ranking, realm, POOL * 5),
     ).fetchall()
+    if ranking == match:  # no pronoun in the query: every row matched a content word
+        return [(seq, float(score)) for seq, score in rows[:POOL]]
+    content = {r[0] for r in conn.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", (match,))}
     return [(seq, float(score)) for seq, score in rows if seq in content][:POOL]
 
 
@@ -118,13 +126,16 @@ def _session_scores(conn: sqlite3.Connection, realm: str, query: str) -> dict[in
     match = fts_query(query)
     if match is None:
         return {}
-    content = {r[0] for r in conn.execute("SELECT rowid FROM sessions_fts WHERE sessions_fts MATCH ?", (match,))}
+    ranking = ranking_query(query)
     rows = conn.execute(
         """SELECT s.id, -bm25(sessions_fts) FROM sessions_fts JOIN sessions s ON s.id = sessions_fts.rowid
            WHERE sessions_fts MATCH ? AND s.realm = ?""",
-        (ranking_query(query), realm),
+        (ranking, realm),
     ).fetchall()
-    return dict(_normalised((sid, float(score)) for sid, score in rows if sid in content))
+    if ranking != match:  # a pronoun in the query: keep sessions matching a content word
+        content = {r[0] for r in conn.execute("SELECT rowid FROM sessions_fts WHERE sessions_fts MATCH ?", (match,))}
+        rows = [(sid, score) for sid, score in rows if sid in content]
+    return dict(_normalised((sid, float(score)) for sid, score in rows))
 
 
 def keyword_lane(conn: sqlite3.Connection, realm: str, query: str) -> list[tuple[int, float]]:
@@ -180,26 +191,41 @@ def _entity_rows(conn: sqlite3.Connection, realm: str, entities: Sequence[str], 
     return {seq: count for seq, count in rows}
 
 
-def graph_lane(conn: sqlite3.Connection, realm: str, query: str) -> list[tuple[int, float]]:
+def live_entities(conn: sqlite3.Connection, realm: str) -> dict[str, frozenset[int]]:
+    """Entity -> seqs of the live memories of `realm` that mention it (the graph lane's index)."""
+    rows = conn.execute(
+        """SELECT e.entity, e.seq FROM entities e JOIN memories m ON m.seq = e.seq
+           WHERE m.realm = ? AND m.superseded_by IS NULL""",
+        (realm,),
+    ).fetchall()
+    index: dict[str, set[int]] = {}
+    for entity, seq in rows:
+        index.setdefault(entity, set()).add(seq)
+    return {entity: frozenset(seqs) for entity, seqs in index.items()}
+
+
+def graph_lane(index: dict[str, frozenset[int]], query: str) -> list[tuple[int, float]]:
     """Memories naming a query entity, then their one-hop neighbours (shared entity), by weight.
 
-    The hop is skipped when the direct matches already fill the pool.
+    `index` is `live_entities` of the realm. The hop is skipped when the direct matches already
+    fill the pool.
     """
     seeds = sorted(extract_entities(query))
-    direct = _entity_rows(conn, realm, seeds, live_only=True)
+    direct: dict[int, int] = {}
+    for entity in seeds:
+        for seq in index.get(entity, ()):
+            direct[seq] = direct.get(seq, 0) + 1
     if not direct:
         return []
     scores = {seq: float(n) for seq, n in direct.items()}
     if len(direct) < POOL:
-        marks = ",".join("?" * len(direct))
-        linked = [
-            r[0]
-            for r in conn.execute(f"SELECT DISTINCT entity FROM entities WHERE seq IN ({marks})", tuple(direct)).fetchall()
-            if r[0] not in seeds
-        ]
-        for seq, n in _entity_rows(conn, realm, linked, live_only=True).items():
-            if seq not in direct:
-                scores[seq] = 0.5 * n
+        linked = {entity for entity, seqs in index.items() if entity not in seeds and not seqs.isdisjoint(direct)}
+        hop: dict[int, int] = {}
+        for entity in linked:
+            for seq in index[entity]:
+                if seq not in direct:
+                    hop[seq] = hop.get(seq, 0) + 1
+        scores.update({seq: 0.5 * n for seq, n in hop.items()})
     return _normalised(scores.items())[:POOL]
 
 
@@ -263,5 +289,18 @@ def speaker_focus(
         other = speaker_of.get(seq)
         if other is not None and " ".join(words(other)) != want:
             score *= 1.0 - SPEAKER_DAMPING
+        out.append((seq, score, lanes))
+    return sorted(out, key=lambda r: (-r[1], -r[0]))
+
+
+def date_focus(
+    fused: list[tuple[int, float, tuple[str, ...]]], timestamp_of: dict[int, str | None], period: Period
+) -> list[tuple[int, float, tuple[str, ...]]]:
+    """Raise memories whose timestamp's day is in `period` (widened, see `dates.in_window`) by DATE_BOOST and re-sort."""
+    out = []
+    for seq, score, lanes in fused:
+        stamp = timestamp_of.get(seq)
+        if stamp is not None and in_window(parse_date(stamp), period):
+            score *= 1.0 + DATE_BOOST
         out.append((seq, score, lanes))
     return sorted(out, key=lambda r: (-r[1], -r[0]))

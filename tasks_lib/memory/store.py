@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from tasks_lib.memory.adapter import Accounting, MemoryAdapter, MemoryHit, MemoryItem, coerce_items, normalize_subject
+from tasks_lib.memory.dates import query_period
 from tasks_lib.memory.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
 from tasks_lib.memory.entities import extract_entities
 from tasks_lib.memory.errors import (
@@ -34,15 +35,19 @@ from tasks_lib.memory.errors import (
 from tasks_lib.memory.lanes import (
     LANES,
     corrections_lane,
+    date_focus,
     fuse,
     graph_lane,
     keyword_lane,
+    live_entities,
     live_vectors,
     named_speaker,
     semantic_lane,
     speaker_focus,
 )
 from tasks_lib.memory.realms import validate_realm
+
+T = TypeVar("T")
 
 STORE_SCHEMA_VERSION = "2"
 """Version of the store's table layout, kept in its `meta` table."""
@@ -333,35 +338,56 @@ class SqliteMemoryStore(MemoryAdapter):
             self._counts["calls"] += 1
             self._counts["texts"] += 1
             self._counts["tokens"] += self.embedder.count_tokens([query])
-            key = ("vectors", realm)
-            if key not in self._cache:
-                self._cache[key] = live_vectors(self._conn, realm, self.embedder)
-            ranked["semantic"] = semantic_lane(self._cache[key], vector, self.embedder)  # type: ignore[arg-type]
+            vectors = self._cached(("vectors", realm), lambda: live_vectors(self._conn, realm, self.embedder))
+            ranked["semantic"] = semantic_lane(vectors, vector, self.embedder)
         if "graph" in lanes:
-            ranked["graph"] = graph_lane(self._conn, realm, query)
-        if "corrections" in lanes:
+            ranked["graph"] = graph_lane(self._cached(("entities", realm), lambda: live_entities(self._conn, realm)), query)
+        if "corrections" in lanes and self._cached(("corrections", realm), lambda: self._has_corrections(realm)):
             ranked["corrections"] = corrections_lane(self._conn, realm, query)
         fused = fuse(ranked)
-        if ("speakers", realm) not in self._cache:
-            rows = self._conn.execute("SELECT DISTINCT speaker FROM memories WHERE realm = ? AND speaker IS NOT NULL", (realm,))
-            self._cache[("speakers", realm)] = [r[0] for r in rows]
-        speakers: list[str] = self._cache[("speakers", realm)]  # type: ignore[assignment]
+        speakers: list[str] = self._cached(("speakers", realm), lambda: self._speakers(realm))
         speaker = named_speaker(query, speakers) if speakers else None
-        if speaker is not None and fused:
+        period = query_period(query)
+        if fused and (speaker is not None or period is not None):
             marks = ",".join("?" * len(fused))
-            speaker_of = dict(self._conn.execute(f"SELECT seq, speaker FROM memories WHERE seq IN ({marks})", [f[0] for f in fused]))
-            fused = speaker_focus(fused, speaker_of, speaker)
+            rows = self._conn.execute(f"SELECT seq, speaker, timestamp FROM memories WHERE seq IN ({marks})", [f[0] for f in fused])
+            meta = {seq: (spk, stamp) for seq, spk, stamp in rows}
+            if speaker is not None:
+                fused = speaker_focus(fused, {seq: m[0] for seq, m in meta.items()}, speaker)
+            if period is not None:
+                fused = date_focus(fused, {seq: m[1] for seq, m in meta.items()}, period)
+        top = fused[:k]
+        marks = ",".join("?" * len(top))
+        rows = self._conn.execute(
+            f"""SELECT m.seq, m.id, m.text, m.kind, m.speaker, m.timestamp, s.name
+                FROM memories m LEFT JOIN sessions s ON s.id = m.session_id WHERE m.seq IN ({marks})""",
+            [seq for seq, _, _ in top],
+        ).fetchall() if top else []
+        by_seq = {row[0]: row[1:] for row in rows}
         hits = []
-        for seq, score, hit_lanes in fused[:k]:
-            mem_id, text, kind, spk, stamp, session = self._conn.execute(
-                """SELECT m.id, m.text, m.kind, m.speaker, m.timestamp, s.name
-                   FROM memories m LEFT JOIN sessions s ON s.id = m.session_id WHERE m.seq = ?""",
-                (seq,),
-            ).fetchone()
+        for seq, score, hit_lanes in top:
+            mem_id, text, kind, spk, stamp, session = by_seq[seq]
             hits.append(
                 MemoryHit(id=mem_id, text=text, score=score, lanes=hit_lanes, kind=kind, speaker=spk, timestamp=stamp, session=session)
             )
         return hits
+
+    def _cached(self, key: tuple[str, str], compute: Callable[[], T]) -> T:
+        """The value cached under `key` since the last write, computed on first use."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]  # type: ignore[return-value]
+
+    def _speakers(self, realm: str) -> list[str]:
+        rows = self._conn.execute("SELECT DISTINCT speaker FROM memories WHERE realm = ? AND speaker IS NOT NULL", (realm,))
+        return [r[0] for r in rows]
+
+    def _has_corrections(self, realm: str) -> bool:
+        """Whether `realm` holds anything the corrections lane can serve (a superseded memory or a correction)."""
+        row = self._conn.execute(
+            "SELECT 1 FROM memories WHERE realm = ? AND (superseded_by IS NOT NULL OR kind = 'correction') LIMIT 1", (realm,)
+        ).fetchone()
+        return row is not None
 
     def accounting(self) -> Accounting:
         (pages,) = self._conn.execute("PRAGMA page_count").fetchone()

@@ -15,6 +15,7 @@ import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -57,18 +58,9 @@ class HashedEmbedder(Embedder):
 
     def _features(self, text: str) -> dict[int, float]:
         vec: dict[int, float] = {}
-
-        def add(feature: str, weight: float) -> None:
-            digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
-            index = int.from_bytes(digest[:4], "little") % self.dim
-            sign = 1.0 if digest[4] & 1 else -1.0
-            vec[index] = vec.get(index, 0.0) + sign * weight
-
         for word in words(text):
-            add("w:" + word, 1.0)
-            padded = f"<{word}>"
-            for i in range(len(padded) - 2):
-                add("c:" + padded[i : i + 3], 0.35)
+            for index, value in _word_features(word, self.dim):
+                vec[index] = vec.get(index, 0.0) + value
         return vec
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -81,6 +73,18 @@ class HashedEmbedder(Embedder):
 
     def count_tokens(self, texts: Sequence[str]) -> int:
         return sum(len(words(t)) for t in texts)
+
+
+@lru_cache(maxsize=262_144)
+def _word_features(word: str, dim: int) -> tuple[tuple[int, float], ...]:
+    """The hashed features one word adds: its unigram (weight 1) and its character trigrams (0.35 each)."""
+    out = []
+    padded = f"<{word}>"
+    for feature, weight in [("w:" + word, 1.0), *(("c:" + padded[i : i + 3], 0.35) for i in range(len(padded) - 2))]:
+        digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+        sign = 1.0 if digest[4] & 1 else -1.0
+        out.append((int.from_bytes(digest[:4], "little") % dim, sign * weight))
+    return tuple(out)
 
 
 _MODEL_LOCK = threading.Lock()

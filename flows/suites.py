@@ -141,10 +141,30 @@ def external_suite(artifact_root: str, run_id: str, options: dict[str, Any], emb
     return _put(artifact_root, suite_key(run_id, "external"), json.dumps(results, indent=2, sort_keys=True))
 
 
+def _path_digest(path: Path) -> str:
+    """Digest of a file or folder's content; a marker for a missing one (the stage then reports it)."""
+    if path.is_dir():
+        return folder_digest(path)
+    return sha256_file(path) if path.is_file() else f"missing:{path}"
+
+
 def _data_digest(name: str, options: dict[str, Any]) -> str:
+    """Digest of every input file a suite reads, so editing one (not only renaming it) misses the cache.
+
+    recall: its cases folder (`cases_dir`, else the bundled one) and any `filler_dataset`;
+    retrieval: the bundled cases and any `gates` file; external: the named dataset files.
+    """
     if name == "external":
         return hashlib.sha256("".join(sha256_file(p) for paths in _external_files(options).values() for p in paths).encode()).hexdigest()
-    return folder_digest(PROJECT_ROOT / "corpora" / name)
+    parts = [folder_digest(PROJECT_ROOT / "corpora" / name)]
+    if name == "recall":
+        if options.get("cases_dir"):
+            parts = [_path_digest(Path(str(options["cases_dir"])))]
+        if options.get("filler_dataset"):
+            parts.append(_path_digest(Path(str(options["filler_dataset"]))))
+    if name == "retrieval" and options.get("gates"):
+        parts.append(_path_digest(PROJECT_ROOT / str(options["gates"])))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 SUITE_CODE = {

@@ -267,9 +267,16 @@ def test_confined_session_cannot_see_runner_owned_paths_or_other_arms(claude_bin
     (other_arm / "transcript.json").write_text("OTHER-ARM-9931\n")
     arm = tmp_path / "arm"
     arm.mkdir()
-    session = _session(arm, {}, prompts=("Look around.",)).model_copy(update={"hidden_paths": (tmp_path / "runner",)})
+    db = arm / "memory.sqlite"  # beside the workspace, as arms.provision_memory puts it
+    realm = trial_realm("run-cc", "uploader-exit", "on", 0)
+    with SqliteMemoryStore(db) as memory:
+        memory.create_realm(realm)
+        plant(memory, realm, [MemorySpec(text=MEMORY, lane="keyword", kind="convention")])
+    before = db.read_bytes()
+    env = {"MEMTRIAL_REALM": realm, "MEMTRIAL_MEMORY_DB": str(db)}
+    session = _session(arm, env, prompts=(PROMPTS[0],)).model_copy(update={"hidden_paths": (tmp_path / "runner",)})
     probe = (f"cat {hidden / 'test_secret.py'}; cat {other_arm / 'transcript.json'}; "
-             f"touch {other_arm / 'planted'}; echo probe-done")
+             f"touch {other_arm / 'planted'}; touch {arm / 'planted'}; echo forged >> {db}; echo probe-done")
     script = [
         Turn((ToolUse("Bash", {"command": probe, "description": "probe"}),), Usage(input_tokens=100, output_tokens=10)),
         Turn((Text("Done."),), Usage(input_tokens=120, output_tokens=5)),
@@ -283,6 +290,9 @@ def test_confined_session_cannot_see_runner_owned_paths_or_other_arms(claude_bin
         assert "HIDDEN-ANSWER-4711" not in tool_result and "OTHER-ARM-9931" not in tool_result
         assert tool_result.count("No such file or directory") >= 2, tool_result[-2000:]
         assert not (other_arm / "planted").exists(), "nothing outside the arm's own folders is writable"
+        assert tool_result.count("Read-only file system") >= 2, tool_result[-2000:]
+        assert not (arm / "planted").exists() and db.read_bytes() == before, "the memory store's folder is read-only"
+        assert confirm_injection(run.transcript).confirmed == "yes", "the hook still read the store, read-only"
         assert "confined by bubblewrap" in run.transcript.steps[0].text
     finally:
         shutil.rmtree(other_arm, ignore_errors=True)

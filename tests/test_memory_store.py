@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,32 @@ def test_a_correction_supersedes_the_superseded_memory_with_its_subject(tmp_path
         served = {hit.id for hit in store.recall("trial:t1", "which header carries the tenant for billing", k=10)}
         assert ids[0] not in served and ids[2] in served
         assert ids[1] in set(store.live_ids("trial:t1"))
+
+
+def test_read_only_store_recalls_and_refuses_every_write(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite"
+    with SqliteMemoryStore(path) as writer:
+        writer.create_realm(REALM)
+        (kept,) = writer.remember(REALM, ["Use pnpm for every install."])
+    before = path.read_bytes()
+    reader = SqliteMemoryStore(path, read_only=True)
+    assert [h.id for h in reader.recall(REALM, "pnpm install", 3)] == [kept]
+    for write in (
+        lambda: reader.remember(REALM, ["Use npm instead."]),
+        lambda: reader.forget([kept]),
+        lambda: reader.create_realm("test:other"),
+    ):
+        with pytest.raises(MemoryStoreError, match="opened read-only"):
+            write()
+    reader.close()
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["memory.sqlite"]
+
+
+def test_read_only_open_of_a_missing_or_foreign_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(MemoryStoreError, match="no memory store at"):
+        SqliteMemoryStore(tmp_path / "absent.sqlite", read_only=True)
+    assert not (tmp_path / "absent.sqlite").exists()
+    foreign = tmp_path / "foreign.sqlite"
+    sqlite3.connect(foreign).execute("CREATE TABLE t(x)").connection.close()
+    with pytest.raises(MemoryStoreError, match="is not a memtrial memory store"):
+        SqliteMemoryStore(foreign, read_only=True)

@@ -33,8 +33,8 @@ Confinement. The per-command `tasks_lib.sandbox` providers give every command a 
 and no network, so they can neither keep the arm's HOME (hooks, the session files a follow-up
 prompt resumes from) nor reach the model endpoint. The whole CLI session is confined with bubblewrap
 instead (`tasks_lib.sandbox.session_confine`): host root read-only, `/tmp`, `/home`, `/root` and
-`session.hidden_paths` (task corpus, checkout, artifact root) empty, only the workspace, the HOME
-and the memory store's folder writable; the network is shared. Without a working bwrap (or with
+`session.hidden_paths` (task corpus, checkout, artifact root) empty, the memory store's folder
+read-only, only the workspace and the HOME writable; the network is shared. Without a working bwrap (or with
 `confine=False`) the CLI runs as a plain subprocess in its own session with its own HOME and TMPDIR
 and a scrubbed environment, sharing the host filesystem; `confine=True` refuses that. Each
 transcript starts with a `system` step saying which of the two happened.
@@ -104,14 +104,16 @@ READER_JOIN_SECONDS = 5.0
 
 CONFINED_NOTE = (
     "claude-code ran confined by bubblewrap: host root read-only; /tmp, /home, /root and {hidden} runner-owned "
-    "path(s) hidden; only its workspace, HOME and memory store writable; network shared (model endpoint)"
+    "path(s) hidden; memory store read-only; only its workspace and HOME writable; network shared (model endpoint)"
 )
 PLAIN_NOTE = (
     "claude-code ran as a plain subprocess (own session, HOME and TMPDIR; scrubbed environment), NOT confined: "
     "{reason}; it shares the host filesystem and network"
 )
 MEMORY_PATH_ENVS = ("MEMTRIAL_MEMORY_DB", "MEMTRIAL_MEMORY_SOCKET")
-"""Memory environment variables naming a path the hooks open (their folder stays writable: SQLite locks)."""
+"""Memory environment variables naming a path the hooks open; their folders are readable, never
+writable, in a confined session (the hook opens the store read-only; a socket connects through a
+read-only mount), so the agent cannot change the memory it is measured with."""
 
 
 def _install_root(binary: Path) -> Path:
@@ -411,10 +413,10 @@ class ClaudeCodeAgent(Agent):
                 raise AgentSetupError(f"claude-code: confine=True but {problem}")
             return [], PLAIN_NOTE.format(reason=problem)
         hook_python = Path(session.hook_argv[0])
-        readable = [_install_root(binary), hook_python.parent.parent, Path(sys.prefix), Path(sys.base_prefix),
-                    Path(tasks_lib.__file__).parent]
         stores = [Path(session.env[name]).parent for name in MEMORY_PATH_ENVS if session.env.get(name)]
-        prefix = session_prefix(bwrap, workdir=session.workspace, writable=[session.workspace, session.home, *stores],
+        readable = [_install_root(binary), hook_python.parent.parent, Path(sys.prefix), Path(sys.base_prefix),
+                    Path(tasks_lib.__file__).parent, *stores]
+        prefix = session_prefix(bwrap, workdir=session.workspace, writable=[session.workspace, session.home],
                                 readable=readable, hidden=session.hidden_paths)
         return prefix, CONFINED_NOTE.format(hidden=len(session.hidden_paths))
 

@@ -147,7 +147,7 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
 
             hits = MemoryClient(socket_path, timeout=SOCKET_TIMEOUT_SECONDS).recall(realm, query, DEFAULT_K, lanes=lanes)
         else:
-            with SqliteMemoryStore(store_path, create=False) as store:
+            with SqliteMemoryStore(store_path, read_only=True) as store:
                 lanes = active_lanes(store.LANES, None, env)
                 if not lanes:
                     return HookResult(exit_code=0)

@@ -109,22 +109,31 @@ class SqliteMemoryStore(MemoryAdapter):
 
     LANES: ClassVar[tuple[str, ...]] = LANES
 
-    def __init__(self, path: Path | str, embedder: Embedder | str | None = None, *, create: bool = True) -> None:
+    def __init__(
+        self, path: Path | str, embedder: Embedder | str | None = None, *, create: bool = True, read_only: bool = False
+    ) -> None:
         """Open (or with `create`, make) the store at `path`.
 
         `embedder` defaults to the one the store was built with, or DEFAULT_EMBEDDER for a new
-        store. Raises MemoryStoreError when `path` is missing (create=False) or is not a store,
-        EmbedderMismatchError when the store was built with another embedder, and
-        UnknownEmbedderError / EmbedderUnavailableError from the embedder registry.
+        store. With `read_only` the file is opened by SQLite in read-only mode (it must exist;
+        nothing is ever written, so it can sit on a read-only mount) and every write raises
+        MemoryStoreError. Raises MemoryStoreError when `path` is missing (create=False or
+        read_only) or is not a store, EmbedderMismatchError when the store was built with another
+        embedder, and UnknownEmbedderError / EmbedderUnavailableError from the embedder registry.
         """
         self.path = Path(path)
-        if not create and not self.path.is_file():
+        self.read_only = read_only
+        if (read_only or not create) and not self.path.is_file():
             raise MemoryStoreError(f"store path: no memory store at {self.path}; snapshot or restore one first")
-        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        if read_only:
+            self._conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+        else:
+            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._counts = {"calls": 0, "texts": 0, "tokens": 0}
         self._cache: dict[tuple[str, str], object] = {}  # (what, realm) -> value; cleared on every write
         try:
-            self._conn.executescript(_SCHEMA)
+            if not read_only:
+                self._conn.executescript(_SCHEMA)
             meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
         except sqlite3.DatabaseError as error:
             self._conn.close()
@@ -135,6 +144,9 @@ class SqliteMemoryStore(MemoryAdapter):
                 f"store path: {self.path} has store schema {meta['schema_version']}; this memtrial reads {STORE_SCHEMA_VERSION}"
             )
         recorded = meta.get("embedder")
+        if read_only and recorded is None:
+            self._conn.close()
+            raise MemoryStoreError(f"store path: {self.path} is not a memtrial memory store (no embedder recorded); build it first")
         wanted = embedder.name if isinstance(embedder, Embedder) else (embedder or recorded or DEFAULT_EMBEDDER)
         if recorded is not None and recorded != wanted:
             self._conn.close()
@@ -157,6 +169,8 @@ class SqliteMemoryStore(MemoryAdapter):
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise MemoryStoreError(f"store path: {self.path} was opened read-only; open it without read_only to change it")
         self._cache.clear()
         self._conn.execute("BEGIN IMMEDIATE")
         try:

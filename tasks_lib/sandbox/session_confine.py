@@ -9,8 +9,9 @@ gives it exactly that and nothing else of the host:
 - `/tmp`, `/var/tmp`, `/home`, `/root` and every runner-owned path (the task corpus with its hidden
   tests and solutions, the checkout and its git history, the artifact root) behind empty tmpfs;
 - then read-only the paths the CLI and its hooks must read (the CLI's install, the Python that runs
-  the hooks, the memtrial package), even when they lie inside a hidden path;
-- then writable the arm's own folders (workspace, HOME, the memory store's folder).
+  the hooks, the memtrial package, the memory store's or socket's folder), even when they lie
+  inside a hidden path;
+- then writable the arm's own folders (workspace, HOME).
 
 The network is shared: the CLI must reach its model endpoint (the paired runs' other arm differs
 only in memory, so both see the same network).

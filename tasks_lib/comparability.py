@@ -20,8 +20,9 @@ Digests, precisely:
   the repository does not split a trend. The fixture tree itself is pinned by `fixture` (its corpus
   id), and uncommitted edits to the task's manifest or tests by the two digests above.
 
-The model is `<agent>/<model>`; the arms record the agent alone today, because the stage that
-writes the record is not told which model the agent's options chose (see docs/ADMISSION.md).
+The model is `<agent>/<model>`, from the model the agent's run reports (`AgentRun.model`: the
+claude-code and openai-chat adapters' model, a command agent's `model` option), or the agent alone
+when it runs no named model (the calibration agent).
 """
 
 from __future__ import annotations

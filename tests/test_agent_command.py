@@ -177,3 +177,13 @@ def test_parse_agent_output(stdout: str, expected: list[tuple[str, str]]) -> Non
 
 def test_registered_by_name() -> None:
     assert isinstance(get_agent("command", argv=["true"]), CommandAgent)
+
+
+def test_a_configured_model_is_exported_and_recorded(tmp_path: Path) -> None:
+    """Two models behind one command must not share a comparability key: the run records the model."""
+    code = "import os; print(os.environ.get('MEMTRIAL_MODEL', 'unset'))"
+    named = _python(code, model="vendor/model-a").run(_session(tmp_path, {"MEMTRIAL_MEMORY_OFF": "1"}))
+    assert named.model == "vendor/model-a"
+    assert [s.text for s in named.transcript.steps if s.source == "agent"] == ["vendor/model-a\n"]
+    unnamed = _python(code).run(_session(tmp_path, {"MEMTRIAL_MEMORY_OFF": "1"}))
+    assert unnamed.model is None and [s.text for s in unnamed.transcript.steps if s.source == "agent"] == ["unset\n"]

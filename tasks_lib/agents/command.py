@@ -10,7 +10,9 @@ Protocol (what the executable sees, per prompt):
   `MEMTRIAL_WORKSPACE` (the workspace as the command sees it), `MEMTRIAL_HOOK_ARGV` (JSON list),
   `MEMTRIAL_PROMPT_INDEX` (0-based), `MEMTRIAL_PROMPT_COUNT`, `MEMTRIAL_SESSION_ID` (the same for
   every prompt of the session) and `MEMTRIAL_TRANSCRIPT` (a read-only JSON-lines file of the
-  transcript steps so far, for resuming across prompts: the sandbox's HOME does not persist).
+  transcript steps so far, for resuming across prompts: the sandbox's HOME does not persist), and
+  `MEMTRIAL_MODEL` when a model is configured (the agent's `model` option, or the session's; the
+  run records it, so two models behind one command never share a comparability key).
 - stdout: JSON lines, one transcript step each:
   `{"kind": "message" | "tool-call" | "tool-result" | "error" | "context" | "prompt", "text": "..."}`
   and usage as `{"kind": "usage", "input_tokens": 10, "output_tokens": 5, "cost_usd": 0.001}`
@@ -250,12 +252,14 @@ class CommandAgent(Agent):
         env: Mapping[str, str] | None = None,
         sandbox_options: Mapping[str, object] | None = None,
         hook_timeout_seconds: float = HOOK_TIMEOUT_SECONDS,
+        model: str | None = None,
     ) -> None:
         """`argv` runs inside the sandbox; `limits` (network none by default) cap each prompt's run.
 
         `hidden_paths` (the runner-owned area) are masked; `mounts` are extra read-only mounts;
-        `env` adds variables for the agent (e.g. an API key it needs). Raises AgentSetupError for
-        an empty argv.
+        `env` adds variables for the agent (e.g. an API key it needs); `model` names the model the
+        command asks for, when it asks for one (a session's own model wins). Raises
+        AgentSetupError for an empty argv.
         """
         if not argv or not all(isinstance(a, str) and a for a in argv):
             raise AgentSetupError(f"command agent: argv must be a non-empty list of non-empty strings, got {list(argv)!r}")
@@ -266,6 +270,7 @@ class CommandAgent(Agent):
         self.env = dict(env or {})
         self.sandbox_options = dict(sandbox_options or {})
         self.hook_timeout_seconds = hook_timeout_seconds
+        self.model = model
 
     def run(self, session: AgentSession) -> AgentRun:
         """Run the executable once per prompt, each after the runner-run hooks; see the module doc."""
@@ -279,7 +284,7 @@ class CommandAgent(Agent):
         try:
             sandbox = open_sandbox(session.sandbox, self.sandbox_options)
         except InfraFailure as error:
-            return self._result(session_id, steps, None, str(error), totals, started)
+            return self._result(session, session_id, steps, None, str(error), totals, started)
         io_dir = Path(tempfile.mkdtemp())
         try:
             pending: list[tuple[str, str]] = []
@@ -321,7 +326,7 @@ class CommandAgent(Agent):
         finally:
             sandbox.close()
             shutil.rmtree(io_dir, ignore_errors=True)
-        return self._result(session_id, steps, exit_code, infra, totals, started)
+        return self._result(session, session_id, steps, exit_code, infra, totals, started)
 
     def _hook(self, session: AgentSession, event: str, session_id: str, prompt: str | None, steps: list[TranscriptStep]) -> HookCall:
         call = call_hook(session, event, session_id, prompt, self.hook_timeout_seconds)
@@ -340,7 +345,7 @@ class CommandAgent(Agent):
             "MEMTRIAL_PROMPT_COUNT": str(len(session.prompts)),
             "MEMTRIAL_SESSION_ID": session_id,
             "MEMTRIAL_TRANSCRIPT": str(transcript_file),
-        })
+        }, {"MEMTRIAL_MODEL": model} if (model := session.model or self.model) else {})
         limits = self.limits.model_copy(update={"timeout_seconds": min(self.limits.timeout_seconds, max(remaining, 0.001))})
         return SandboxRequest(
             argv=("/bin/sh", "-c", WRAPPER, str(stdin_file), *self.argv),
@@ -352,9 +357,11 @@ class CommandAgent(Agent):
         )
 
     def _result(
-        self, session_id: str, steps: list[TranscriptStep], exit_code: int | None, infra: str | None, totals: list[float], started: float,
+        self, session: AgentSession, session_id: str, steps: list[TranscriptStep], exit_code: int | None, infra: str | None,
+        totals: list[float], started: float,
     ) -> AgentRun:
         return AgentRun(
+            model=session.model or self.model,
             exit_code=exit_code,
             infra_failure=infra,
             input_tokens=int(totals[0]),

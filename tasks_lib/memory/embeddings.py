@@ -75,7 +75,7 @@ class HashedEmbedder(Embedder):
         return sum(len(words(t)) for t in texts)
 
 
-@lru_cache(maxsize=262_144)
+@lru_cache(maxsize=32_768)  # about 2.5 KB a word (11-letter words, measured): at most ~80 MB
 def _word_features(word: str, dim: int) -> tuple[tuple[int, float], ...]:
     """The hashed features one word adds: its unigram (weight 1) and its character trigrams (0.35 each)."""
     out = []

@@ -28,7 +28,7 @@ def trend(
     from tasks_lib.artifacts import open_store
     from tasks_lib.trend import (
         TREND_PREFIX,
-        curve_key,
+        curve_folder,
         load_trend,
         regressions,
         render_trend_png,
@@ -38,7 +38,7 @@ def trend(
     store = open_store(root)
     snapshots = load_trend(store, suite)
     if not snapshots:
-        raise MemtrialError(f"trend: no snapshots at {root.rstrip('/')}/{curve_key(suite)}; run a suite with --artifacts first")
+        raise MemtrialError(f"trend: no snapshots at {root.rstrip('/')}/{curve_folder(suite)}; run a suite with --artifacts first")
     latest = snapshots[-1]
     failures = regressions(snapshots[-2], latest, latest.gated) if len(snapshots) > 1 else []
     png = render_trend_png(snapshots, f"{suite}: {latest.adapter}, cases {latest.case_set_digest[:10]}")

@@ -65,7 +65,7 @@ class NightlyResult(BaseModel):
     suites: dict[str, str]
     """Suite name -> artifact key of its result."""
     trend: dict[str, str]
-    """Suite name -> key of the trend curve its snapshot joined."""
+    """Suite name -> folder of the trend curve its snapshot joined (`trend/<curve>/`)."""
     regressions: list[str]
     """Regressions of this run's snapshots against the previous ones; empty when none."""
 

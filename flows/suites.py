@@ -225,13 +225,15 @@ def trend_snapshot(artifact_root: str, run_id: str, suite: str, result_key: str,
 
     Cached per run and result, so a rerun never appends the same run twice. A curve whose snapshots
     measure something else (another case set or config) is not mixed: a new curve named after the
-    new comparability key is started instead. Returns the curve key and the regression messages.
+    new comparability key is started instead. Returns the curve's folder, the snapshot's key and
+    the regression messages.
     """
     stages.enter_stage("trend-snapshot", suite)
     from flows.cli_suite_retrieval import build_under_test
     from tasks_lib.trend import (
         TrendError,
         append_snapshot,
+        curve_folder,
         load_trend,
         now,
         regressions,
@@ -256,7 +258,7 @@ def trend_snapshot(artifact_root: str, run_id: str, suite: str, result_key: str,
         key = append_snapshot(store, snapshot, curve)
     history = load_trend(store, curve)
     failures = regressions(history[-2], history[-1], history[-1].gated) if len(history) > 1 else []
-    return {"curve": key, "regressions": failures}
+    return {"curve": curve_folder(curve), "snapshot": key, "regressions": failures}
 
 
 def trend_snapshots(config: RunConfig, run_id: str, artifact_root: str, results: dict[str, str]) -> dict[str, dict[str, Any]]:

@@ -1,11 +1,14 @@
 """Trend and regression gate: one snapshot per suite run, kept as a curve in the artifact store.
 
-A curve is one Parquet table, `trend/<curve>.parquet` (the curve is named after the suite unless
-told otherwise), holding snapshots that share one comparability key: sha256 of the suite name,
-the case-set digest, the adapter and the config digest. Snapshots with different keys measure
-different things, so `append_snapshot` refuses to put them on one curve and `regressions` refuses
-to compare them. Every append rewrites the table through the store's atomic put (one writer at a
-time per curve; a concurrent append can lose the other's row, never corrupt the table).
+A curve is a folder of one-row Parquet tables, `trend/<curve>/<time>-<digest>.parquet`, one per
+snapshot (the curve is named after the suite unless told otherwise; read it whole with e.g.
+DuckDB's `read_parquet('trend/<curve>/*.parquet')`). An append writes a new object and never
+rewrites another, so concurrent appends (two nightly workers) both land. A curve's snapshots
+share one comparability key: sha256 of the suite name, the case-set digest, the adapter and the
+config digest. Snapshots with different keys measure different things, so `append_snapshot`
+refuses to put them on one curve and `regressions` refuses to compare them (two first snapshots
+of different keys appended at the same instant can both land; the comparison then names them).
+A curve written by an earlier memtrial as one table, `trend/<curve>.parquet`, is still read.
 
 `regressions(previous, current, gated_metrics)` returns one message per failure, naming the
 metric and both values: a gated metric that moved the wrong way, went missing, or a knee (the
@@ -17,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Literal
@@ -99,8 +103,25 @@ class Snapshot(ContractModel):
 
 
 def curve_key(curve: str) -> str:
-    """Artifact key of a curve: `trend/<curve>.parquet`."""
+    """Artifact key of a curve kept as one table (how earlier memtrial versions wrote it)."""
     return check_key(f"{TREND_PREFIX}/{curve}.parquet")
+
+
+def curve_folder(curve: str) -> str:
+    """The folder holding a curve's snapshots: `trend/<curve>/`.
+
+    Raises TrendError for a name that is not letters, digits, `.`, `_` and `-` (a `/` would nest
+    one curve inside another's folder).
+    """
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", curve):
+        raise TrendError(f"curve name {curve!r}: use letters, digits, '.', '_' and '-' only (e.g. retrieval-chroma)")
+    return f"{TREND_PREFIX}/{curve}/"
+
+
+def snapshot_key(curve: str, snapshot: Snapshot) -> str:
+    """Key of one snapshot of a curve: its UTC time (sortable) and a digest of its content."""
+    digest = hashlib.sha256(json.dumps(_row(snapshot), sort_keys=True).encode()).hexdigest()[:12]
+    return check_key(f"{curve_folder(curve)}{snapshot.time.astimezone(UTC):%Y%m%dT%H%M%S%fZ}-{digest}.parquet")
 
 
 def _row(snapshot: Snapshot) -> dict[str, object]:
@@ -122,14 +143,18 @@ def _snapshot(row: Mapping[str, object], source: str, index: int) -> Snapshot:
 
 def load_trend(store: ArtifactStore, curve: str) -> list[Snapshot]:
     """Every snapshot of a curve, oldest first; [] when the curve does not exist yet."""
-    key = curve_key(curve)
-    try:
-        table = store.get_table(key)
-    except ArtifactNotFound:
-        return []
-    source = f"{store.uri.rstrip('/')}/{key}"
-    rows = [_snapshot(row, source, i) for i, row in enumerate(table.to_pylist())]
-    return sorted(rows, key=lambda s: s.time)
+    keys = [k for k in store.list_keys(curve_folder(curve)) if k.endswith(".parquet")]
+    if store.exists(curve_key(curve)):
+        keys.insert(0, curve_key(curve))
+    rows: list[tuple[Snapshot, str]] = []
+    for key in keys:
+        try:
+            table = store.get_table(key)
+        except ArtifactNotFound:  # deleted between the listing and the read
+            continue
+        source = f"{store.uri.rstrip('/')}/{key}"
+        rows += [(_snapshot(row, source, i), key) for i, row in enumerate(table.to_pylist())]
+    return [snapshot for snapshot, _ in sorted(rows, key=lambda r: (r[0].time, r[1]))]
 
 
 def _difference(a: Snapshot, b: Snapshot) -> str:
@@ -142,20 +167,20 @@ def _difference(a: Snapshot, b: Snapshot) -> str:
 
 
 def append_snapshot(store: ArtifactStore, snapshot: Snapshot, curve: str | None = None) -> str:
-    """Add `snapshot` to its curve (default: named after its suite) and return the curve's key.
+    """Add `snapshot` to its curve (default: named after its suite) and return the snapshot's key.
 
-    Raises TrendError when the curve holds snapshots with another comparability key.
+    Writes one new object; nothing already on the curve is rewritten. Raises TrendError when the
+    curve holds snapshots with another comparability key.
     """
     name = curve or snapshot.suite
-    key = curve_key(name)
     existing = load_trend(store, name)
-    if existing and existing[0].comparability_key != snapshot.comparability_key:
+    if existing and existing[-1].comparability_key != snapshot.comparability_key:
         raise TrendError(
-            f"{store.uri.rstrip('/')}/{key}: this snapshot is not comparable with the curve "
-            f"({_difference(existing[0], snapshot)}); start a new curve (--curve NAME) instead of mixing them"
+            f"{store.uri.rstrip('/')}/{curve_folder(name)}: this snapshot is not comparable with the curve "
+            f"({_difference(existing[-1], snapshot)}); start a new curve (--curve NAME) instead of mixing them"
         )
-    rows = [_row(s) for s in [*existing, snapshot]]
-    store.put_table(key, pa.Table.from_pylist(rows))
+    key = snapshot_key(name, snapshot)
+    store.put_table(key, pa.Table.from_pylist([_row(snapshot)]))
     return key
 
 

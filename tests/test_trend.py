@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 
 from flows.cli import main
 from tasks_lib.artifacts import ArtifactStore, S3Settings, open_store
-from tasks_lib.trend import Snapshot, TrendError, append_snapshot, comparability_key, curve_key, load_trend, regressions
+from tasks_lib.trend import Snapshot, TrendError, append_snapshot, comparability_key, curve_folder, curve_key, load_trend, regressions
 
 T0 = datetime(2026, 12, 1, 3, 0, tzinfo=timezone.utc)
 
@@ -52,13 +53,46 @@ def test_snapshot_key_is_computed_and_checked() -> None:
 
 def test_append_and_load_round_trip(store: ArtifactStore) -> None:
     assert load_trend(store, "retrieval") == []
+    later = append_snapshot(store, snap({"recall_at_5": 0.8, "stale_recall": 0.0}, hours=2))
     key = append_snapshot(store, snap(hours=1))
-    append_snapshot(store, snap({"recall_at_5": 0.8, "stale_recall": 0.0}, hours=2))
-    assert key == curve_key("retrieval") == "trend/retrieval.parquet"
+    assert key.startswith(curve_folder("retrieval")) and key.endswith(".parquet")
     curve = load_trend(store, "retrieval")
-    assert [s.scores["recall_at_5"] for s in curve] == [0.9, 0.8]
+    assert [s.scores["recall_at_5"] for s in curve] == [0.9, 0.8], "oldest first, whatever the order of the appends"
     assert curve[0] == snap(hours=1)
-    assert store.list_keys("trend") == ["trend/retrieval.parquet"]  # nothing half-written left beside it
+    assert store.list_keys("trend") == sorted([key, later])  # one object per snapshot, nothing half-written beside them
+
+
+def test_concurrent_appends_all_land(store: ArtifactStore) -> None:
+    """Regression: appends used to rewrite one table, so two at once could lose one snapshot."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    append_snapshot(store, snap())
+    barrier = threading.Barrier(8)
+
+    def append(hours: int) -> str:
+        barrier.wait()  # all eight read the curve, then all eight write
+        return append_snapshot(store, snap(hours=hours))
+
+    with ThreadPoolExecutor(8) as pool:
+        keys = list(pool.map(append, range(1, 9)))
+    assert len(set(keys)) == 8
+    assert [s.time for s in load_trend(store, "retrieval")] == [snap(hours=h).time for h in range(9)]
+
+
+def test_a_curve_written_as_one_table_is_still_read(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from tasks_lib.trend import _row
+
+    local = open_store(tmp_path)
+    local.put_table(curve_key("retrieval"), pa.Table.from_pylist([_row(snap()), _row(snap(hours=2))]))
+    append_snapshot(local, snap(hours=1))
+    assert [s.time for s in load_trend(local, "retrieval")] == [snap(hours=h).time for h in (0, 1, 2)]
+
+
+def test_curve_names_cannot_nest(store: ArtifactStore) -> None:
+    with pytest.raises(TrendError, match="curve name 'retrieval/x'"):
+        append_snapshot(store, snap(), curve="retrieval/x")
 
 
 def test_snapshots_of_different_runs_never_share_a_curve(store: ArtifactStore) -> None:
@@ -76,8 +110,8 @@ def test_a_damaged_curve_is_a_clear_error(tmp_path: Path) -> None:
     import pyarrow as pa
 
     local = open_store(tmp_path)
-    local.put_table("trend/retrieval.parquet", pa.Table.from_pylist([{"suite": "retrieval", "scores": "{}"}]))
-    with pytest.raises(TrendError, match=r"trend/retrieval.parquet: row 0 is not a valid snapshot"):
+    local.put_table("trend/retrieval/20261201T000000000000Z-0.parquet", pa.Table.from_pylist([{"suite": "retrieval", "scores": "{}"}]))
+    with pytest.raises(TrendError, match=r"trend/retrieval/20261201T000000000000Z-0.parquet: row 0 is not a valid snapshot"):
         load_trend(local, "retrieval")
 
 

@@ -190,6 +190,7 @@ def serve(
     realm: Annotated[Optional[str], typer.Option("--realm", help="Realm to export as MEMTRIAL_REALM for the agent.")] = None,
     socket_dir: Annotated[Optional[Path], typer.Option(help="Private (0700) folder for the socket; default a new folder under the temp dir.")] = None,
     detach: Annotated[bool, typer.Option("--detach", help="Start the server in the background, print its settings and return.")] = False,
+    read_only: Annotated[bool, typer.Option("--read-only", help="Refuse remember and forget (for a socket the agent under test can reach).")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Serve a replica on a private Unix socket and print the settings to export for the agent.
@@ -207,11 +208,11 @@ def serve(
     if not store.is_file():
         raise MemtrialError(f"--store: no memory store at {store}; restore or create one first")
     if detach:
-        served = server.start_server(store, socket_dir, realm=realm)
+        served = server.start_server(store, socket_dir, realm=realm, read_only=read_only)
     else:
         folder = server.private_dir(socket_dir if socket_dir is not None else Path(tempfile.mkdtemp(prefix="memtrial-mem-")))
         served = server.ServedReplica(pid=os.getpid(), socket_path=str(folder / server.SOCKET_NAME), socket_dir=str(folder),
-                                      store_path=str(store.absolute()), realm=realm)
+                                      store_path=str(store.absolute()), realm=realm, read_only=read_only)
     if as_json:
         _emit_json({**served.model_dump(mode="json"), "env": served.env()})
     else:
@@ -220,7 +221,7 @@ def serve(
         _print(f"# pid {served.pid}; stop with: memtrial memory stop --socket-dir {shlex.quote(served.socket_dir)}")
     sys.stdout.flush()
     if not detach:
-        raise typer.Exit(server.serve(store, Path(served.socket_dir)))
+        raise typer.Exit(server.serve(store, Path(served.socket_dir), read_only=read_only))
 
 
 @memory_app.command("stop")

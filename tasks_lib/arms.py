@@ -15,10 +15,13 @@ so an orchestrator can wrap each one as its own task):
 1. `materialize_workspace(attempt, source, templates=...) -> Workspace`: scratch root, redacted
    fixture, HOME, pre-run snapshot; pass one `WorkspaceTemplates` per matrix so each task's
    fixture is built from git objects once and copied per attempt (`run_matrix` does).
-2. `provision_memory(attempt, run_id, workspace.root, embedder) -> ProvisionedMemory`: realm,
-   planted ids and the agent's memory environment (nothing planted under `off`).
+2. `provision_memory(attempt, run_id, workspace.root, embedder, provisioner) -> ProvisionedMemory`:
+   realm, planted ids and the agent's memory environment (nothing planted under `off`); with a
+   `ProvisionerSpec` the memory system's provisioner restores the memories instead of the
+   embedded store, and proves them present before the agent runs (see `provisioned_arm`).
 3. `run_agent(attempt, workspace, memory, agent_name, ...) -> AgentRun`.
-4. `release_memory(memory, embedder)`: forget the planted ids by exact id (call it in a finally).
+4. `release_memory(memory, embedder)`: forget the planted ids by exact id, or destroy the
+   provisioner's project (call it in a finally).
 5. `audit_workspace(attempt, workspace) -> AuditReceipt`.
 6. `check_workspace(attempt, workspace, receipt, run) -> CheckOutcome`: `hidden/` then the check,
    only after a passed audit and no infrastructure failure.
@@ -56,6 +59,8 @@ from tasks_lib.memory.realms import trial_realm
 from tasks_lib.memory.store import SqliteMemoryStore
 from tasks_lib.memory.switches import ABLATE_LANES_ENV as ABLATE_ENV
 from tasks_lib.memory.switches import MEMORY_OFF_ENV as OFF_ENV
+from tasks_lib.provisioned_arm import LiveArm, release, restore_arm
+from tasks_lib.provisioner import ProvisionerSpec
 from tasks_lib.taskcorpus import LoadedTask, overlay, run_check
 from tasks_lib.workspace_templates import WorkspaceTemplates, build_redacted
 
@@ -121,6 +126,10 @@ class ProvisionedMemory:
     """Ids returned by planting, for teardown by exact id (empty under `off`)."""
     store_path: Path | None = None
     """The store the memories were planted in (None when nothing was planted)."""
+    live: LiveArm | None = None
+    """The provisioner's restored project, when a memory system's provisioner holds the memories."""
+    build: str = REFERENCE_BUILD
+    """The memory-system build measured."""
 
 
 @dataclass(frozen=True)
@@ -136,10 +145,10 @@ class CheckOutcome:
 
 
 def memory_env(condition: str, realm: str, store_path: Path | None) -> dict[str, str]:
-    """The environment the agent and its hooks get for `condition`."""
+    """The environment the agent and its hooks get for `condition` (the store only when a path is given)."""
     if condition == "off":
         return {OFF_ENV: "1", REALM_ENV: realm}
-    env = {REALM_ENV: realm, STORE_ENV: str(store_path)}
+    env = {REALM_ENV: realm} if store_path is None else {REALM_ENV: realm, STORE_ENV: str(store_path)}
     if condition.startswith("ablate:"):
         env[ABLATE_ENV] = condition.removeprefix("ablate:")
     return env
@@ -186,16 +195,23 @@ def materialize_workspace(
     return Workspace(root=root, workspace=workspace, home=home, corpus_id=corpus_id, before=before)
 
 
-def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = "hashed") -> ProvisionedMemory:
-    """Stage 2: plant the task's memories in a fresh store under `root`, in the trial's realm.
+def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = "hashed",
+                     provisioner: ProvisionerSpec | None = None) -> ProvisionedMemory:
+    """Stage 2: plant the task's memories in a fresh store under `root`, in the trial's realm, or
+    have `provisioner` restore them (see `provisioned_arm`).
 
     Under `off` (or with no memories) nothing is planted and the environment carries the kill
     switch or an empty realm. Pair with `release_memory` in a finally.
     """
     realm = trial_realm(run_id, attempt.task.task_id, attempt.condition, attempt.trial)
     store_path = root / MEMORY_FILE
+    build = REFERENCE_BUILD if provisioner is None else "provisioner: " + " ".join(provisioner.argv)
     if attempt.condition == "off" or not attempt.task.manifest.memories:
-        return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, store_path))
+        return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, store_path), build=build)
+    if provisioner is not None:
+        live = restore_arm(provisioner, attempt.task.task_id, attempt.task.manifest.memories, realm, root)
+        return ProvisionedMemory(realm=realm, env={**live.env, **memory_env(attempt.condition, realm, None)},
+                                 live=live, build=build)
     store = SqliteMemoryStore(store_path, embedder)
     try:
         store.create_realm(realm)
@@ -206,7 +222,10 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
 
 
 def release_memory(memory: ProvisionedMemory, embedder: str = "hashed") -> tuple[str, ...]:
-    """Stage 4: forget every planted id by exact id; return the ids forgotten."""
+    """Stage 4: forget every planted id by exact id (return them), or destroy the provisioner's project."""
+    if memory.live is not None:
+        release(memory.live.provisioner, memory.live.project)
+        return ()
     if not memory.planted_ids or memory.store_path is None:
         return ()
     with SqliteMemoryStore(memory.store_path, embedder) as store:
@@ -365,7 +384,7 @@ def record_attempt(
         planted_ids=planted,
         delivered_ids=injection.memory_ids,
         audit_receipt=receipt_key,
-        build_under_test=REFERENCE_BUILD,
+        build_under_test=memory.build,
         **record_fields(task, agent_name, run.model),
     )
     store.put_json(run_key(run_id, *prefix, "record.json"), record)
@@ -391,12 +410,13 @@ def run_attempt(
     sandbox: str = "local",
     timeout_seconds: float | None = None,
     templates: WorkspaceTemplates | None = None,
+    provisioner: ProvisionerSpec | None = None,
 ) -> RunRecord:
     """Run one attempt end to end (the stages in order) and store its transcript, receipt and record."""
     source = TaskSource(repo_root=repo_root, commit=commit, tasks_subdir=tasks_subdir)
     workspace = materialize_workspace(attempt, source, templates=templates)
     try:
-        memory = provision_memory(attempt, run_id, workspace.root, embedder)
+        memory = provision_memory(attempt, run_id, workspace.root, embedder, provisioner)
         try:
             run = run_agent(attempt, workspace, memory, agent_name, agent_options=agent_options, sandbox=sandbox,
                             timeout_seconds=timeout_seconds)
@@ -455,6 +475,7 @@ def run_matrix(
     sandbox: str = "local",
     progress: ProgressFn | None = None,
     workers: int = 1,
+    provisioner: ProvisionerSpec | None = None,
 ) -> list[RunRecord]:
     """Run every attempt; return the records in schedule order (each is also stored as it ends).
 
@@ -471,7 +492,7 @@ def run_matrix(
             record = run_attempt(
                 attempt, run_id=run_id, repo_root=repo_root, commit=commit, tasks_subdir=tasks_subdir,
                 agent_name=agent_name, store=store, agent_options=agent_options, embedder=embedder, sandbox=sandbox,
-                templates=templates,
+                templates=templates, provisioner=provisioner,
             )
             if progress:
                 progress(record)

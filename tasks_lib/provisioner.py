@@ -6,13 +6,17 @@ writes exactly one compact JSON object to its stdin and closes it, and reads exa
 object from its stdout:
 
     restore   stdin  {fixture, graph_arm, run_identity, artifacts: {evidence_corpus, graph}}
-              stdout {project, queue_before_count, restore_seconds}
+              stdout {project, queue_before_count, restore_seconds, env?}
     snapshot  stdin  {project, probes: [{name, lane, query, expect_ids, expect_text}]}
               stdout {state, probes: [{name, hits, found}], queue_after_count, snapshot_seconds}
     destroy   stdin  {project}
               stdout {"ok": true}
 
-Restore makes a frozen memory state live for one run and names it (`project`). Snapshot re-reads
+Restore makes a frozen memory state live for one run and names it (`project`); its optional `env`
+holds the variables the agent CLI and its hooks need to reach that state (a socket path, a store
+file), which memtrial exports to them. A restore that fails must leave nothing live: memtrial
+kills the provisioner's process group on a timeout, and when the response is rejected but names a
+`project`, memtrial destroys that project before raising. Snapshot re-reads
 what is live and runs named retrieval probes, so a run can prove that the memory it was meant to
 have was present and retrievable. Destroy tears the state down; `provisioned()` runs it in a
 finalizer. Stderr is operator diagnostics only: its tail is kept for error messages and never
@@ -62,6 +66,11 @@ AbsolutePath = Annotated[str, StringConstraints(pattern=r"^/.*")]
 """An absolute POSIX path on the machine that runs the provisioner."""
 
 Count = Annotated[int, Field(ge=0)]
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+EnvValue = Annotated[str, StringConstraints(max_length=4096, pattern=r"^[^\x00]*$")]
+
+RESERVED_ENV = frozenset({"MEMTRIAL_MEMORY_OFF", "MEMTRIAL_ABLATE_LANES", "PATH", "HOME"})
+"""Variables a provisioner may not set for the agent: memtrial's own switches, and what confines the agent."""
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
@@ -75,6 +84,8 @@ class ProvisionerError(MemtrialError):
         self.verb = verb
         self.argv = tuple(argv)
         self.stderr_tail = stderr_tail
+        self.stdout = b""
+        """The stdout of a response that was rejected (output and schema errors), else empty."""
         super().__init__(message)
 
 
@@ -152,6 +163,15 @@ class RestoreResponse(ContractModel):
     """Items waiting in the memory system's ingestion queue once restore returned."""
     restore_seconds: Seconds
     """Wall time the provisioner spent restoring, as it measured it."""
+    env: dict[EnvName, EnvValue] = {}
+    """Variables memtrial exports to the agent CLI and its hooks so they reach this live state."""
+
+    @model_validator(mode="after")
+    def _no_reserved_env(self) -> RestoreResponse:
+        taken = sorted(name for name in self.env if name in RESERVED_ENV or name.startswith("LD_"))
+        if taken:
+            raise ValueError(f"env may not set {taken}: memtrial sets the memory switches and the agent's confinement itself")
+        return self
 
 
 class Probe(ContractModel):
@@ -276,6 +296,21 @@ class ProvisionerConfig(ContractModel):
     """How much of the end of stderr is kept for error messages."""
     env: dict[str, str] = {}
     """Variables added to the inherited environment of the provisioner."""
+
+
+class ProvisionerSpec(ContractModel):
+    """A memory system reached through its provisioner, as a run configuration names it.
+
+    The fixture root is not part of it: memtrial writes each attempt's artifact into a
+    runner-owned folder of that attempt.
+    """
+
+    argv: tuple[NonEmptyText, ...] = Field(min_length=1)
+    """Command prefix of the provisioner; the verb is appended (e.g. ["memtrial-reference-provisioner"])."""
+    env: dict[str, str] = {}
+    """Variables added to the provisioner's environment (its state folder, a serving mode, ...)."""
+    timeout_seconds: float = Field(default=DEFAULT_TIMEOUT_SECONDS, gt=0)
+    """Wall-clock limit of one verb."""
 
 
 # --------------------------------------------------------------------------- artifacts
@@ -490,6 +525,19 @@ def encode_request(request: ContractModel) -> bytes:
                        ensure_ascii=False) + "\n").encode()
 
 
+def named_project(stdout: bytes) -> str | None:
+    """The valid `project` a (possibly rejected) restore response names, if it names one."""
+    try:
+        value = json.loads(stdout.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    project = value.get("project") if isinstance(value, dict) else None
+    try:
+        return DestroyRequest(project=project).project if isinstance(project, str) else None
+    except ValidationError:
+        return None
+
+
 def check_probe_receipt(request: SnapshotRequest, response: SnapshotResponse, *, argv: Sequence[str]) -> None:
     """Raise ProbeReceiptError unless the response answers each probe, in order, with a truthful `found`."""
     asked = [probe.name for probe in request.probes]
@@ -524,7 +572,11 @@ class Provisioner:
         ProvisionerExitError, ProvisionerOutputError or ProvisionerSchemaError.
         """
         stdout = await run_verb(self.config, verb, encode_request(request))
-        return parse_response(stdout, response_model, verb=verb, argv=self.config.argv)
+        try:
+            return parse_response(stdout, response_model, verb=verb, argv=self.config.argv)
+        except ProvisionerError as error:
+            error.stdout = stdout
+            raise
 
     def resolve_artifacts(self, arm: ArmArtifacts) -> RestoreArtifacts:
         """Resolve and verify the arm's artifacts. Raises FixtureArtifactEscapeError, ...MissingError, ...DigestError."""
@@ -536,10 +588,25 @@ class Provisioner:
         return RestoreArtifacts(evidence_corpus=one(arm.evidence), graph=one(arm.graph))
 
     async def restore(self, fixture: str, arm: ArmArtifacts, run_identity: str) -> RestoreResponse:
-        """Verify the arm's artifacts, then make them live for `run_identity`; the provisioner is not run if they fail."""
+        """Verify the arm's artifacts, then make them live for `run_identity`; the provisioner is not run if they fail.
+
+        When the response is rejected (ProvisionerOutputError / ProvisionerSchemaError) but names a
+        valid `project`, that project is destroyed before the error is raised, so nothing is left live.
+        """
         request = RestoreRequest(fixture=fixture, graph_arm=arm.arm, run_identity=run_identity,
                                  artifacts=self.resolve_artifacts(arm))
-        return await self.call("restore", request, RestoreResponse)
+        try:
+            return await self.call("restore", request, RestoreResponse)
+        except ProvisionerError as error:
+            project = named_project(error.stdout)
+            if project is not None:
+                try:
+                    await self.destroy(project)
+                except ProvisionerError as destroy_error:
+                    error.add_note(f"destroy of the project {project!r} the rejected response named also failed: {destroy_error}")
+                else:
+                    error.add_note(f"the project {project!r} the rejected response named was destroyed")
+            raise
 
     async def snapshot(self, project: str, probes: Sequence[Probe] = ()) -> SnapshotResponse:
         """Re-read the live state and run `probes`; also raises ProbeReceiptError for untruthful results."""
@@ -576,7 +643,7 @@ async def provisioned(provisioner: Provisioner, fixture: str, arm: ArmArtifacts,
     """Restore the arm, yield the live state, and always destroy it, also when the body raises.
 
     If the body raised and destroy fails too, the body's exception propagates with the destroy
-    failure attached as a note. If restore itself fails there is no project to destroy.
+    failure attached as a note. A restore that fails has nothing to destroy (see `Provisioner.restore`).
     """
     restored = await provisioner.restore(fixture, arm, run_identity)
     try:

@@ -233,3 +233,23 @@ def test_start_fails_clearly_on_a_file_that_is_not_a_store(tmp_path: Path) -> No
     bogus.write_bytes(b"not a database at all" * 100)
     with pytest.raises(MemoryServerError, match="exited with status 2"):
         start_server(bogus)
+
+
+def test_a_read_only_server_serves_recall_and_refuses_every_write(tmp_path: Path, frozen: tuple[Path, str, tuple[str, ...]]) -> None:
+    """The agent-facing mode: the replica's bytes never change, whatever a client sends."""
+    replica = restore_replica(frozen[0], tmp_path / "run", expected_sha256=frozen[1])
+    before = sha256_file(replica)
+    server = start_server(replica, realm=REALM, read_only=True)
+    try:
+        client = MemoryClient(server.socket_path)
+        assert client.ping()["read_only"] is True and server.read_only
+        assert [h.id for h in client.recall(REALM, PROMPT, 5)] == list(frozen[2])
+        with pytest.raises(MemoryServerError, match="remember: this server serves .* read-only"):
+            client.remember(REALM, ["The uploader now exits with code 0 on a full quota."])
+        with pytest.raises(MemoryServerError, match="forget: this server serves .* read-only"):
+            client.forget(frozen[2])
+        assert [h.id for h in client.recall(REALM, PROMPT, 5)] == list(frozen[2]), "a refused write still changed what is served"
+    finally:
+        stop_server(Path(server.socket_dir))
+        shutil.rmtree(server.socket_dir, ignore_errors=True)
+    assert sha256_file(replica) == before

@@ -238,3 +238,15 @@ def test_read_only_open_of_a_missing_or_foreign_file_is_a_clear_error(tmp_path: 
     sqlite3.connect(foreign).execute("CREATE TABLE t(x)").connection.close()
     with pytest.raises(MemoryStoreError, match="is not a memtrial memory store"):
         SqliteMemoryStore(foreign, read_only=True)
+
+
+def test_opening_an_existing_store_never_changes_a_foreign_sqlite_file(tmp_path: Path) -> None:
+    """create=False (as `memtrial memory recall --store` and the server open) must not add tables to another program's database."""
+    foreign = tmp_path / "foreign.sqlite"
+    sqlite3.connect(foreign).execute("CREATE TABLE t(x)").connection.close()
+    before = foreign.read_bytes()
+    with pytest.raises(MemoryStoreError, match="is not a memtrial memory store"):
+        SqliteMemoryStore(foreign, create=False)
+    assert foreign.read_bytes() == before
+    tables = {row[0] for row in sqlite3.connect(foreign).execute("SELECT name FROM sqlite_master")}
+    assert tables == {"t"}

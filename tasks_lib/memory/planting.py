@@ -17,14 +17,13 @@ from tasks_lib.memory.entities import extract_entities
 from tasks_lib.memory.errors import MemoryInputError
 
 
-def plant(adapter: MemoryAdapter, realm: str, specs: Sequence[MemorySpec]) -> tuple[str, ...]:
-    """Store `specs` in `realm`; return their ids in spec order (for teardown by exact id)."""
-    plain = [i for i, s in enumerate(specs) if s.kind != "correction"]
-    ids: dict[int, str] = {}
-    if plain:
-        stored = adapter.remember(realm, [MemoryItem(text=specs[i].text, kind=specs[i].kind) for i in plain])
-        ids.update(zip(plain, stored))
-    stale = [i for i in plain if specs[i].kind == "superseded"]
+def supersession_plan(specs: Sequence[MemorySpec]) -> dict[int, tuple[int, ...]]:
+    """For each `correction` spec (by index, in order), the indexes of the `superseded` specs it replaces.
+
+    Raises MemoryInputError naming `memories[i]` for a correction with nothing to supersede.
+    """
+    stale = [i for i, s in enumerate(specs) if s.kind == "superseded"]
+    plan: dict[int, tuple[int, ...]] = {}
     for index, spec in enumerate(specs):
         if spec.kind != "correction":
             continue
@@ -40,8 +39,21 @@ def plant(adapter: MemoryAdapter, realm: str, specs: Sequence[MemorySpec]) -> tu
                 f"memories[{index}]: this correction shares no entity with any 'superseded' memory; "
                 "name the corrected thing the same way in both"
             )
-        (ids[index],) = adapter.remember(
-            realm, [MemoryItem(text=spec.text, kind="correction", supersedes=tuple(ids[i] for i in targets))]
-        )
+        plan[index] = tuple(targets)
         stale = [i for i in stale if i not in targets]
+    return plan
+
+
+def plant(adapter: MemoryAdapter, realm: str, specs: Sequence[MemorySpec]) -> tuple[str, ...]:
+    """Store `specs` in `realm`; return their ids in spec order (for teardown by exact id)."""
+    plan = supersession_plan(specs)
+    plain = [i for i, s in enumerate(specs) if s.kind != "correction"]
+    ids: dict[int, str] = {}
+    if plain:
+        stored = adapter.remember(realm, [MemoryItem(text=specs[i].text, kind=specs[i].kind) for i in plain])
+        ids.update(zip(plain, stored))
+    for index, targets in plan.items():
+        (ids[index],) = adapter.remember(
+            realm, [MemoryItem(text=specs[index].text, kind="correction", supersedes=tuple(ids[i] for i in targets))]
+        )
     return tuple(ids[i] for i in range(len(specs)))

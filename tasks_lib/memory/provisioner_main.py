@@ -31,8 +31,11 @@ store's graph-lane hits, then their neighbours along the artifact edges. Hit ids
 (a memory stored during the run keeps its store id). The kill switch and ablation variables are
 removed from this process's environment first: a snapshot measures presence, not delivery.
 
-Restore also serves the replica on a private socket when MEMTRIAL_PROVISIONER_SERVE=1 (see
-`server`); destroy stops that server by PID before removing the project. A bad request or
+Restore also serves the replica on a private socket when MEMTRIAL_PROVISIONER_SERVE is 1 (or
+`ro`, read-only; see `server`); the server stays in the provisioner's process group, so a restore
+killed on timeout takes it along; destroy stops it by PID before removing the project. The
+response's `env` names what the agent needs: the socket and realm when served, else the replica
+file and realm. A bad request or
 artifact exits 2, any other failure 1; diagnostics are one line on stderr, stdout holds only the
 response.
 """
@@ -60,6 +63,7 @@ from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.adapter import MemoryItem, MemoryKind
 from tasks_lib.memory.embeddings import DEFAULT_EMBEDDER
 from tasks_lib.memory.errors import InvalidRealmError
+from tasks_lib.memory.hook import REALM_ENV, STORE_ENV
 from tasks_lib.memory.realms import validate_realm
 from tasks_lib.memory.replica import REPLICA_FILE_NAME, FrozenStore, restore_replica, snapshot
 from tasks_lib.memory.server import ServedReplica, start_server, stop_server
@@ -80,7 +84,8 @@ from tasks_lib.provisioner import (
 STATE_ENV = "MEMTRIAL_PROVISIONER_STATE"
 """Folder holding frozen stores and per-run projects; required."""
 SERVE_ENV = "MEMTRIAL_PROVISIONER_SERVE"
-"""`1`: restore also serves the replica on a private socket (destroy stops it); unset or `0`: it does not."""
+"""`1`: restore also serves the replica on a private socket (destroy stops it); `ro`: the same, read-only
+(remember and forget refused: for a socket the agent under test can reach); unset or `0`: not served."""
 EMBEDDER_ENV = "MEMTRIAL_PROVISIONER_EMBEDDER"
 """Embedder used to build frozen stores (default: the store's default embedder)."""
 
@@ -360,6 +365,9 @@ def restore(request: RestoreRequest) -> RestoreResponse:
     """Make the arm's frozen store live in a fresh private replica for one run identity."""
     started = time.monotonic()
     state = state_root()
+    mode = os.environ.get(SERVE_ENV, "").strip()
+    if mode not in ("", "0", "1", "ro"):
+        raise BadRequestError(f"{SERVE_ENV}: {mode!r} is not 1, ro or 0")
     graph_bytes = _read_bytes(request.artifacts.graph, "graph") if request.artifacts.graph else None
     evidence_bytes = (_read_bytes(request.artifacts.evidence_corpus, "evidence_corpus")
                       if request.artifacts.evidence_corpus else None)
@@ -393,14 +401,20 @@ def restore(request: RestoreRequest) -> RestoreResponse:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    if os.environ.get(SERVE_ENV, "").strip() == "1":
+    env = {STORE_ENV: str(target / REPLICA_FILE_NAME), REALM_ENV: realm}
+    if mode in ("1", "ro"):
+        served = None
         try:
-            served = start_server(target / REPLICA_FILE_NAME, realm=realm)
+            served = start_server(target / REPLICA_FILE_NAME, realm=realm, read_only=mode == "ro", own_session=False)
             (target / SERVE_FILE).write_text(served.model_dump_json(indent=2) + "\n")
         except BaseException:
+            if served is not None:
+                stop_server(Path(served.socket_dir))
+                shutil.rmtree(served.socket_dir, ignore_errors=True)
             shutil.rmtree(target, ignore_errors=True)
             raise
-    return RestoreResponse(project=project, queue_before_count=0, restore_seconds=time.monotonic() - started)
+        env = served.env()
+    return RestoreResponse(project=project, queue_before_count=0, restore_seconds=time.monotonic() - started, env=env)
 
 
 def served_replica(project: str) -> ServedReplica | None:

@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,8 @@ class ServedReplica(ContractModel):
     """The replica file being served."""
     realm: str | None = None
     """The realm the agent is pinned to, when known."""
+    read_only: bool = False
+    """Whether the server refuses `remember` and `forget` (the store is opened read-only)."""
 
     def env(self) -> dict[str, str]:
         """Variables to set on the agent CLI so it and its child hooks use this replica."""
@@ -185,8 +188,9 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     allow_reuse_address = False
 
-    def __init__(self, socket_path: Path, store: Any, request_log: Path) -> None:
+    def __init__(self, socket_path: Path, store: Any, request_log: Path, read_only: bool = False) -> None:
         self.store = store
+        self.read_only = read_only
         self.lock = threading.Lock()
         self.request_log = request_log
         super().__init__(str(socket_path), _Handler)
@@ -208,6 +212,10 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
                 response = self._dispatch(op, request, audit)
         except MemoryStoreError as error:
             response = {"ok": False, "error": type(error).__name__, "message": str(error)}
+        except Exception as error:  # noqa: BLE001 - a client must get an answer, never a dropped connection
+            response = {"ok": False, "error": "MemoryServerError",
+                        "message": f"{op}: the server failed ({type(error).__name__}: {error}); see its log"}
+            traceback.print_exc(file=sys.stderr)
         if op != "ping":
             audit.update(ok=response["ok"], at=round(time.time(), 3))
             if not response["ok"]:
@@ -226,7 +234,9 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         store = self.store
         if op == "ping":
             return {"ok": True, "pid": os.getpid(), "store": str(store.path), "lanes": list(store.LANES),
-                    "realms": list(store.realms())}
+                    "realms": list(store.realms()), "read_only": self.read_only}
+        if self.read_only and op in ("remember", "forget"):
+            raise MemoryServerError(f"{op}: this server serves {store.path} read-only; memories cannot be changed through it")
         if op == "recall":
             lanes = request.get("lanes")
             if lanes is not None and (not isinstance(lanes, list) or not all(isinstance(x, str) for x in lanes)):
@@ -276,8 +286,11 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def serve(store_path: Path, socket_dir: Path) -> int:
+def serve(store_path: Path, socket_dir: Path, *, read_only: bool = False) -> int:
     """Serve `store_path` on `socket_dir/memory.sock` until SIGTERM or SIGINT; return 0 after a clean stop.
+
+    With `read_only` the store is opened in SQLite's read-only mode and `remember` / `forget` are
+    refused: the mode for a socket an agent under test can reach.
 
     Raises MemoryServerError when the folder is not private, another server already serves it, or
     the socket cannot be bound, and MemoryStoreError when the store cannot be opened.
@@ -297,11 +310,11 @@ def serve(store_path: Path, socket_dir: Path) -> int:
         pid_file.unlink(missing_ok=True)
     if socket_path.exists() or socket_path.is_symlink():
         socket_path.unlink()
-    store = SqliteMemoryStore(store_path, create=False)
+    store = SqliteMemoryStore(store_path, create=False, read_only=read_only)
     try:
         old_umask = os.umask(0o177)
         try:
-            server = _Server(socket_path, store, folder / REQUEST_LOG_NAME)
+            server = _Server(socket_path, store, folder / REQUEST_LOG_NAME, read_only)
         except OSError as error:
             raise MemoryServerError(f"socket_dir: cannot listen on {socket_path} ({error})") from None
         finally:
@@ -429,12 +442,16 @@ def start_server(
     *,
     realm: str | None = None,
     timeout: float = 60.0,
+    read_only: bool = False,
+    own_session: bool = True,
 ) -> ServedReplica:
     """Start a detached server for `store_path` and wait until it answers a ping.
 
     `socket_dir` defaults to a fresh private folder from tempfile.mkdtemp. `realm`, when given, is
-    validated and exported by `ServedReplica.env()`. The server runs in its own session with
-    stdin closed and its output in `socket_dir/server.log`. Raises MemoryServerError (with the
+    validated and exported by `ServedReplica.env()`; `read_only` is `serve`'s. The server runs with
+    stdin closed and its output in `socket_dir/server.log`, in its own session unless
+    `own_session` is false (a provisioner keeps it in its process group, so that memtrial's kill of
+    a provisioner that timed out also ends the server it had started). Raises MemoryServerError (with the
     log's tail) when it exits or does not answer within `timeout` seconds; it is killed then.
     """
     from tasks_lib.memory.realms import validate_realm
@@ -446,22 +463,24 @@ def start_server(
         raise MemoryServerError(f"store: no memory store at {store_path}; restore or create one first")
     folder = private_dir(Path(tempfile.mkdtemp(prefix="memtrial-mem-")) if socket_dir is None else socket_dir)
     try:
-        return _spawn(store_path, folder, realm, timeout)
+        return _spawn(store_path, folder, realm, timeout, read_only, own_session)
     except BaseException:
         if socket_dir is None:
             shutil.rmtree(folder, ignore_errors=True)
         raise
 
 
-def _spawn(store_path: Path, folder: Path, realm: str | None, timeout: float) -> ServedReplica:
+def _spawn(store_path: Path, folder: Path, realm: str | None, timeout: float, read_only: bool,
+           own_session: bool) -> ServedReplica:
     """Spawn the server for `store_path` in `folder` and wait for its ping; see `start_server`."""
     env = {k: v for k, v in os.environ.items() if k not in (MEMORY_OFF_ENV, ABLATE_LANES_ENV)}
     log_path = folder / LOG_NAME
-    argv = [sys.executable, "-m", _MODULE, "--store", str(store_path), "--socket-dir", str(folder)]
+    argv = [sys.executable, "-m", _MODULE, "--store", str(store_path), "--socket-dir", str(folder),
+            *(["--read-only"] if read_only else [])]
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         # posix_spawn, not Popen: the server outlives this call on purpose and is reaped by PID in stop_server.
-        pid = os.posix_spawn(sys.executable, argv, env, setsid=True, file_actions=[
+        pid = os.posix_spawn(sys.executable, argv, env, setsid=own_session, file_actions=[
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
             (os.POSIX_SPAWN_DUP2, log_fd, 1),
             (os.POSIX_SPAWN_DUP2, log_fd, 2),
@@ -490,7 +509,7 @@ def _spawn(store_path: Path, folder: Path, realm: str | None, timeout: float) ->
             raise MemoryServerError(f"store: the memory server did not answer within {timeout:g} s; {_log_tail(log_path)}")
         time.sleep(0.05)
     return ServedReplica(pid=pid, socket_path=str(socket_path), socket_dir=str(folder),
-                         store_path=str(store_path), realm=realm)
+                         store_path=str(store_path), realm=realm, read_only=read_only)
 
 
 def _log_tail(path: Path, limit: int = 600) -> str:
@@ -540,9 +559,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}", description="Serve one memory store replica on a private Unix socket.")
     parser.add_argument("--store", required=True, type=Path, help="the replica file to serve")
     parser.add_argument("--socket-dir", required=True, type=Path, help="private (0700) folder for the socket and PID file")
+    parser.add_argument("--read-only", action="store_true", help="refuse remember and forget (open the store read-only)")
     args = parser.parse_args(argv)
     try:
-        return serve(args.store, args.socket_dir)
+        return serve(args.store, args.socket_dir, read_only=args.read_only)
     except MemoryStoreError as error:
         sys.stderr.write(f"memtrial memory server: {error}\n")
         return 2

@@ -131,8 +131,9 @@ class SqliteMemoryStore(MemoryAdapter):
             self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._counts = {"calls": 0, "texts": 0, "tokens": 0}
         self._cache: dict[tuple[str, str], object] = {}  # (what, realm) -> value; cleared on every write
+        existing_only = read_only or not create
         try:
-            if not read_only:
+            if not existing_only:
                 self._conn.executescript(_SCHEMA)
             meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
         except sqlite3.DatabaseError as error:
@@ -144,9 +145,11 @@ class SqliteMemoryStore(MemoryAdapter):
                 f"store path: {self.path} has store schema {meta['schema_version']}; this memtrial reads {STORE_SCHEMA_VERSION}"
             )
         recorded = meta.get("embedder")
-        if read_only and recorded is None:
+        if existing_only and recorded is None:
             self._conn.close()
             raise MemoryStoreError(f"store path: {self.path} is not a memtrial memory store (no embedder recorded); build it first")
+        if existing_only and not read_only:
+            self._conn.executescript(_SCHEMA)  # a store of this schema version: only indexes it may lack are added
         wanted = embedder.name if isinstance(embedder, Embedder) else (embedder or recorded or DEFAULT_EMBEDDER)
         if recorded is not None and recorded != wanted:
             self._conn.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -128,6 +129,27 @@ def rerun(
     _run_nightly(str(local), run_id, artifacts, plain, as_json)
 
 
+def _provisioner_option(command: str | None, env: list[str]) -> dict[str, object]:
+    """RunConfig fields for `--provisioner` / `--provisioner-env`."""
+    if command is None:
+        if env:
+            raise MemtrialError("--provisioner-env: only applies with --provisioner; name the provisioner command too")
+        return {}
+    try:
+        argv = shlex.split(command)
+    except ValueError as error:
+        raise MemtrialError(f"--provisioner: cannot split {command!r} into a command ({error}); fix the quoting") from None
+    if not argv:
+        raise MemtrialError("--provisioner: empty; give the provisioner's command, e.g. 'memtrial-reference-provisioner'")
+    variables = {}
+    for item in env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise MemtrialError(f"--provisioner-env: {item!r} is not KEY=VALUE")
+        variables[name] = value
+    return {"memory_system": "provisioner", "provisioner": {"argv": argv, "env": variables}}
+
+
 @app.command()
 def paired(
     agent: Annotated[str, typer.Option(help="Agent adapter: calibration, claude-code, openai-chat, command.")] = "calibration",
@@ -136,6 +158,8 @@ def paired(
     trials: Annotated[int, typer.Option(help="Trials per task and condition.")] = 1,
     sandbox: Annotated[str, typer.Option(help="Sandbox the agent's commands run in: local or docker.")] = "local",
     embedder: Annotated[str, typer.Option(help="Embedder of the reference memory system: hashed (offline default) or minilm.")] = "hashed",
+    provisioner: Annotated[str | None, typer.Option(help="Measure the memory system this provisioner command reaches (restore, snapshot, destroy) instead of the embedded store, e.g. 'memtrial-reference-provisioner'.")] = None,
+    provisioner_env: Annotated[list[str] | None, typer.Option("--provisioner-env", help="KEY=VALUE for the provisioner's environment (repeatable).")] = None,
     budget: Annotated[Path | None, typer.Option(help="Budget guard config; required for any agent but calibration.")] = None,
     workers: Annotated[int, typer.Option(help="Arms run in parallel (thread pool).")] = 2,
     artifacts: ArtifactsOpt = None,
@@ -155,8 +179,10 @@ def paired(
     from tasks_lib.contracts import ContractError
     from tasks_lib.runconfig import AgentSpec, RunConfig, RunnerSpec
 
+    memory = _provisioner_option(provisioner, provisioner_env or [])
     try:
         config = RunConfig(
+            **memory,
             tasks=[t.strip() for t in tasks.split(",") if t.strip()] if tasks else None,
             conditions=[c.strip() for c in conditions.split(",") if c.strip()], trials=trials,
             sandbox=sandbox, embedder=embedder, agents=[AgentSpec(name=agent)], revision=revision,  # type: ignore[arg-type]

@@ -101,6 +101,7 @@ def arm_specs(config: RunConfig, agent: AgentSpec, tasks: list[LoadedTask], prep
         specs.append(ArmSpec(
             run_id=run_id, task_id=task.task_id, task_folder=str(task.root), condition=attempt.condition,
             trial=attempt.trial, order=attempt.order, agent=agent, sandbox=config.sandbox, embedder=config.embedder,
+            provisioner=config.provisioner,
             repo_root=str(repo), commit=commit, tasks_subdir=tasks_subdir, artifact_root=artifact_root,
             corpus_id=prepared[task.task_id].build.corpus_id, task_tree_oid=trees[task.task_id],
             manifest_sha256=manifests[task.task_id], verifier_sha256=task.manifest.verifier.asset.sha256,

@@ -53,6 +53,7 @@ from tasks_lib.audit import AuditReceipt
 from tasks_lib.contracts import PreparedCorpus, RunRecord
 from tasks_lib.errors import MemtrialError
 from tasks_lib.prepare import prepare_task
+from tasks_lib.provisioner import ProvisionerSpec
 from tasks_lib.runconfig import ArmSpec
 from tasks_lib.taskcorpus import CorpusCheckReport, check_corpus, load_task
 
@@ -290,10 +291,11 @@ def materialize_step(attempt: Attempt, source: TaskSource) -> Workspace:
 
 
 @_step("provision-memory")
-def provision_step(attempt: Attempt, run_id: str, workspace: Workspace, embedder: str) -> ProvisionedMemory:
+def provision_step(attempt: Attempt, run_id: str, workspace: Workspace, embedder: str,
+                   provisioner: ProvisionerSpec | None = None) -> ProvisionedMemory:
     """Plant the task's memories in the trial's realm (nothing under `off`)."""
     enter_stage("provision-memory")
-    return arms.provision_memory(attempt, run_id, workspace.root, embedder)
+    return arms.provision_memory(attempt, run_id, workspace.root, embedder, provisioner)
 
 
 @_step("run-agent")
@@ -344,7 +346,7 @@ def run_arm(spec: ArmSpec) -> RunRecord:
     attempt = Attempt(load_task(Path(spec.task_folder)), spec.condition, spec.trial, spec.order)
     workspace = materialize_step(attempt, TaskSource(Path(spec.repo_root), spec.commit, spec.tasks_subdir))
     try:
-        memory = provision_step(attempt, spec.run_id, workspace, spec.embedder)
+        memory = provision_step(attempt, spec.run_id, workspace, spec.embedder, spec.provisioner)
         try:
             run = agent_step(attempt, workspace, memory, spec)
         finally:

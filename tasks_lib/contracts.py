@@ -56,7 +56,8 @@ Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 GitOid = Annotated[str, StringConstraints(pattern=r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")]
 """A full git object id (SHA-1 or SHA-256 repository), lowercase hex."""
 
-Identifier = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,127}$")]
+IDENTIFIER_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,127}$"
+Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
 """A stable lowercase identifier: letters, digits, '.', '_' and '-'."""
 
 LaneName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]

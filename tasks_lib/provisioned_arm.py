@@ -6,7 +6,7 @@ This is how a paired task measures a third party's memory system instead of the 
    `m<i>` per memory, by manifest position; corrections after the rest, naming the memories they
    supersede by the rule `planting` applies), written to a runner-owned fixture folder, pinned by
    SHA-256 and verified by the client before the provisioner sees it. Its realm is the trial's.
-2. `restore`, with the trial's realm as run identity, makes it live; the variables its response
+2. `restore`, with the trial's realm as run identity (`run_identity`), makes it live; the variables its response
    names (a socket, a store file) are exported to the agent CLI and its hooks, after memtrial's
    own (realm, ablated lanes), which a provisioner may not override.
 3. `snapshot`, before the agent starts, runs one full-text probe per memory that should be served
@@ -21,12 +21,14 @@ step, which, from a replica holding only this arm's memories, can come from nowh
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks_lib.contracts import ArmArtifacts, ArtifactRef, MemorySpec
+from tasks_lib.contracts import IDENTIFIER_PATTERN, ArmArtifacts, ArtifactRef, MemorySpec
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.planting import supersession_plan
 from tasks_lib.provisioner import (
@@ -46,6 +48,7 @@ FIXTURE_DIR = "provisioner-fixture"
 """Folder (in the attempt's scratch root) holding the artifact handed to the provisioner."""
 ARTIFACT_NAME = "memories.graph.json"
 """The graph artifact's file name inside that folder."""
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 ARM_NAME = "memory"
 """`graph_arm` of every restore: the arms with memory share one state; ablation is the agent's switch."""
 
@@ -62,6 +65,13 @@ class LiveArm:
     project: str
     env: dict[str, str]
     snapshot: SnapshotResponse
+
+
+def run_identity(realm: str) -> str:
+    """The restore's run identity for a trial realm: the realm without its `trial:` prefix, or a digest
+    of the realm when that is not a protocol identifier."""
+    name = realm.partition(":")[2]
+    return name if _IDENTIFIER.fullmatch(name) else "r-" + hashlib.sha256(realm.encode()).hexdigest()[:32]
 
 
 def node_id(index: int) -> str:
@@ -96,7 +106,7 @@ def restore_arm(spec: ProvisionerSpec, task_id: str, specs: Sequence[MemorySpec]
     folder = root / FIXTURE_DIR
     artifacts = write_artifact(specs, realm, folder)
     provisioner = make_provisioner(spec.argv, folder, env=spec.env, timeout_seconds=spec.timeout_seconds)
-    restored = restore_sync(provisioner, task_id, artifacts, realm)
+    restored = restore_sync(provisioner, task_id, artifacts, run_identity(realm))
     try:
         shown = snapshot_sync(provisioner, restored.project, presence_probes(specs))
         missing = [p.name.removeprefix("present-") for p in shown.probes if not p.found]

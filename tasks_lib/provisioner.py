@@ -526,9 +526,9 @@ def encode_request(request: ContractModel) -> bytes:
 
 
 def named_project(stdout: bytes) -> str | None:
-    """The valid `project` a (possibly rejected) restore response names, if it names one."""
+    """The valid `project` the first JSON object of a (possibly rejected) restore response names, if any."""
     try:
-        value = json.loads(stdout.decode("utf-8"))
+        value, _ = json.JSONDecoder().raw_decode(stdout.decode("utf-8").strip())
     except (UnicodeDecodeError, ValueError):
         return None
     project = value.get("project") if isinstance(value, dict) else None

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import yaml
-from pydantic import Field, JsonValue, field_validator
+from pydantic import Field, JsonValue, field_validator, model_validator
 
 from tasks_lib.contracts import (
     Condition,
@@ -25,6 +25,7 @@ from tasks_lib.contracts import (
     parse_document,
 )
 from tasks_lib.errors import ContractError, Violation
+from tasks_lib.provisioner import ProvisionerSpec
 
 CALIBRATION_AGENT = "calibration"
 FREE_AGENTS = frozenset({CALIBRATION_AGENT})
@@ -91,8 +92,12 @@ class RunConfig(Document):
     """Memory conditions of every task, interleaved within each task."""
     trials: int = Field(default=1, ge=1, le=100)
     """Trials per task and condition."""
-    memory_system: Literal["reference"] = "reference"
-    """Memory system under test in the paired matrix (the embedded reference system)."""
+    memory_system: Literal["reference", "provisioner"] = "reference"
+    """Memory system under test in the paired matrix: the embedded reference system, or the one
+    `provisioner` reaches."""
+    provisioner: ProvisionerSpec | None = None
+    """The memory system's provisioner (restore, snapshot, destroy); required with
+    `memory_system: provisioner`, not allowed otherwise."""
     embedder: Literal["hashed", "minilm"] = "hashed"
     """Embedder of the reference memory system (`hashed` is offline and needs no model)."""
     sandbox: Literal["local", "docker"] = "local"
@@ -111,6 +116,13 @@ class RunConfig(Document):
     """Budget guard settings (used when a paid agent runs)."""
     flow_retries: int = Field(default=0, ge=0, le=5)
     """Prefect retries of the whole flow run; completed stages come from cache on a retry."""
+
+    @model_validator(mode="after")
+    def _provisioner_names_the_system(self) -> RunConfig:
+        if (self.memory_system == "provisioner") != (self.provisioner is not None):
+            raise ValueError("memory_system: 'provisioner' needs a provisioner: {argv: [...]}, and a provisioner "
+                             "needs memory_system: provisioner; set both or neither")
+        return self
 
     @field_validator("agents")
     @classmethod
@@ -135,7 +147,8 @@ class RunConfig(Document):
 
     def config_digest(self) -> str:
         """SHA-256 of the fields that change what an arm measures (not where results are stored)."""
-        identity = self.model_dump(mode="json", include={"agents", "conditions", "memory_system", "embedder", "sandbox", "revision"})
+        fields = {"agents", "conditions", "memory_system", "embedder", "sandbox", "revision"}
+        identity = self.model_dump(mode="json", include=fields | ({"provisioner"} if self.provisioner else set()))
         return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -189,6 +202,8 @@ class ArmSpec(ContractModel):
     """Where the agent's commands run."""
     embedder: Literal["hashed", "minilm"]
     """Embedder of the reference memory system."""
+    provisioner: ProvisionerSpec | None = None
+    """The provisioner that holds the arm's memories instead of the embedded store, if any."""
     repo_root: str
     """Checkout whose git objects build the fixture (not part of the arm's identity)."""
     commit: str
@@ -213,7 +228,8 @@ class ArmSpec(ContractModel):
     def cache_identity(self) -> str:
         """SHA-256 of every field that defines the arm's result: content digests, not the commit (an
         unrelated commit leaves the task's tree, and so the arm, unchanged) nor checkout paths."""
-        identity = self.model_dump(mode="json", exclude={"task_folder", "repo_root", "commit"})
+        identity = self.model_dump(mode="json", exclude={"task_folder", "repo_root", "commit"}
+                                   | (set() if self.provisioner else {"provisioner"}))
         return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     @property

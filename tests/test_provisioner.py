@@ -403,3 +403,77 @@ def test_error_classes_are_distinct_memtrial_errors_with_one_line_docstrings() -
     for cls in classes:
         assert issubclass(cls, MemtrialError)
         assert cls.__doc__ and "\n" not in cls.__doc__.strip(), cls
+
+
+# --------------------------------------------------------------------------- rejected restores, later verbs
+
+LOGGING = PRELUDE + """\
+with open(os.environ['VERB_LOG'], 'a') as log:
+    log.write(verb + ' ' + str(request.get('project', '')) + '\\n')
+"""
+
+
+@pytest.mark.parametrize(
+    ("restore_body", "error"),
+    [
+        ("print(json.dumps({**RESTORE, 'graph_loaded': True}))\n", ProvisionerSchemaError),
+        ("print(json.dumps({**RESTORE, 'env': {'PATH': '/evil'}}))\n", ProvisionerSchemaError),
+        ("print(json.dumps({**RESTORE, 'env': {'MEMTRIAL_MEMORY_OFF': '0'}}))\n", ProvisionerSchemaError),
+        ("print(json.dumps(RESTORE) + ' and more')\n", ProvisionerOutputError),
+    ],
+    ids=["unknown-field", "env-sets-path", "env-sets-kill-switch", "trailing-text"],
+)
+def test_a_rejected_restore_that_names_its_project_is_destroyed(
+    tmp_path: Path, fixture_root: Path, arm: ArmArtifacts, restore_body: str, error: type[ProvisionerError]
+) -> None:
+    """Live state behind a response memtrial refuses would otherwise leak: the named project is destroyed."""
+    log = tmp_path / "verbs.log"
+    body = (f"if verb == 'restore':\n    {restore_body}"
+            "else:\n    print(json.dumps({'ok': True}))\n")
+    with pytest.raises(error) as caught:
+        run(make(script(tmp_path, body, LOGGING), fixture_root, env={"VERB_LOG": str(log)}).restore("fx", arm, "run-1"))
+    assert log.read_text().splitlines() == ["restore ", "destroy p-1"]
+    assert any("'p-1' the rejected response named was destroyed" in note for note in caught.value.__notes__)
+
+
+def test_a_rejected_restore_naming_no_valid_project_destroys_nothing(tmp_path: Path, fixture_root: Path, arm: ArmArtifacts) -> None:
+    log = tmp_path / "verbs.log"
+    body = "print(json.dumps({**RESTORE, 'project': '../etc', 'extra': 1}))\n"
+    with pytest.raises(ProvisionerSchemaError):
+        run(make(script(tmp_path, body, LOGGING), fixture_root, env={"VERB_LOG": str(log)}).restore("fx", arm, "run-1"))
+    assert log.read_text().splitlines() == ["restore "]
+
+
+def test_restore_env_reaches_the_caller(tmp_path: Path, fixture_root: Path, arm: ArmArtifacts) -> None:
+    body = "print(json.dumps({**RESTORE, 'env': {'MEMORY_SOCKET': '/run/m.sock'}}))\n"
+    restored = run(make(script(tmp_path, body), fixture_root).restore("fx", arm, "run-1"))
+    assert restored.env == {"MEMORY_SOCKET": "/run/m.sock"}
+
+
+SNAPSHOT_OK = ("{'state': {'exists': True, 'evidence_documents': 0, 'graph_nodes': 0, 'graph_edges': 0}, "
+               "'probes': [], 'queue_after_count': 0, 'snapshot_seconds': 0.1}")
+LATER_VERBS = [
+    ("snapshot", f"print(json.dumps({{**{SNAPSHOT_OK}, 'cache_hits': 3}}))\n", ProvisionerSchemaError),
+    ("snapshot", "print('snapshot ok')\n", ProvisionerOutputError),
+    ("snapshot", f"print(json.dumps({SNAPSHOT_OK})); sys.exit(1)\n", ProvisionerExitError),
+    ("snapshot", "time.sleep(600)\n", ProvisionerTimeoutError),
+    ("destroy", "print(json.dumps({'ok': False}))\n", ProvisionerSchemaError),
+    ("destroy", "print(json.dumps({'ok': True, 'removed': 2}))\n", ProvisionerSchemaError),
+    ("destroy", "print(json.dumps({'ok': True}) + json.dumps({'ok': True}))\n", ProvisionerOutputError),
+    ("destroy", "while True:\n    sys.stdout.write('x' * 65536)\n", ProvisionerOutputLimitError),
+]
+
+
+@pytest.mark.parametrize(("verb", "body", "error"), LATER_VERBS,
+                         ids=[f"{c[0]}-{c[2].__name__}-{i}" for i, c in enumerate(LATER_VERBS)])
+def test_snapshot_and_destroy_are_held_to_the_same_rules(
+    tmp_path: Path, fixture_root: Path, verb: str, body: str, error: type[ProvisionerError]
+) -> None:
+    pid_file = tmp_path / "child.pid"
+    argv = script(tmp_path, "open(os.environ['PID_FILE'], 'w').write(str(os.getpid()))\n" + body)
+    provisioner = make(argv, fixture_root, env={"PID_FILE": str(pid_file)}, output_limit_bytes=64 * 1024)
+    call = provisioner.snapshot("p-1") if verb == "snapshot" else provisioner.destroy("p-1")
+    with pytest.raises(error) as caught:
+        run(call)
+    assert type(caught.value) is error and f"'{verb}'" in str(caught.value)
+    assert wait_dead(int(pid_file.read_text())), "the provisioner outlived its rejected call"

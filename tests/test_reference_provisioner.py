@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tasks_lib.contracts import ArmArtifacts, ArtifactRef
+from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.provisioner_main import SERVE_FILE, STATE_ENV
 from tasks_lib.memory.replica import REPLICA_FILE_NAME
 from tasks_lib.memory.server import MemoryClient, ServedReplica
@@ -21,6 +23,7 @@ from tasks_lib.memory.store import SqliteMemoryStore
 from tasks_lib.provisioner import (
     Probe,
     ProvisionerExitError,
+    ProvisionerTimeoutError,
     destroy_sync,
     make_provisioner,
     restore_sync,
@@ -159,3 +162,84 @@ def test_missing_state_root_is_a_bad_request(tmp_path: Path, monkeypatch: pytest
     provisioner = make_provisioner(ARGV, fixture, timeout_seconds=60)
     with pytest.raises(ProvisionerExitError, match=f"{STATE_ENV} is not set"):
         restore_sync(provisioner, "uploader", _graph(fixture, UPLOADER), "run-1.t0")
+
+
+@pytest.mark.parametrize("serve", ["0", "1", "ro"], ids=["file", "served", "served-read-only"])
+def test_restore_names_what_the_agent_needs_in_its_env(tmp_path: Path, serve: str) -> None:
+    state, fixture = tmp_path / "state", tmp_path / "fixture"
+    fixture.mkdir()
+    provisioner = make_provisioner(ARGV, fixture, env={STATE_ENV: str(state), "MEMTRIAL_PROVISIONER_SERVE": serve},
+                                   timeout_seconds=60)
+    restored = restore_sync(provisioner, "uploader", _graph(fixture, UPLOADER), "run-1.t0")
+    try:
+        project = state / "projects" / restored.project
+        if serve == "0":
+            assert restored.env == {"MEMTRIAL_MEMORY_DB": str(project / REPLICA_FILE_NAME), "MEMTRIAL_REALM": REALM}
+            return
+        served = ServedReplica.model_validate_json((project / SERVE_FILE).read_text())
+        assert restored.env == served.env() and restored.env["MEMTRIAL_REALM"] == REALM
+        client = MemoryClient(restored.env["MEMTRIAL_MEMORY_SOCKET"])
+        assert client.recall(REALM, "disk quota exit code", 1)[0].text.endswith("code 75 when the disk quota is full.")
+        if serve == "ro":
+            with pytest.raises(MemtrialError, match="read-only"):
+                client.remember(REALM, ["The uploader exits with code 0 on a full quota."])
+    finally:
+        destroy_sync(provisioner, restored.project)
+
+
+def test_an_unknown_serving_mode_is_a_bad_request_that_leaves_nothing(tmp_path: Path) -> None:
+    state, fixture = tmp_path / "state", tmp_path / "fixture"
+    fixture.mkdir()
+    provisioner = make_provisioner(ARGV, fixture, env={STATE_ENV: str(state), "MEMTRIAL_PROVISIONER_SERVE": "yes"},
+                                   timeout_seconds=60)
+    with pytest.raises(ProvisionerExitError, match="MEMTRIAL_PROVISIONER_SERVE: 'yes' is not 1, ro or 0"):
+        restore_sync(provisioner, "uploader", _graph(fixture, UPLOADER), "run-1.t0")
+    assert not (state / "projects").exists() or list((state / "projects").iterdir()) == []
+
+
+RESTORES_THEN_HANGS = """\
+import sys, time
+from tasks_lib.memory.provisioner_main import main
+code = main(sys.argv[1:])
+sys.stdout.flush()
+if sys.argv[1] == "restore":
+    time.sleep(600)
+sys.exit(code)
+"""
+
+
+def test_a_restore_killed_on_timeout_takes_its_memory_server_along(tmp_path: Path) -> None:
+    """The served replica stays in the provisioner's process group, so memtrial's kill reaches it."""
+    state, fixture = tmp_path / "state", tmp_path / "fixture"
+    fixture.mkdir()
+    wrapper = tmp_path / "hangs_after_restore.py"
+    wrapper.write_text(RESTORES_THEN_HANGS)
+    provisioner = make_provisioner([sys.executable, str(wrapper)], fixture,
+                                   env={STATE_ENV: str(state), "MEMTRIAL_PROVISIONER_SERVE": "1"}, timeout_seconds=15)
+    with pytest.raises(ProvisionerTimeoutError):
+        restore_sync(provisioner, "uploader", _graph(fixture, UPLOADER), "run-1.t0")
+    (project,) = (state / "projects").iterdir()
+    served = ServedReplica.model_validate_json((project / SERVE_FILE).read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(served.pid):
+        time.sleep(0.05)
+    assert not _alive(served.pid), f"memory server {served.pid} survived the provisioner's timeout"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)  # our grandchild's zombie is reaped by init, not us
+    except ChildProcessError:
+        waited = 0
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return waited != pid and not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return False

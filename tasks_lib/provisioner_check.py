@@ -65,8 +65,9 @@ CHECK_NAMES = (
 )
 """Every check, in the order they run and are reported."""
 
-ABSENT_PROBE = Probe(name="absent-memory", lane="fulltext", query="vermilion axolotl", expect_text="vermilion axolotl")
-"""A probe for something no case plants; a provisioner that finds it is answering from nowhere."""
+ABSENT_PROBES = tuple(Probe(name=f"absent-memory-{lane}", lane=lane, query="vermilion axolotl", expect_text="vermilion axolotl")
+                      for lane in ("fulltext", "semantic", "graph"))
+"""Probes, one per lane, for something no case plants; a provisioner that finds it is answering from nowhere."""
 
 
 class CheckResult(ContractModel):
@@ -252,7 +253,7 @@ class _Checks:
 
     async def check_live(self, restored_a: RestoreResponse) -> RestoreResponse | None:
         a, b = self.a, self.b
-        snap, error = await _attempt(self.p.snapshot(restored_a.project, (*a.probes, ABSENT_PROBE)))
+        snap, error = await _attempt(self.p.snapshot(restored_a.project, (*a.probes, *ABSENT_PROBES)))
         if snap is None:
             self.record("snapshot-finds-planted-probes", False, f"snapshot failed: {error}")
             self.record("snapshot-misses-absent-memory", False, f"snapshot failed: {error}")
@@ -260,9 +261,10 @@ class _Checks:
             missing, state = _missing(snap, _names(a)), _state_matches(snap, a)
             self.record("snapshot-finds-planted-probes", not missing and state is None,
                         state or (f"probes not found: {missing}" if missing else f"found all {len(a.probes)} planted probes"))
-            absent_found = bool(_found(snap, [ABSENT_PROBE.name]))
+            absent_found = _found(snap, [probe.name for probe in ABSENT_PROBES])
             self.record("snapshot-misses-absent-memory", not absent_found,
-                        "a probe for unplanted memory was found" if absent_found else "unplanted memory was not found")
+                        f"probes for unplanted memory were found: {', '.join(absent_found)}" if absent_found
+                        else "unplanted memory was not found on any lane")
         restored_b, error = await self.restore(b)
         if restored_b is None:
             self.record("restore-isolates-run-identity", False, f"second restore failed: {error}")

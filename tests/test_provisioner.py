@@ -133,6 +133,10 @@ BROKEN_EXAMPLES = [
      "m.run_probe = lambda probe, items, graph: {'name': probe['name'], 'hits': [{'id': 'x', 'text': "
      "str(probe.get('expect_text'))}], 'found': probe.get('expect_text') is not None}",
      set(CHECK_NAMES) - {"restore-valid-artifacts", "destroy-ok", "destroy-is-idempotent", "responses-are-strict-json"}),
+    ("semantic-lane-echoes-the-query",
+     "search = m.search; m.search = lambda lane, query, items, graph: "
+     "([{'id': 'echo', 'text': query}] if lane == 'semantic' else []) + search(lane, query, items, graph)",
+     {"snapshot-misses-absent-memory"}),
 ]
 
 

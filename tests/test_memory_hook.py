@@ -72,10 +72,16 @@ def test_hook_emits_nothing(db: tuple[Path, tuple[str, ...]], env_extra: dict[st
 
 
 def test_ablated_lanes_are_skipped_by_the_hook(db: tuple[Path, tuple[str, ...]]) -> None:
-    result = run_hook(_event(), _env(db[0], MEMTRIAL_ABLATE_LANES="semantic,graph,corrections"))
-    assert result.ids == db[1]
+    """With every lane but one ablated, the hook delivers exactly what that lane alone recalls."""
+    prompt = json.loads(_event())["prompt"]
     with SqliteMemoryStore(db[0]) as store:
-        assert store.recall(REALM, "uploader exit code", 5, lanes=["keyword"])[0].lanes == ("keyword",)
+        lanes = store.LANES
+        alone = {lane: tuple(h.id for h in store.recall(REALM, prompt, 5, lanes=[lane])) for lane in lanes}
+    assert alone["keyword"] == db[1] and alone["graph"] == (), "the lanes must differ for this test to tell them apart"
+    for lane in lanes:
+        result = run_hook(_event(), _env(db[0], MEMTRIAL_ABLATE_LANES=",".join(x for x in lanes if x != lane)))
+        assert result.exit_code == 0 and result.ids == alone[lane], lane
+        assert (result.stdout == "") == (alone[lane] == ()), lane
 
 
 def test_session_start_uses_the_session_query(db: tuple[Path, tuple[str, ...]]) -> None:

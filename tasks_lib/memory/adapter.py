@@ -202,7 +202,8 @@ class MemoryAdapter(ABC):
         """Up to `k` live memories of `realm` for `query`, best first.
 
         `lanes` restricts the lanes (default all); the kill switch and MEMTRIAL_ABLATE_LANES are
-        applied here, before `search` runs, so a switched-off call does no work at all.
+        applied here, before `search` runs: a switched-off call validates its arguments and the
+        switches, then returns nothing without searching or embedding anything.
         Raises InvalidRealmError, UnknownRealmError, MemoryInputError (field `query` or `k`),
         UnknownLaneError and SwitchError.
         """

@@ -1,6 +1,6 @@
 """The kill switch and lane ablation, read from the environment by the code that would recall.
 
-`MEMTRIAL_MEMORY_OFF=1` turns memory delivery off: recall returns nothing and does no work, and
+`MEMTRIAL_MEMORY_OFF=1` turns memory delivery off: recall returns nothing without searching (its arguments are still checked), and
 the hook prints nothing. `MEMTRIAL_ABLATE_LANES` is a comma list of lane names, or `all`; those
 lanes are skipped before any call is made. Both are read at call time, in the process that would
 have made the call, so a runner only has to set them on the agent process. A malformed value is

@@ -9,8 +9,8 @@ provenance marker (see `provenance`) in the JSON shape Claude Code reads:
 
 - MEMTRIAL_MEMORY_OFF=1: prints nothing and exits 0 before reading anything else.
 - MEMTRIAL_ABLATE_LANES: the ablated lanes are dropped here, before the recall call is made; through
-  a socket the hook sends only the active lanes (the server reads no switch), and sends nothing at
-  all when none is left.
+  a socket the hook asks the server for its system's lanes (a ping), then sends only the active
+  ones (the server reads no switch), and sends no recall at all when none is left.
 - UserPromptSubmit: the query is the prompt (its first MAX_QUERY_BYTES bytes).
 - SessionStart: the query is MEMTRIAL_SESSION_QUERY; when unset, nothing is delivered.
 - No hit: prints nothing, exits 0. Any error: one line on stderr, exit HOOK_ERROR_EXIT (1), which
@@ -140,12 +140,13 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
             if not query.strip():
                 return HookResult(exit_code=0)
         if socket_path:
-            lanes = active_lanes(SqliteMemoryStore.LANES, None, env)
-            if not lanes:
-                return HookResult(exit_code=0)
             from tasks_lib.memory.server import MemoryClient  # not at import: `python -m ...server` imports this package
 
-            hits = MemoryClient(socket_path, timeout=SOCKET_TIMEOUT_SECONDS).recall(realm, query, DEFAULT_K, lanes=lanes)
+            client = MemoryClient(socket_path, timeout=SOCKET_TIMEOUT_SECONDS)
+            lanes = active_lanes(tuple(client.ping()["lanes"]), None, env)  # the served system's lanes, not the reference's
+            if not lanes:
+                return HookResult(exit_code=0)
+            hits = client.recall(realm, query, DEFAULT_K, lanes=lanes)
         else:
             with SqliteMemoryStore(store_path, read_only=True) as store:
                 lanes = active_lanes(store.LANES, None, env)

@@ -60,7 +60,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from tasks_lib.contracts import ContractModel, Sha256, violations_of
 from tasks_lib.errors import MemtrialError
-from tasks_lib.memory.adapter import MemoryItem, MemoryKind
+from tasks_lib.memory.adapter import MemoryAdapter, MemoryItem, MemoryKind
 from tasks_lib.memory.embeddings import DEFAULT_EMBEDDER
 from tasks_lib.memory.errors import InvalidRealmError
 from tasks_lib.memory.hook import REALM_ENV, STORE_ENV
@@ -239,11 +239,13 @@ def default_realm(fixture: str) -> str:
     return validate_realm(f"fixture:{fixture}", field="fixture")
 
 
-def build_store(path: Path, realm: str, evidence: Sequence[EvidenceDoc], graph: GraphArtifact, embedder: str) -> None:
-    """Create the store at `path` holding `evidence` then `graph.nodes` in `realm`, with ids and edges recorded."""
-    from tasks_lib.memory.store import SqliteMemoryStore
+Entry = tuple[str, str, MemoryItem, str | None, tuple[str, ...]]
+"""One artifact item to store: (artifact id, source `evidence` or `node`, item, label, superseded artifact ids)."""
 
-    entries: list[tuple[str, str, MemoryItem, str | None, tuple[str, ...]]] = []
+
+def artifact_entries(evidence: Sequence[EvidenceDoc], graph: GraphArtifact) -> list[Entry]:
+    """The artifacts' items in storing order (evidence, then nodes); raise BadRequestError for duplicate ids or dangling edges."""
+    entries: list[Entry] = []
     seen: set[str] = set()
     for index, doc in enumerate(evidence):
         entries.append((doc.id, "evidence", _item(f"evidence_corpus[{index}]", doc.text, doc.kind, doc.subject), None, ()))
@@ -258,28 +260,42 @@ def build_store(path: Path, realm: str, evidence: Sequence[EvidenceDoc], graph: 
         for end in (edge.source, edge.target):
             if end not in seen:
                 raise BadRequestError(f"graph.edges[{index}]: node {end!r} is not an id of the artifacts; fix the edge")
+    return entries
+
+
+def remember_entries(adapter: MemoryAdapter, realm: str, entries: Sequence[Entry]) -> dict[str, str]:
+    """Store `entries` in `realm` of any adapter, in order, batched between supersessions; return artifact id -> memory id."""
     ids: dict[str, str] = {}
+    pending: list[tuple[str, MemoryItem]] = []
+
+    def flush() -> None:
+        if pending:
+            stored = adapter.remember(realm, [item for _, item in pending])
+            ids.update((aid, mid) for (aid, _), mid in zip(pending, stored))
+            pending.clear()
+
+    for artifact_id, _, item, _, supersedes in entries:
+        if supersedes:
+            flush()
+            missing = [s for s in supersedes if s not in ids]
+            if missing:
+                raise BadRequestError(f"graph node {artifact_id!r}: supersedes {missing}, which are not earlier memories")
+            item = item.model_copy(update={"supersedes": tuple(ids[s] for s in supersedes)})
+            (ids[artifact_id],) = adapter.remember(realm, [item])
+        else:
+            pending.append((artifact_id, item))
+    flush()
+    return ids
+
+
+def build_store(path: Path, realm: str, evidence: Sequence[EvidenceDoc], graph: GraphArtifact, embedder: str) -> None:
+    """Create the store at `path` holding `evidence` then `graph.nodes` in `realm`, with ids and edges recorded."""
+    from tasks_lib.memory.store import SqliteMemoryStore
+
+    entries = artifact_entries(evidence, graph)
     with SqliteMemoryStore(path, embedder) as store:
         store.create_realm(realm)
-        pending: list[tuple[str, MemoryItem]] = []
-
-        def flush() -> None:
-            if pending:
-                stored = store.remember(realm, [item for _, item in pending])
-                ids.update((aid, mid) for (aid, _), mid in zip(pending, stored))
-                pending.clear()
-
-        for artifact_id, source, item, _, supersedes in entries:
-            if supersedes:
-                flush()
-                missing = [s for s in supersedes if s not in ids]
-                if missing:
-                    raise BadRequestError(f"graph node {artifact_id!r}: supersedes {missing}, which are not earlier memories")
-                item = item.model_copy(update={"supersedes": tuple(ids[s] for s in supersedes)})
-                (ids[artifact_id],) = store.remember(realm, [item])
-            else:
-                pending.append((artifact_id, item))
-        flush()
+        ids = remember_entries(store, realm, entries)
     conn = sqlite3.connect(path)
     try:
         with conn:

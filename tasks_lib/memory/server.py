@@ -1,13 +1,14 @@
 """Serve one run's store replica on a private Unix domain socket, so an agent CLI and its child hooks share it.
 
-The server is one process (`python -m tasks_lib.memory.server --store PATH --socket-dir DIR`) that
-opens the replica once and answers a JSON-lines protocol on `DIR/memory.sock`. `DIR` must be owned
+The server is one process (`python -m tasks_lib.memory.server --store PATH --socket-dir DIR`, or
+`--system NAME --data DIR` for any registered memory system kept in a folder) that opens the
+replica once and answers a JSON-lines protocol on `DIR/memory.sock`. `DIR` must be owned
 by this user with mode 0700, so only this user can connect; the socket itself is 0600. Nothing
 listens on any network interface.
 
 Protocol: one UTF-8 JSON object per line, at most MAX_REQUEST_BYTES; one JSON object per line back.
 
-    {"op": "ping"}                                   -> {"ok": true, "pid", "store", "lanes", "realms"}
+    {"op": "ping"}                                   -> {"ok": true, "pid", "store", "lanes", "realms", "read_only"}
     {"op": "recall", "realm", "query", "k", "lanes"}  -> {"ok": true, "hits": [{id, text, score, lanes, kind}]}
     {"op": "remember", "realm", "items": [{text, kind, subject, supersedes} | text]} -> {"ok": true, "ids"}
     {"op": "forget", "ids": [...]}                   -> {"ok": true, "ids"}
@@ -92,7 +93,7 @@ class ServedReplica(ContractModel):
     socket_dir: str
     """The private (0700) folder holding the socket, PID file and logs."""
     store_path: str
-    """The replica file being served."""
+    """The replica file being served (for a registered memory system, its data folder)."""
     realm: str | None = None
     """The realm the agent is pinned to, when known."""
     read_only: bool = False
@@ -188,9 +189,10 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     allow_reuse_address = False
 
-    def __init__(self, socket_path: Path, store: Any, request_log: Path, read_only: bool = False) -> None:
+    def __init__(self, socket_path: Path, store: Any, request_log: Path, read_only: bool, label: str) -> None:
         self.store = store
         self.read_only = read_only
+        self.label = label
         self.lock = threading.Lock()
         self.request_log = request_log
         super().__init__(str(socket_path), _Handler)
@@ -233,10 +235,10 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             raise MemoryInputError(f"{op}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(fields[op]))}")  # type: ignore[index]
         store = self.store
         if op == "ping":
-            return {"ok": True, "pid": os.getpid(), "store": str(store.path), "lanes": list(store.LANES),
+            return {"ok": True, "pid": os.getpid(), "store": self.label, "lanes": list(store.LANES),
                     "realms": list(store.realms()), "read_only": self.read_only}
         if self.read_only and op in ("remember", "forget"):
-            raise MemoryServerError(f"{op}: this server serves {store.path} read-only; memories cannot be changed through it")
+            raise MemoryServerError(f"{op}: this server serves {self.label} read-only; memories cannot be changed through it")
         if op == "recall":
             lanes = request.get("lanes")
             if lanes is not None and (not isinstance(lanes, list) or not all(isinstance(x, str) for x in lanes)):
@@ -287,7 +289,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def serve(store_path: Path, socket_dir: Path, *, read_only: bool = False) -> int:
-    """Serve `store_path` on `socket_dir/memory.sock` until SIGTERM or SIGINT; return 0 after a clean stop.
+    """Serve the reference store at `store_path` on `socket_dir/memory.sock` until SIGTERM or SIGINT; return 0 after a clean stop.
 
     With `read_only` the store is opened in SQLite's read-only mode and `remember` / `forget` are
     refused: the mode for a socket an agent under test can reach.
@@ -297,6 +299,22 @@ def serve(store_path: Path, socket_dir: Path, *, read_only: bool = False) -> int
     """
     from tasks_lib.memory.store import SqliteMemoryStore
 
+    return _serve(lambda: SqliteMemoryStore(store_path, create=False, read_only=read_only), str(store_path), socket_dir, read_only)
+
+
+def serve_system(system: str, data_dir: Path, socket_dir: Path, *, embedder: str = "hashed", read_only: bool = False) -> int:
+    """Serve the registered memory system `system` keeping its data in `data_dir`, as `serve` does.
+
+    With `read_only`, `remember` and `forget` are refused by the server (the system's own files
+    may still change as it reads). Raises what `serve` raises, and UnknownMemorySystemError /
+    AdapterUnavailableError from the registry.
+    """
+    from tasks_lib.memory.registry import open_memory_system
+
+    return _serve(lambda: open_memory_system(system, data_dir, embedder=embedder), f"{system} at {data_dir}", socket_dir, read_only)
+
+
+def _serve(open_store: Any, label: str, socket_dir: Path, read_only: bool) -> int:
     for name in (MEMORY_OFF_ENV, ABLATE_LANES_ENV):
         os.environ.pop(name, None)
     folder = private_dir(socket_dir)
@@ -310,11 +328,11 @@ def serve(store_path: Path, socket_dir: Path, *, read_only: bool = False) -> int
         pid_file.unlink(missing_ok=True)
     if socket_path.exists() or socket_path.is_symlink():
         socket_path.unlink()
-    store = SqliteMemoryStore(store_path, create=False, read_only=read_only)
+    store = open_store()
     try:
         old_umask = os.umask(0o177)
         try:
-            server = _Server(socket_path, store, folder / REQUEST_LOG_NAME, read_only)
+            server = _Server(socket_path, store, folder / REQUEST_LOG_NAME, read_only, label)
         except OSError as error:
             raise MemoryServerError(f"socket_dir: cannot listen on {socket_path} ({error})") from None
         finally:
@@ -461,22 +479,49 @@ def start_server(
     store_path = Path(store_path).absolute()
     if not store_path.is_file():
         raise MemoryServerError(f"store: no memory store at {store_path}; restore or create one first")
+    return _start(["--store", str(store_path)], str(store_path), socket_dir, realm, timeout, read_only, own_session)
+
+
+def start_system_server(
+    system: str,
+    data_dir: Path,
+    socket_dir: Path | None = None,
+    *,
+    embedder: str = "hashed",
+    realm: str | None = None,
+    timeout: float = 120.0,
+    read_only: bool = False,
+    own_session: bool = True,
+) -> ServedReplica:
+    """`start_server` for a registered memory system keeping its data in `data_dir` (see `serve_system`)."""
+    from tasks_lib.memory.realms import validate_realm
+
+    if realm is not None:
+        validate_realm(realm, field="realm")
+    data_dir = Path(data_dir).absolute()
+    if not data_dir.is_dir():
+        raise MemoryServerError(f"data: no folder at {data_dir}; restore the memory system's data first")
+    return _start(["--system", system, "--data", str(data_dir), "--embedder", embedder], str(data_dir),
+                  socket_dir, realm, timeout, read_only, own_session)
+
+
+def _start(source: list[str], store_label: str, socket_dir: Path | None, realm: str | None, timeout: float,
+           read_only: bool, own_session: bool) -> ServedReplica:
     folder = private_dir(Path(tempfile.mkdtemp(prefix="memtrial-mem-")) if socket_dir is None else socket_dir)
     try:
-        return _spawn(store_path, folder, realm, timeout, read_only, own_session)
+        return _spawn(source, store_label, folder, realm, timeout, read_only, own_session)
     except BaseException:
         if socket_dir is None:
             shutil.rmtree(folder, ignore_errors=True)
         raise
 
 
-def _spawn(store_path: Path, folder: Path, realm: str | None, timeout: float, read_only: bool,
+def _spawn(source: list[str], store_label: str, folder: Path, realm: str | None, timeout: float, read_only: bool,
            own_session: bool) -> ServedReplica:
-    """Spawn the server for `store_path` in `folder` and wait for its ping; see `start_server`."""
+    """Spawn the server for `source` (its command-line options) in `folder` and wait for its ping; see `start_server`."""
     env = {k: v for k, v in os.environ.items() if k not in (MEMORY_OFF_ENV, ABLATE_LANES_ENV)}
     log_path = folder / LOG_NAME
-    argv = [sys.executable, "-m", _MODULE, "--store", str(store_path), "--socket-dir", str(folder),
-            *(["--read-only"] if read_only else [])]
+    argv = [sys.executable, "-m", _MODULE, *source, "--socket-dir", str(folder), *(["--read-only"] if read_only else [])]
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         # posix_spawn, not Popen: the server outlives this call on purpose and is reaped by PID in stop_server.
@@ -509,7 +554,7 @@ def _spawn(store_path: Path, folder: Path, realm: str | None, timeout: float, re
             raise MemoryServerError(f"store: the memory server did not answer within {timeout:g} s; {_log_tail(log_path)}")
         time.sleep(0.05)
     return ServedReplica(pid=pid, socket_path=str(socket_path), socket_dir=str(folder),
-                         store_path=str(store_path), realm=realm, read_only=read_only)
+                         store_path=store_label, realm=realm, read_only=read_only)
 
 
 def _log_tail(path: Path, limit: int = 600) -> str:
@@ -557,11 +602,19 @@ def stop_server(socket_dir: Path, *, timeout: float = 10.0) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m tasks_lib.memory.server --store PATH --socket-dir DIR`: serve in the foreground."""
     parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}", description="Serve one memory store replica on a private Unix socket.")
-    parser.add_argument("--store", required=True, type=Path, help="the replica file to serve")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--store", type=Path, help="the reference store replica file to serve")
+    source.add_argument("--system", help="a registered memory system (with --data) to serve instead")
+    parser.add_argument("--data", type=Path, help="the folder the --system keeps its data in")
+    parser.add_argument("--embedder", default="hashed", help="embedder the --system is opened with (default hashed)")
     parser.add_argument("--socket-dir", required=True, type=Path, help="private (0700) folder for the socket and PID file")
     parser.add_argument("--read-only", action="store_true", help="refuse remember and forget (open the store read-only)")
     args = parser.parse_args(argv)
+    if args.system is not None and args.data is None:
+        parser.error("--system needs --data")
     try:
+        if args.system is not None:
+            return serve_system(args.system, args.data, args.socket_dir, embedder=args.embedder, read_only=args.read_only)
         return serve(args.store, args.socket_dir, read_only=args.read_only)
     except MemoryStoreError as error:
         sys.stderr.write(f"memtrial memory server: {error}\n")

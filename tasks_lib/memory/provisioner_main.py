@@ -239,6 +239,16 @@ def default_realm(fixture: str) -> str:
     return validate_realm(f"fixture:{fixture}", field="fixture")
 
 
+def artifact_realm(fixture: str, graph: GraphArtifact | None) -> str:
+    """The realm the graph declares, else `default_realm`; raise BadRequestError for a malformed one."""
+    if graph is None or graph.realm is None:
+        return default_realm(fixture)
+    try:
+        return validate_realm(graph.realm, field="graph.realm")
+    except InvalidRealmError as error:
+        raise BadRequestError(str(error)) from None
+
+
 Entry = tuple[str, str, MemoryItem, str | None, tuple[str, ...]]
 """One artifact item to store: (artifact id, source `evidence` or `node`, item, label, superseded artifact ids)."""
 
@@ -387,14 +397,7 @@ def restore(request: RestoreRequest) -> RestoreResponse:
     graph_bytes = _read_bytes(request.artifacts.graph, "graph") if request.artifacts.graph else None
     evidence_bytes = (_read_bytes(request.artifacts.evidence_corpus, "evidence_corpus")
                       if request.artifacts.evidence_corpus else None)
-    realm = default_realm(request.fixture)
-    if graph_bytes is not None:
-        declared = parse_graph(graph_bytes).realm
-        if declared is not None:
-            try:
-                realm = validate_realm(declared, field="graph.realm")
-            except InvalidRealmError as error:
-                raise BadRequestError(str(error)) from None
+    realm = artifact_realm(request.fixture, parse_graph(graph_bytes) if graph_bytes is not None else None)
     project = project_name(request)
     target = project_dir(project)
     if target.exists():

@@ -1,0 +1,244 @@
+"""A provisioner for any registered memory system (Chroma, the MCP memory server, the reference store).
+
+    python -m tasks_lib.memory.system_provisioner restore|snapshot|destroy   (one JSON object in, one out)
+    memtrial-system-provisioner restore|snapshot|destroy                     (the same, installed)
+
+Environment: MEMTRIAL_PROVISIONER_SYSTEM (a name of `tasks_lib.memory.registry`, required),
+MEMTRIAL_PROVISIONER_STATE (the state folder, required), MEMTRIAL_PROVISIONER_EMBEDDER (default
+hashed, for systems that use memtrial's embedders) and MEMTRIAL_PROVISIONER_SERVE (`ro`, the
+default: the server refuses remember and forget; `1`: it accepts them).
+
+Restore reads the artifacts in the reference provisioner's format (see `provisioner_main`),
+stores evidence then nodes through the system's own adapter in a fresh folder
+`projects/<project>/data` (corrections supersede what they name), records artifact id -> memory
+id in `project.json`, and serves that folder on a private socket (`server.serve_system`) in the
+provisioner's process group; the response's `env` is the socket and realm, which is how the
+agent's hook reaches the system. There is no frozen copy to restore from: each project is built
+from the pinned artifacts, which is what makes two projects of the same artifacts equal.
+
+Snapshot asks the running server, never the files: a memory counts as live when its own text
+recalls it (so the counts are re-read, not remembered), and each probe runs on the system's lane
+of that name (`fulltext` -> keyword, `semantic`, `graph`); a system without the lane returns no
+hits for it, so its probe is not found. Hit ids are artifact ids. Destroy stops the server by PID
+and removes the project. Exit 2 for a bad request or artifact, 1 for any other failure, with one
+line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from tasks_lib.contracts import ContractModel
+from tasks_lib.errors import MemtrialError
+from tasks_lib.memory.errors import MemoryStoreError
+from tasks_lib.memory.provisioner_main import (
+    EMBEDDER_ENV,
+    EXIT_BAD_REQUEST,
+    EXIT_FAILED,
+    PROBE_K,
+    SERVE_ENV,
+    BadRequestError,
+    GraphArtifact,
+    _read_bytes,
+    _validation,
+    artifact_entries,
+    artifact_realm,
+    parse_evidence,
+    parse_graph,
+    project_dir,
+    project_name,
+    remember_entries,
+    state_root,
+)
+from tasks_lib.memory.server import MemoryClient, ServedReplica, start_system_server, stop_server
+from tasks_lib.memory.switches import ABLATE_LANES_ENV, MEMORY_OFF_ENV
+from tasks_lib.provisioner import (
+    DestroyRequest,
+    DestroyResponse,
+    ProbeHit,
+    ProbeResult,
+    RestoreRequest,
+    RestoreResponse,
+    SnapshotRequest,
+    SnapshotResponse,
+    SnapshotState,
+)
+
+SYSTEM_ENV = "MEMTRIAL_PROVISIONER_SYSTEM"
+"""Registry name of the memory system to provision; required."""
+PROJECT_FILE = "project.json"
+SERVE_FILE = "serve.json"
+DATA_DIR = "data"
+LANE_OF_PROBE = {"fulltext": "keyword", "semantic": "semantic", "graph": "graph"}
+"""The system lane a protocol probe lane runs on."""
+
+
+class SystemProject(ContractModel):
+    """`project.json`: what a project holds, so snapshot and destroy need only the project name."""
+
+    schema_version: int = 1
+    """Version of this receipt."""
+    system: str
+    """Registry name of the memory system."""
+    realm: str
+    """Realm the artifacts were stored in."""
+    memory_ids: dict[str, str]
+    """Artifact id -> the system's memory id."""
+    sources: dict[str, str]
+    """Artifact id -> `evidence` or `node`."""
+    texts: dict[str, str]
+    """Artifact id -> its text (what a presence check recalls it by)."""
+
+
+def _system() -> str:
+    from tasks_lib.memory.registry import MEMORY_SYSTEMS
+
+    name = os.environ.get(SYSTEM_ENV, "").strip()
+    if name not in MEMORY_SYSTEMS:
+        raise BadRequestError(f"{SYSTEM_ENV}: {name!r} is not a memory system; use one of {', '.join(sorted(MEMORY_SYSTEMS))}")
+    return name
+
+
+def _read_only() -> bool:
+    mode = os.environ.get(SERVE_ENV, "").strip() or "ro"
+    if mode not in ("ro", "1"):
+        raise BadRequestError(f"{SERVE_ENV}: {mode!r} is not ro or 1 (this provisioner always serves)")
+    return mode == "ro"
+
+
+def restore(request: RestoreRequest) -> RestoreResponse:
+    """Store the artifacts in a fresh folder of the system and serve it; the response's env reaches it."""
+    from tasks_lib.memory.registry import open_memory_system
+
+    started = time.monotonic()
+    system, read_only, state = _system(), _read_only(), state_root()
+    embedder = os.environ.get(EMBEDDER_ENV, "") or "hashed"
+    graph_bytes = _read_bytes(request.artifacts.graph, "graph") if request.artifacts.graph else None
+    evidence_bytes = (_read_bytes(request.artifacts.evidence_corpus, "evidence_corpus")
+                      if request.artifacts.evidence_corpus else None)
+    graph = parse_graph(graph_bytes) if graph_bytes is not None else GraphArtifact()
+    entries = artifact_entries(parse_evidence(evidence_bytes) if evidence_bytes is not None else [], graph)
+    realm = artifact_realm(request.fixture, graph if graph_bytes is not None else None)
+    project = project_name(request)
+    target = project_dir(project)
+    if target.exists():
+        raise MemtrialError(f"project: {project} is already restored for run identity {request.run_identity!r}; "
+                            "destroy it first or use a new run identity")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{project}-"))
+    served: ServedReplica | None = None
+    try:
+        with open_memory_system(system, staging / DATA_DIR, embedder=embedder) as adapter:
+            adapter.create_realm(realm)
+            ids = remember_entries(adapter, realm, entries)
+        receipt = SystemProject(system=system, realm=realm, memory_ids=ids,
+                                sources={aid: source for aid, source, *_ in entries},
+                                texts={aid: item.text for aid, _, item, *_ in entries})
+        (staging / PROJECT_FILE).write_text(receipt.model_dump_json(indent=2) + "\n")
+        staging.chmod(0o700)
+        staging.rename(target)
+        served = start_system_server(system, target / DATA_DIR, embedder=embedder, realm=realm,
+                                     read_only=read_only, own_session=False)
+        (target / SERVE_FILE).write_text(served.model_dump_json(indent=2) + "\n")
+    except BaseException:
+        if served is not None:
+            stop_server(Path(served.socket_dir))
+            shutil.rmtree(served.socket_dir, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    return RestoreResponse(project=project, queue_before_count=0, restore_seconds=time.monotonic() - started,
+                           env=served.env())
+
+
+def _project(project: str) -> tuple[SystemProject, ServedReplica] | None:
+    folder = project_dir(project)
+    if not (folder / SERVE_FILE).is_file():
+        return None
+    return (SystemProject.model_validate_json((folder / PROJECT_FILE).read_bytes()),
+            ServedReplica.model_validate_json((folder / SERVE_FILE).read_bytes()))
+
+
+def snapshot_project(request: SnapshotRequest) -> SnapshotResponse:
+    """Re-read the project through its server and run the probes; an absent project reports nothing."""
+    started = time.monotonic()
+    found = _project(request.project)
+    if found is None:
+        return SnapshotResponse(
+            state=SnapshotState(exists=False, evidence_documents=0, graph_nodes=0, graph_edges=0),
+            probes=tuple(ProbeResult(name=p.name, hits=(), found=False) for p in request.probes),
+            queue_after_count=0, snapshot_seconds=time.monotonic() - started)
+    receipt, served = found
+    client = MemoryClient(served.socket_path)
+    lanes = tuple(client.ping()["lanes"])
+    to_artifact = {mid: aid for aid, mid in receipt.memory_ids.items()}
+    live = [aid for aid, mid in receipt.memory_ids.items()
+            if mid in {hit.id for hit in client.recall(receipt.realm, receipt.texts[aid], PROBE_K)}]
+    evidence = sum(1 for aid in live if receipt.sources[aid] == "evidence")
+    results = []
+    for probe in request.probes:
+        lane = LANE_OF_PROBE[probe.lane]
+        hits = client.recall(receipt.realm, probe.query, PROBE_K, lanes=[lane]) if lane in lanes else ()
+        shown = tuple(ProbeHit(id=to_artifact.get(hit.id, hit.id), text=hit.text) for hit in hits)
+        results.append(ProbeResult(name=probe.name, hits=shown, found=probe.is_met_by(shown)))
+    return SnapshotResponse(state=SnapshotState(exists=True, evidence_documents=evidence, graph_nodes=len(live) - evidence,
+                                                graph_edges=0),
+                            probes=tuple(results), queue_after_count=0, snapshot_seconds=time.monotonic() - started)
+
+
+def destroy(request: DestroyRequest) -> DestroyResponse:
+    """Stop the project's server (by PID) and remove its folder; an absent project is fine."""
+    target = project_dir(request.project)
+    found = _project(request.project)
+    if found is not None:
+        stop_server(Path(found[1].socket_dir))
+        shutil.rmtree(found[1].socket_dir, ignore_errors=True)
+    if target.exists():
+        shutil.rmtree(target)
+    return DestroyResponse(ok=True)
+
+
+_VERBS: dict[str, tuple[type[BaseModel], object]] = {
+    "restore": (RestoreRequest, restore),
+    "snapshot": (SnapshotRequest, snapshot_project),
+    "destroy": (DestroyRequest, destroy),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Dispatch one verb: one JSON object on stdin, one on stdout, one diagnostic line on stderr on failure."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or args[0] not in _VERBS:
+        sys.stderr.write(f"usage: python -m tasks_lib.memory.system_provisioner {{{'|'.join(_VERBS)}}}\n")
+        return EXIT_BAD_REQUEST
+    for name in (MEMORY_OFF_ENV, ABLATE_LANES_ENV):
+        os.environ.pop(name, None)
+    verb = args[0]
+    model, handler = _VERBS[verb]
+    try:
+        try:
+            request = model.model_validate_json(sys.stdin.buffer.read())
+        except ValidationError as error:
+            raise _validation(error, f"{verb} request") from None
+        response = handler(request)  # type: ignore[operator]
+    except BadRequestError as error:
+        sys.stderr.write(f"{verb}: bad request: {error}\n")
+        return EXIT_BAD_REQUEST
+    except (MemtrialError, MemoryStoreError, OSError) as error:
+        sys.stderr.write(f"{verb}: failed: {type(error).__name__}: {error}\n")
+        return EXIT_FAILED
+    sys.stdout.write(json.dumps(response.model_dump(mode="json"), separators=(",", ":")) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

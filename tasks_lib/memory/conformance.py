@@ -116,7 +116,26 @@ def check_realms_do_not_leak(factory: AdapterFactory) -> None:
         _raises(UnknownRealmError, lambda: adapter.recall("conformance:never-made", FACTS[0][1]), "recall in an unknown realm")
         _raises(UnknownRealmError, lambda: adapter.remember("conformance:never-made", ["x"]), "remember in an unknown realm")
         _raises(InvalidRealmError, lambda: adapter.recall("no-colon-realm", FACTS[0][1]), "recall in a malformed realm")
+        _raises(InvalidRealmError, lambda: adapter.remember("no-colon-realm", ["x"]), "remember in a malformed realm")
+        _raises(InvalidRealmError, lambda: adapter.create_realm("no-colon-realm"), "creating a malformed realm")
         _raises(RealmExistsError, lambda: adapter.create_realm(REALM_A), "creating a realm twice")
+        for _, query in FACTS[:3]:
+            _require(bool(set(_ids(adapter, REALM_A, query)) & a_ids), f"after the refused calls, realm A lost {query!r}")
+
+
+def check_hits_are_ranked_and_bounded(factory: AdapterFactory) -> None:
+    """recall returns at most k distinct stored memories, each with its text, best (highest score) first."""
+    with switched(**{MEMORY_OFF_ENV: None, ABLATE_LANES_ENV: None}), factory() as adapter:
+        ids = set(_seed(adapter))
+        texts = {fact for fact, _ in FACTS}
+        for _, query in FACTS:
+            for k in (1, 2, 5):
+                hits = adapter.recall(REALM_A, query, k)
+                _require(len(hits) <= k, f"recall(k={k}) of {query!r} returned {len(hits)} hits")
+                _require(len({h.id for h in hits}) == len(hits), f"recall of {query!r} returned an id twice")
+                _require(all(h.id in ids and h.text in texts for h in hits), f"recall of {query!r} returned a memory it was not given")
+                scores = [h.score for h in hits]
+                _require(scores == sorted(scores, reverse=True), f"recall of {query!r} is not best first: scores {scores}")
 
 
 def check_forget_removes_exactly_given_ids(factory: AdapterFactory) -> None:
@@ -220,6 +239,7 @@ CONFORMANCE_CHECKS: tuple[Callable[[AdapterFactory], None], ...] = (
     check_remember_returns_one_id_per_item,
     check_stored_facts_are_found,
     check_realms_do_not_leak,
+    check_hits_are_ranked_and_bounded,
     check_forget_removes_exactly_given_ids,
     check_every_lane_serves,
     check_ablated_lane_returns_nothing_from_it,

@@ -253,3 +253,17 @@ def test_a_read_only_server_serves_recall_and_refuses_every_write(tmp_path: Path
         stop_server(Path(server.socket_dir))
         shutil.rmtree(server.socket_dir, ignore_errors=True)
     assert sha256_file(replica) == before
+
+
+def test_an_unexpected_failure_is_answered_and_the_server_keeps_serving(served: ServedReplica) -> None:
+    """A store that breaks under the server (here its tables dropped by another process) gets a
+    one-line answer naming the failure, never a dropped connection."""
+    import sqlite3
+
+    client = MemoryClient(served.socket_path)
+    conn = sqlite3.connect(served.store_path)
+    conn.executescript("DROP TABLE memories_fts;")
+    conn.close()
+    with pytest.raises(MemoryServerError, match=r"recall: the server failed \(OperationalError: .*memories_fts"):
+        client.recall(REALM, PROMPT, 5)
+    assert client.ping()["pid"] == served.pid

@@ -328,11 +328,6 @@ def record_step(attempt: Attempt, spec: ArmSpec, workspace: Workspace, memory: P
                                check=check, agent_name=spec.agent.name, store=artifact_store(spec.artifact_root))
 
 
-def _arm_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:
-    spec: ArmSpec = inputs["spec"]
-    return f"arm-{spec.cache_identity()}"
-
-
 @task(name="run-arm", cache_policy=CacheKeyFnPolicy(cache_key_fn=_arm_key) + TASK_SOURCE, persist_result=True, retries=0)
 def run_arm(spec: ArmSpec) -> RunRecord:
     """One arm end to end, its sub-stages as nested task runs: materialize, provision, run the agent,

@@ -34,9 +34,9 @@ from tasks_lib.memory.planting import supersession_plan
 from tasks_lib.provisioner import (
     Probe,
     Provisioner,
-    ProvisionerError,
     ProvisionerSpec,
     SnapshotResponse,
+    destroy_after_failure_sync,
     destroy_sync,
     make_provisioner,
     restore_sync,
@@ -116,10 +116,7 @@ def restore_arm(spec: ProvisionerSpec, task_id: str, specs: Sequence[MemorySpec]
                 + ("is not live" if not shown.state.exists else f"does not return memories {missing} for their own text")
                 + "; the arm would run without the memory it claims, so it was stopped before the agent")
     except BaseException as error:
-        try:
-            destroy_sync(provisioner, restored.project)
-        except ProvisionerError as destroy_error:
-            error.add_note(f"destroy of project {restored.project!r} also failed: {destroy_error}")
+        destroy_after_failure_sync(provisioner, restored.project, error)
         raise
     return LiveArm(provisioner=provisioner, project=restored.project, env=dict(restored.env), snapshot=shown)
 

@@ -683,13 +683,18 @@ def provisioned_sync(provisioner: Provisioner, fixture: str, arm: ArmArtifacts,
     try:
         yield restored
     except BaseException as error:
-        try:
-            destroy_sync(provisioner, restored.project)
-        except ProvisionerError as destroy_error:
-            error.add_note(f"destroy of project {restored.project!r} also failed: {destroy_error}")
+        destroy_after_failure_sync(provisioner, restored.project, error)
         raise
     else:
         destroy_sync(provisioner, restored.project)
+
+
+def destroy_after_failure_sync(provisioner: Provisioner, project: str, error: BaseException) -> None:
+    """Destroy `project` while `error` is propagating; a failed destroy becomes a note on `error`, never a new error."""
+    try:
+        destroy_sync(provisioner, project)
+    except ProvisionerError as destroy_error:
+        error.add_note(f"destroy of project {project!r} also failed: {destroy_error}")
 
 
 def make_provisioner(argv: Sequence[str], fixture_root: Path, *, env: Mapping[str, str] | None = None,

@@ -108,17 +108,18 @@ def test_an_arm_whose_memory_is_not_retrievable_stops_before_the_agent_and_is_de
     assert list((state / "projects").iterdir()) == [], "the refused arm's project was not destroyed"
 
 
-def test_a_provisioner_failure_stops_the_attempt_and_leaves_no_workspace(tmp_path: Path) -> None:
+def test_a_provisioner_failure_stops_the_attempt_and_leaves_no_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hangs = tmp_path / "hangs.py"
     hangs.write_text("import time\ntime.sleep(600)\n")
     spec = ProvisionerSpec(argv=(sys.executable, str(hangs)), timeout_seconds=1)
-    plan = [_attempt("logship-partial-exit")]
-    scratch = Path(tempfile.gettempdir())
-    before = set(scratch.glob("memtrial-arm-*"))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the attempt's scratch root goes here
     with pytest.raises(ProvisionerTimeoutError):
-        run_matrix(plan, run_id="prov-run", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
-                   agent_name="calibration", store=LocalStore(tmp_path / "artifacts"), provisioner=spec)
-    assert set(scratch.glob("memtrial-arm-*")) <= before, "the attempt's scratch root was left behind"
+        run_matrix([_attempt("logship-partial-exit")], run_id="prov-run", repo_root=REPO, commit=HEAD,
+                   tasks_subdir="corpora/tasks", agent_name="calibration", store=LocalStore(tmp_path / "artifacts"),
+                   provisioner=spec)
+    assert list(scratch.iterdir()) == [], "the attempt's scratch root (or the matrix's templates) was left behind"
 
 
 def test_without_a_provisioner_the_embedded_store_is_measured(tmp_path: Path) -> None:

@@ -468,10 +468,7 @@ def snapshot_project(request: SnapshotRequest) -> SnapshotResponse:
     started = time.monotonic()
     replica = project_dir(request.project) / REPLICA_FILE_NAME
     if not replica.is_file():
-        return SnapshotResponse(
-            state=SnapshotState(exists=False, evidence_documents=0, graph_nodes=0, graph_edges=0),
-            probes=tuple(ProbeResult(name=p.name, hits=(), found=False) for p in request.probes),
-            queue_after_count=0, snapshot_seconds=time.monotonic() - started)
+        return absent_snapshot(request, started)
     store, to_artifact, meta, edges = _live_state(replica)
     try:
         realms = store.realms()  # type: ignore[attr-defined]
@@ -536,9 +533,12 @@ _VERBS: dict[str, tuple[type[BaseModel], object]] = {
 }
 
 
-def run(verb: str, stdin: bytes) -> BaseModel:
+Verbs = dict[str, tuple[type[BaseModel], object]]
+
+
+def run(verb: str, stdin: bytes, verbs: Verbs = _VERBS) -> BaseModel:
     """Validate `stdin` as the verb's request and answer it; raises BadRequestError or MemtrialError."""
-    model, handler = _VERBS[verb]
+    model, handler = verbs[verb]
     try:
         request = model.model_validate_json(stdin)
     except ValidationError as error:
@@ -546,28 +546,39 @@ def run(verb: str, stdin: bytes) -> BaseModel:
     return handler(request)  # type: ignore[operator]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Dispatch one verb: one JSON object on stdin, one on stdout, one diagnostic line on stderr on failure."""
+def dispatch(argv: Sequence[str] | None, verbs: Verbs, module: str) -> int:
+    """Answer the one verb named in `argv`: one JSON object on stdin, one on stdout, one diagnostic
+    line on stderr on failure (exit 2 for a bad request, 1 for any other failure)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1 or args[0] not in _VERBS:
-        sys.stderr.write(f"usage: python -m tasks_lib.memory.provisioner_main {{{'|'.join(_VERBS)}}}\n")
+    if len(args) != 1 or args[0] not in verbs:
+        sys.stderr.write(f"usage: python -m {module} {{{'|'.join(verbs)}}}\n")
         return EXIT_BAD_REQUEST
     for name in (MEMORY_OFF_ENV, ABLATE_LANES_ENV):
         os.environ.pop(name, None)
     verb = args[0]
     try:
-        response = run(verb, sys.stdin.buffer.read())
+        response = run(verb, sys.stdin.buffer.read(), verbs)
     except BadRequestError as error:
         sys.stderr.write(f"{verb}: bad request: {error}\n")
         return EXIT_BAD_REQUEST
-    except MemtrialError as error:
-        sys.stderr.write(f"{verb}: failed: {type(error).__name__}: {error}\n")
-        return EXIT_FAILED
-    except (OSError, sqlite3.Error) as error:
+    except (MemtrialError, OSError, sqlite3.Error) as error:
         sys.stderr.write(f"{verb}: failed: {type(error).__name__}: {error}\n")
         return EXIT_FAILED
     sys.stdout.write(json.dumps(response.model_dump(mode="json"), separators=(",", ":")) + "\n")
     return 0
+
+
+def absent_snapshot(request: SnapshotRequest, started: float) -> SnapshotResponse:
+    """The snapshot of a project that is not live: nothing exists, no probe is found."""
+    return SnapshotResponse(
+        state=SnapshotState(exists=False, evidence_documents=0, graph_nodes=0, graph_edges=0),
+        probes=tuple(ProbeResult(name=p.name, hits=(), found=False) for p in request.probes),
+        queue_after_count=0, snapshot_seconds=time.monotonic() - started)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m tasks_lib.memory.provisioner_main VERB` (see `dispatch`)."""
+    return dispatch(argv, _VERBS, "tasks_lib.memory.provisioner_main")
 
 
 if __name__ == "__main__":

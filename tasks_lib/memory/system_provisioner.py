@@ -26,7 +26,6 @@ line on stderr.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -35,32 +34,27 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
-
 from tasks_lib.contracts import ContractModel
 from tasks_lib.errors import MemtrialError
-from tasks_lib.memory.errors import MemoryStoreError
 from tasks_lib.memory.provisioner_main import (
     EMBEDDER_ENV,
-    EXIT_BAD_REQUEST,
-    EXIT_FAILED,
     PROBE_K,
     SERVE_ENV,
     BadRequestError,
     GraphArtifact,
+    Verbs,
     _read_bytes,
-    _validation,
+    absent_snapshot,
     artifact_entries,
     artifact_realm,
+    dispatch,
     parse_evidence,
     parse_graph,
     project_dir,
     project_name,
     remember_entries,
-    state_root,
 )
 from tasks_lib.memory.server import MemoryClient, ServedReplica, start_system_server, stop_server
-from tasks_lib.memory.switches import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 from tasks_lib.provisioner import (
     DestroyRequest,
     DestroyResponse,
@@ -120,7 +114,7 @@ def restore(request: RestoreRequest) -> RestoreResponse:
     from tasks_lib.memory.registry import open_memory_system
 
     started = time.monotonic()
-    system, read_only, state = _system(), _read_only(), state_root()
+    system, read_only = _system(), _read_only()
     embedder = os.environ.get(EMBEDDER_ENV, "") or "hashed"
     graph_bytes = _read_bytes(request.artifacts.graph, "graph") if request.artifacts.graph else None
     evidence_bytes = (_read_bytes(request.artifacts.evidence_corpus, "evidence_corpus")
@@ -173,10 +167,7 @@ def snapshot_project(request: SnapshotRequest) -> SnapshotResponse:
     started = time.monotonic()
     found = _project(request.project)
     if found is None:
-        return SnapshotResponse(
-            state=SnapshotState(exists=False, evidence_documents=0, graph_nodes=0, graph_edges=0),
-            probes=tuple(ProbeResult(name=p.name, hits=(), found=False) for p in request.probes),
-            queue_after_count=0, snapshot_seconds=time.monotonic() - started)
+        return absent_snapshot(request, started)
     receipt, served = found
     client = MemoryClient(served.socket_path)
     lanes = tuple(client.ping()["lanes"])
@@ -207,7 +198,7 @@ def destroy(request: DestroyRequest) -> DestroyResponse:
     return DestroyResponse(ok=True)
 
 
-_VERBS: dict[str, tuple[type[BaseModel], object]] = {
+_VERBS: Verbs = {
     "restore": (RestoreRequest, restore),
     "snapshot": (SnapshotRequest, snapshot_project),
     "destroy": (DestroyRequest, destroy),
@@ -215,29 +206,8 @@ _VERBS: dict[str, tuple[type[BaseModel], object]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Dispatch one verb: one JSON object on stdin, one on stdout, one diagnostic line on stderr on failure."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1 or args[0] not in _VERBS:
-        sys.stderr.write(f"usage: python -m tasks_lib.memory.system_provisioner {{{'|'.join(_VERBS)}}}\n")
-        return EXIT_BAD_REQUEST
-    for name in (MEMORY_OFF_ENV, ABLATE_LANES_ENV):
-        os.environ.pop(name, None)
-    verb = args[0]
-    model, handler = _VERBS[verb]
-    try:
-        try:
-            request = model.model_validate_json(sys.stdin.buffer.read())
-        except ValidationError as error:
-            raise _validation(error, f"{verb} request") from None
-        response = handler(request)  # type: ignore[operator]
-    except BadRequestError as error:
-        sys.stderr.write(f"{verb}: bad request: {error}\n")
-        return EXIT_BAD_REQUEST
-    except (MemtrialError, MemoryStoreError, OSError) as error:
-        sys.stderr.write(f"{verb}: failed: {type(error).__name__}: {error}\n")
-        return EXIT_FAILED
-    sys.stdout.write(json.dumps(response.model_dump(mode="json"), separators=(",", ":")) + "\n")
-    return 0
+    """`python -m tasks_lib.memory.system_provisioner VERB` (see `provisioner_main.dispatch`)."""
+    return dispatch(argv, _VERBS, "tasks_lib.memory.system_provisioner")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ This is how a paired task measures a third party's memory system instead of the 
    `m<i>` per memory, by manifest position; corrections after the rest, naming the memories they
    supersede by the rule `planting` applies), written to a runner-owned fixture folder, pinned by
    SHA-256 and verified by the client before the provisioner sees it. Its realm is the trial's.
-2. `restore`, with the trial's realm as run identity (`run_identity`), makes it live; the variables its response
-   names (a socket, a store file) are exported to the agent CLI and its hooks, after memtrial's
-   own (realm, ablated lanes), which a provisioner may not override.
+2. `restore`, with the trial's realm as run identity (`run_identity`), makes it live; the
+   variables its response names (a socket, a store file) are exported to the agent CLI and its
+   hooks, then memtrial's own (realm, ablated lanes), which a provisioner cannot override.
 3. `snapshot`, before the agent starts, runs one full-text probe per memory that should be served
    (every one but the superseded) and must find each; otherwise the attempt stops before an
    agent is paid, since the arm would not have the memory it claims.

@@ -16,9 +16,9 @@ Restore makes a frozen memory state live for one run and names it (`project`); i
 holds the variables the agent CLI and its hooks need to reach that state (a socket path, a store
 file), which memtrial exports to them. A restore that fails must leave nothing live: memtrial
 kills the provisioner's process group on a timeout, and when the response is rejected but names a
-`project`, memtrial destroys that project before raising. Snapshot re-reads
-what is live and runs named retrieval probes, so a run can prove that the memory it was meant to
-have was present and retrievable. Destroy tears the state down; `provisioned()` runs it in a
+`project`, memtrial destroys that project before raising. Snapshot re-reads what is live and runs
+named retrieval probes, so a run can prove that the memory it was meant to have was present and
+retrievable. Destroy tears the state down; `provisioned()` runs it in a
 finalizer. Stderr is operator diagnostics only: its tail is kept for error messages and never
 parsed. Each way a provisioner can be subtly wrong has its own exception class below; none of
 them can hang the caller, because every call has a timeout that kills the whole process group.
@@ -66,12 +66,13 @@ AbsolutePath = Annotated[str, StringConstraints(pattern=r"^/.*")]
 """An absolute POSIX path on the machine that runs the provisioner."""
 
 Count = Annotated[int, Field(ge=0)]
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 EnvValue = Annotated[str, StringConstraints(max_length=4096, pattern=r"^[^\x00]*$")]
 
 RESERVED_ENV = frozenset({"MEMTRIAL_MEMORY_OFF", "MEMTRIAL_ABLATE_LANES", "PATH", "HOME"})
-"""Variables a provisioner may not set for the agent: memtrial's own switches, and what confines the agent."""
-Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+"""Variables a provisioner may not set for the agent (nor any LD_*): memtrial's own switches, and
+what confines the agent."""
 
 
 # --------------------------------------------------------------------------- errors

@@ -143,7 +143,10 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
             from tasks_lib.memory.server import MemoryClient  # not at import: `python -m ...server` imports this package
 
             client = MemoryClient(socket_path, timeout=SOCKET_TIMEOUT_SECONDS)
-            lanes = active_lanes(tuple(client.ping()["lanes"]), None, env)  # the served system's lanes, not the reference's
+            served = client.ping().get("lanes")  # the served system's lanes, not the reference store's
+            if not isinstance(served, list) or not all(isinstance(lane, str) for lane in served):
+                raise HookError(f"{SOCKET_ENV}: the memory server's ping names no lanes; is it memtrial's memory server?")
+            lanes = active_lanes(tuple(served), None, env)
             if not lanes:
                 return HookResult(exit_code=0)
             hits = client.recall(realm, query, DEFAULT_K, lanes=lanes)

@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ from pydantic import ValidationError
 
 from tasks_lib.contracts import ContractModel
 from tasks_lib.memory import errors as memory_errors
-from tasks_lib.memory.adapter import MemoryHit, MemoryItem
+from tasks_lib.memory.adapter import MemoryAdapter, MemoryHit, MemoryItem
 from tasks_lib.memory.errors import MemoryInputError, MemoryStoreError
 from tasks_lib.memory.hook import REALM_ENV, SOCKET_ENV
 from tasks_lib.memory.switches import ABLATE_LANES_ENV, MEMORY_OFF_ENV
@@ -314,7 +314,8 @@ def serve_system(system: str, data_dir: Path, socket_dir: Path, *, embedder: str
     return _serve(lambda: open_memory_system(system, data_dir, embedder=embedder), f"{system} at {data_dir}", socket_dir, read_only)
 
 
-def _serve(open_store: Any, label: str, socket_dir: Path, read_only: bool) -> int:
+def _serve(open_store: Callable[[], MemoryAdapter], label: str, socket_dir: Path, read_only: bool) -> int:
+    """Serve the memory system `open_store` opens (see `serve`); `label` names it in answers."""
     for name in (MEMORY_OFF_ENV, ABLATE_LANES_ENV):
         os.environ.pop(name, None)
     folder = private_dir(socket_dir)

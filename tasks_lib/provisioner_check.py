@@ -16,7 +16,7 @@ are the ids written in these files. Each case plants one distinctive phrase ("sa
 
     fulltext  query the phrase's words, expect the document id
     semantic  query a paraphrase of the document, expect the phrase in a hit's text
-    graph     query the node label, expect the node and its neighbour
+    graph     query the node's name as written ("Saffron Kestrel"), expect the node and its neighbour
 
 A provisioner for a system with its own artifact format converts these files on restore, or the
 caller passes `cases` built from fixtures in that format.
@@ -130,7 +130,7 @@ def _case_probes(case: str) -> tuple[Probe, ...]:
         Probe(name=f"{case}-fulltext", lane="fulltext", query=f"{phrase} signoff", expect_ids=(f"{case}-doc-1",)),
         Probe(name=f"{case}-semantic", lane="semantic", query=f"who must sign off on the {topic} before {step}",
               expect_text=f"{phrase} signoff"),
-        Probe(name=f"{case}-graph", lane="graph", query=phrase,
+        Probe(name=f"{case}-graph", lane="graph", query=phrase.title(),
               expect_ids=(f"{case}-node-owner", f"{case}-node-topic")),
     )
 

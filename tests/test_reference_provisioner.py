@@ -103,7 +103,8 @@ def test_a_run_changes_its_replica_and_never_the_frozen_store(tmp_path: Path) ->
 
 def test_snapshot_measures_presence_even_with_the_kill_switch_set(tmp_path: Path) -> None:
     """The kill switch governs delivery to the agent; a snapshot that obeyed it would report an empty store.
-    Also: the graph probe starts at the labelled node and follows the artifact's edges."""
+    Also: the graph probe starts from the store's graph lane (the memory naming the query's entity)
+    and follows the artifact's edge from there."""
     fixture = tmp_path / "fixture"
     fixture.mkdir()
     env = {STATE_ENV: str(tmp_path / "state"), "MEMTRIAL_MEMORY_OFF": "1", "MEMTRIAL_ABLATE_LANES": "all"}
@@ -111,11 +112,13 @@ def test_snapshot_measures_presence_even_with_the_kill_switch_set(tmp_path: Path
     restored = restore_sync(provisioner, "uploader", _graph(fixture, UPLOADER), "run-1.t0")
     try:
         semantic = Probe(name="code", lane="semantic", query="uploader exit code for a full disk quota", expect_text="code 75")
-        graph = Probe(name="owner", lane="graph", query="Quota Owner", expect_ids=("owner", "new-code"))
-        found_semantic, found_graph = snapshot_sync(provisioner, restored.project, [semantic, graph]).probes
+        graph = Probe(name="owner", lane="graph", query="Priya Raman", expect_ids=("owner", "new-code"))
+        by_label = Probe(name="label", lane="graph", query="quota owner", expect_ids=("owner",))
+        found_semantic, found_graph, found_label = snapshot_sync(provisioner, restored.project, [semantic, graph, by_label]).probes
         assert found_semantic.found
         assert found_graph.found and [h.id for h in found_graph.hits][:2] == ["owner", "new-code"], \
-            "the graph probe starts at the node labelled like the query and follows its edge"
+            "the graph probe starts at the memory naming the entity and follows its edge"
+        assert not found_label.found, "a label the graph lane cannot reach must not be found by the probe"
     finally:
         destroy_sync(provisioner, restored.project)
 

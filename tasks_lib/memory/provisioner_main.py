@@ -26,8 +26,9 @@ Snapshot opens the replica afresh and reports what is stored there now: evidence
 graph nodes are live memories (neither superseded nor forgotten; a memory stored during the
 run counts as a node), edges are
 artifact edges whose two ends are still live. Probes: `fulltext` is the store's keyword lane,
-`semantic` its semantic lane, `graph` the node(s) whose label or id equals the query plus the
-store's graph-lane hits, then their neighbours along the artifact edges. Hit ids are artifact ids
+`semantic` its semantic lane, `graph` the store's graph-lane hits (the memories naming the
+query's entities, and one hop on), then their neighbours along the artifact edges: a graph lane
+that finds nothing finds no neighbour either. Hit ids are artifact ids
 (a memory stored during the run keeps its store id). The kill switch and ablation variables are
 removed from this process's environment first: a snapshot measures presence, not delivery.
 
@@ -119,7 +120,7 @@ class GraphNode(ContractModel):
     text: str
     """The memory's text (non-empty UTF-8, at most 16 KiB)."""
     label: str | None = None
-    """Short name of the node; a graph probe whose query equals it (case-insensitively) starts here."""
+    """Short name of the node (recorded with it; the graph probe goes through the store's graph lane, not by label)."""
     kind: MemoryKind = "fact"
     """Kind of memory (convention, fact, decision, procedure, correction, superseded)."""
     subject: str | None = None
@@ -502,12 +503,8 @@ def _run_probe(store: object, realms: Sequence[str], probe: Probe, to_artifact: 
                 texts[aid] = hit.text
                 order.append(aid)
     if probe.lane == "graph":
-        wanted = probe.query.strip().casefold()
-        seeds = [aid for aid, (_, label, _) in meta.items()
-                 if aid in live and (aid.casefold() == wanted or (label or "").casefold() == wanted)]
-        start = list(dict.fromkeys([*seeds, *order]))
-        neighbours = [b for a in start for s, t in edges for x, b in ((s, t), (t, s)) if x == a and b in live]
-        order = list(dict.fromkeys([*start, *neighbours]))
+        neighbours = [b for a in order for s, t in edges for x, b in ((s, t), (t, s)) if x == a and b in live]
+        order = list(dict.fromkeys([*order, *neighbours]))
         texts.update({aid: meta[aid][2] for aid in order if aid not in texts and aid in meta})
     return tuple(ProbeHit(id=aid, text=texts[aid]) for aid in order if aid in texts)
 

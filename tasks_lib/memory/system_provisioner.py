@@ -130,6 +130,7 @@ def restore(request: RestoreRequest) -> RestoreResponse:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{project}-"))
     served: ServedReplica | None = None
+    renamed = False
     try:
         with open_memory_system(system, staging / DATA_DIR, embedder=embedder) as adapter:
             adapter.create_realm(realm)
@@ -140,6 +141,7 @@ def restore(request: RestoreRequest) -> RestoreResponse:
         (staging / PROJECT_FILE).write_text(receipt.model_dump_json(indent=2) + "\n")
         staging.chmod(0o700)
         staging.rename(target)
+        renamed = True
         served = start_system_server(system, target / DATA_DIR, embedder=embedder, realm=realm,
                                      read_only=read_only, own_session=False)
         (target / SERVE_FILE).write_text(served.model_dump_json(indent=2) + "\n")
@@ -148,8 +150,10 @@ def restore(request: RestoreRequest) -> RestoreResponse:
             stop_server(Path(served.socket_dir))
             shutil.rmtree(served.socket_dir, ignore_errors=True)
         shutil.rmtree(staging, ignore_errors=True)
-        shutil.rmtree(target, ignore_errors=True)
+        if renamed:
+            shutil.rmtree(target, ignore_errors=True)
         raise
+    assert served is not None
     return RestoreResponse(project=project, queue_before_count=0, restore_seconds=time.monotonic() - started,
                            env=served.env())
 

@@ -35,7 +35,6 @@ from tasks_lib.provisioner import (
     Probe,
     Provisioner,
     ProvisionerSpec,
-    SnapshotResponse,
     destroy_after_failure_sync,
     destroy_sync,
     make_provisioner,
@@ -59,12 +58,11 @@ class ProvisionedArmError(MemtrialError):
 
 @dataclass(frozen=True)
 class LiveArm:
-    """One attempt's restored memory: how to reach it, and what its first snapshot showed."""
+    """One attempt's restored memory, proven present: the provisioner holding it, its project, the env reaching it."""
 
     provisioner: Provisioner
     project: str
     env: dict[str, str]
-    snapshot: SnapshotResponse
 
 
 def run_identity(realm: str) -> str:
@@ -118,7 +116,7 @@ def restore_arm(spec: ProvisionerSpec, task_id: str, specs: Sequence[MemorySpec]
     except BaseException as error:
         destroy_after_failure_sync(provisioner, restored.project, error)
         raise
-    return LiveArm(provisioner=provisioner, project=restored.project, env=dict(restored.env), snapshot=shown)
+    return LiveArm(provisioner=provisioner, project=restored.project, env=dict(restored.env))
 
 
 def release(provisioner: Provisioner, project: str) -> None:

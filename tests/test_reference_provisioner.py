@@ -31,6 +31,7 @@ from tasks_lib.provisioner import (
 )
 from tasks_lib.provisioner_check import CHECK_NAMES, check_provisioner, format_results
 from tasks_lib.trees import sha256_file
+from tests.test_memory_adapters import alive
 
 ARGV = [sys.executable, "-m", "tasks_lib.memory.provisioner_main"]
 REALM = "fixture:uploader"
@@ -224,25 +225,6 @@ def test_a_restore_killed_on_timeout_takes_its_memory_server_along(tmp_path: Pat
     (project,) = (state / "projects").iterdir()
     served = ServedReplica.model_validate_json((project / SERVE_FILE).read_text())
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _alive(served.pid):
+    while time.monotonic() < deadline and alive(served.pid):
         time.sleep(0.05)
-    assert not _alive(served.pid), f"memory server {served.pid} survived the provisioner's timeout"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        waited, _ = os.waitpid(pid, os.WNOHANG)  # our grandchild's zombie is reaped by init, not us
-    except ChildProcessError:
-        waited = 0
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return waited != pid and not _zombie(pid)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-    except OSError:
-        return False
+    assert not alive(served.pid), f"memory server {served.pid} survived the provisioner's timeout"

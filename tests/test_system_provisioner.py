@@ -18,9 +18,9 @@ from tasks_lib.agents.base import Transcript
 from tasks_lib.agents.calibration_plan import key_texts
 from tasks_lib.arms import Attempt, run_matrix, select_tasks
 from tasks_lib.artifacts import LocalStore
-from tasks_lib.memory.provisioner_main import SERVE_ENV, STATE_ENV
+from tasks_lib.memory.provisioner_main import SERVE_ENV, SERVE_FILE, STATE_ENV
 from tasks_lib.memory.server import MemoryClient, MemoryServerError
-from tasks_lib.memory.system_provisioner import SERVE_FILE, SYSTEM_ENV
+from tasks_lib.memory.system_provisioner import SYSTEM_ENV
 from tasks_lib.provisioner import Probe, ProvisionerExitError, ProvisionerSpec, destroy_sync, make_provisioner, restore_sync, snapshot_sync
 from tasks_lib.provisioner_check import check_provisioner, format_results
 from tasks_lib.provisioned_arm import write_artifact

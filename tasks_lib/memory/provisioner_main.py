@@ -33,7 +33,7 @@ that finds nothing finds no neighbour either. Hit ids are artifact ids
 removed from this process's environment first: a snapshot measures presence, not delivery.
 
 Restore also serves the replica on a private socket when MEMTRIAL_PROVISIONER_SERVE is 1 (or
-`ro`, read-only; see `server`); the server stays in the provisioner's process group, so a restore
+`ro`, read-only; see `server` and `serve_mode`); the server stays in the provisioner's process group, so a restore
 killed on timeout takes it along; destroy stops it by PID before removing the project. The
 response's `env` names what the agent needs: the socket and realm when served, else the replica
 file and realm. A bad request or
@@ -53,7 +53,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -392,9 +392,7 @@ def restore(request: RestoreRequest) -> RestoreResponse:
     """Make the arm's frozen store live in a fresh private replica for one run identity."""
     started = time.monotonic()
     state = state_root()
-    mode = os.environ.get(SERVE_ENV, "").strip()
-    if mode not in ("", "0", "1", "ro"):
-        raise BadRequestError(f"{SERVE_ENV}: {mode!r} is not 1, ro or 0")
+    mode = serve_mode("0")
     graph_bytes = _read_bytes(request.artifacts.graph, "graph") if request.artifacts.graph else None
     evidence_bytes = (_read_bytes(request.artifacts.evidence_corpus, "evidence_corpus")
                       if request.artifacts.evidence_corpus else None)
@@ -422,19 +420,33 @@ def restore(request: RestoreRequest) -> RestoreResponse:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     env = {STORE_ENV: str(target / REPLICA_FILE_NAME), REALM_ENV: realm}
-    if mode in ("1", "ro"):
-        served = None
-        try:
-            served = start_server(target / REPLICA_FILE_NAME, realm=realm, read_only=mode == "ro", own_session=False)
-            (target / SERVE_FILE).write_text(served.model_dump_json(indent=2) + "\n")
-        except BaseException:
-            if served is not None:
-                stop_server(Path(served.socket_dir))
-                shutil.rmtree(served.socket_dir, ignore_errors=True)
-            shutil.rmtree(target, ignore_errors=True)
-            raise
-        env = served.env()
+    if mode != "0":
+        env = serve_project(target, lambda: start_server(target / REPLICA_FILE_NAME, realm=realm, read_only=mode == "ro",
+                                                         own_session=False)).env()
     return RestoreResponse(project=project, queue_before_count=0, restore_seconds=time.monotonic() - started, env=env)
+
+
+def serve_mode(default: str) -> str:
+    """MEMTRIAL_PROVISIONER_SERVE (`default` when unset): `0` not served, `1` served, `ro` served read-only."""
+    mode = os.environ.get(SERVE_ENV, "").strip() or default
+    if mode not in ("0", "1", "ro"):
+        raise BadRequestError(f"{SERVE_ENV}: {mode!r} is not 1, ro or 0")
+    return mode
+
+
+def serve_project(target: Path, start: Callable[[], ServedReplica]) -> ServedReplica:
+    """Start the project's server and record it in `target/serve.json`; on failure stop it and remove `target`."""
+    served = None
+    try:
+        served = start()
+        (target / SERVE_FILE).write_text(served.model_dump_json(indent=2) + "\n")
+    except BaseException:
+        if served is not None:
+            stop_server(Path(served.socket_dir))
+            shutil.rmtree(served.socket_dir, ignore_errors=True)
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    return served
 
 
 def served_replica(project: str) -> ServedReplica | None:

@@ -39,6 +39,7 @@ from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.provisioner_main import (
     EMBEDDER_ENV,
     PROBE_K,
+    PROJECT_FILE,
     SERVE_ENV,
     BadRequestError,
     GraphArtifact,
@@ -47,17 +48,20 @@ from tasks_lib.memory.provisioner_main import (
     absent_snapshot,
     artifact_entries,
     artifact_realm,
+    destroy,
     dispatch,
     parse_evidence,
     parse_graph,
     project_dir,
     project_name,
     remember_entries,
+    serve_mode,
+    serve_project,
+    served_replica,
 )
-from tasks_lib.memory.server import MemoryClient, ServedReplica, start_system_server, stop_server
+from tasks_lib.memory.server import MemoryClient, start_system_server
 from tasks_lib.provisioner import (
     DestroyRequest,
-    DestroyResponse,
     ProbeHit,
     ProbeResult,
     RestoreRequest,
@@ -69,8 +73,6 @@ from tasks_lib.provisioner import (
 
 SYSTEM_ENV = "MEMTRIAL_PROVISIONER_SYSTEM"
 """Registry name of the memory system to provision; required."""
-PROJECT_FILE = "project.json"
-SERVE_FILE = "serve.json"
 DATA_DIR = "data"
 LANE_OF_PROBE = {"fulltext": "keyword", "semantic": "semantic", "graph": "graph"}
 """The system lane a protocol probe lane runs on."""
@@ -102,19 +104,14 @@ def _system() -> str:
     return name
 
 
-def _read_only() -> bool:
-    mode = os.environ.get(SERVE_ENV, "").strip() or "ro"
-    if mode not in ("ro", "1"):
-        raise BadRequestError(f"{SERVE_ENV}: {mode!r} is not ro or 1 (this provisioner always serves)")
-    return mode == "ro"
-
-
 def restore(request: RestoreRequest) -> RestoreResponse:
     """Store the artifacts in a fresh folder of the system and serve it; the response's env reaches it."""
     from tasks_lib.memory.registry import open_memory_system
 
     started = time.monotonic()
-    system, read_only = _system(), _read_only()
+    system, mode = _system(), serve_mode("ro")
+    if mode == "0":
+        raise BadRequestError(f"{SERVE_ENV}: this provisioner always serves; use ro (the default) or 1")
     embedder = os.environ.get(EMBEDDER_ENV, "") or "hashed"
     graph_bytes = _read_bytes(request.artifacts.graph, "graph") if request.artifacts.graph else None
     evidence_bytes = (_read_bytes(request.artifacts.evidence_corpus, "evidence_corpus")
@@ -129,8 +126,6 @@ def restore(request: RestoreRequest) -> RestoreResponse:
                             "destroy it first or use a new run identity")
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{project}-"))
-    served: ServedReplica | None = None
-    renamed = False
     try:
         with open_memory_system(system, staging / DATA_DIR, embedder=embedder) as adapter:
             adapter.create_realm(realm)
@@ -141,38 +136,22 @@ def restore(request: RestoreRequest) -> RestoreResponse:
         (staging / PROJECT_FILE).write_text(receipt.model_dump_json(indent=2) + "\n")
         staging.chmod(0o700)
         staging.rename(target)
-        renamed = True
-        served = start_system_server(system, target / DATA_DIR, embedder=embedder, realm=realm,
-                                     read_only=read_only, own_session=False)
-        (target / SERVE_FILE).write_text(served.model_dump_json(indent=2) + "\n")
     except BaseException:
-        if served is not None:
-            stop_server(Path(served.socket_dir))
-            shutil.rmtree(served.socket_dir, ignore_errors=True)
         shutil.rmtree(staging, ignore_errors=True)
-        if renamed:
-            shutil.rmtree(target, ignore_errors=True)
         raise
-    assert served is not None
+    served = serve_project(target, lambda: start_system_server(system, target / DATA_DIR, embedder=embedder, realm=realm,
+                                                               read_only=mode == "ro", own_session=False))
     return RestoreResponse(project=project, queue_before_count=0, restore_seconds=time.monotonic() - started,
                            env=served.env())
-
-
-def _project(project: str) -> tuple[SystemProject, ServedReplica] | None:
-    folder = project_dir(project)
-    if not (folder / SERVE_FILE).is_file():
-        return None
-    return (SystemProject.model_validate_json((folder / PROJECT_FILE).read_bytes()),
-            ServedReplica.model_validate_json((folder / SERVE_FILE).read_bytes()))
 
 
 def snapshot_project(request: SnapshotRequest) -> SnapshotResponse:
     """Re-read the project through its server and run the probes; an absent project reports nothing."""
     started = time.monotonic()
-    found = _project(request.project)
-    if found is None:
+    served = served_replica(request.project)
+    if served is None:
         return absent_snapshot(request, started)
-    receipt, served = found
+    receipt = SystemProject.model_validate_json((project_dir(request.project) / PROJECT_FILE).read_bytes())
     client = MemoryClient(served.socket_path)
     lanes = tuple(client.ping()["lanes"])
     to_artifact = {mid: aid for aid, mid in receipt.memory_ids.items()}
@@ -190,22 +169,10 @@ def snapshot_project(request: SnapshotRequest) -> SnapshotResponse:
                             probes=tuple(results), queue_after_count=0, snapshot_seconds=time.monotonic() - started)
 
 
-def destroy(request: DestroyRequest) -> DestroyResponse:
-    """Stop the project's server (by PID) and remove its folder; an absent project is fine."""
-    target = project_dir(request.project)
-    found = _project(request.project)
-    if found is not None:
-        stop_server(Path(found[1].socket_dir))
-        shutil.rmtree(found[1].socket_dir, ignore_errors=True)
-    if target.exists():
-        shutil.rmtree(target)
-    return DestroyResponse(ok=True)
-
-
 _VERBS: Verbs = {
     "restore": (RestoreRequest, restore),
     "snapshot": (SnapshotRequest, snapshot_project),
-    "destroy": (DestroyRequest, destroy),
+    "destroy": (DestroyRequest, destroy),  # the reference provisioner's: stop the server by PID, remove the folder
 }
 
 

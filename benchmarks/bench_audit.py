@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tasks_lib.audit import audit, snapshot_tree
+from tasks_lib.arm.audit import audit, snapshot_tree
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "BENCHMARKS.md"
 SECTION = "## Mutation audit"

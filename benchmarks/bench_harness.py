@@ -9,7 +9,7 @@ check, confirm injection, store transcript, receipt and record, forget, clean up
 Rounds alternate three timings: the floor; an attempt that builds its workspace from git objects
 (what `run_attempt` does alone, and the first attempt of each task in a matrix); and an attempt
 that copies the task's workspace template (every later attempt of that task in a matrix, see
-tasks_lib/workspace_templates.py; the template is built before the first round).
+tasks_lib/arm/workspace.py; the template is built before the first round).
 
     cd benchmarks && ../.venv/bin/python bench_harness.py [--rounds 5] [--json]
 """
@@ -32,10 +32,10 @@ from bench_prepare import GIT_ENV, fetch_sdist
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript
 from tasks_lib.agents.registry import register_agent
-from tasks_lib.arms import run_attempt, schedule
+from tasks_lib.arm.steps import run_attempt, schedule
 from tasks_lib.artifacts import LocalStore
-from tasks_lib.taskcorpus import load_tasks
-from tasks_lib.workspace_templates import WorkspaceTemplates
+from tasks_lib.corpus.tasks import load_tasks
+from tasks_lib.arm.workspace import WorkspaceTemplates
 
 FILES = 1000
 VERIFIER = b"#!/bin/sh\nexit 0\n"

@@ -11,7 +11,7 @@ One store file per LoCoMo conversation; questions of categories 1-4 with parseab
   best turn's rank), any of the first k sessions holds evidence (LongMemEval's reading).
 Conversations at even positions of the file (conv-26, -41, -43, -47, -49) were used while
 developing; the odd ones (conv-30, -42, -44, -48, -50) are held out. Evidence cleaning rules
-and their counts: see tasks_lib.memory.retrieval_bench. A plain FTS5 BM25 baseline runs in the
+and their counts: see tasks_lib.suites.public.bench. A plain FTS5 BM25 baseline runs in the
 same process. Index time covers remember calls only (the MiniLM model load is timed apart);
 latency is per recall call; peak RSS is the process's maximum resident set. The reference
 store's wall time is printed beside the FTS5 baseline's, measured in the same process, because
@@ -39,7 +39,7 @@ from pathlib import Path
 
 from tasks_lib.memory.adapter import MemoryItem
 from tasks_lib.memory.embeddings import get_embedder
-from tasks_lib.memory.retrieval_bench import (
+from tasks_lib.suites.public.bench import (
     CATEGORY_NAMES,
     KS,
     SystemRun,
@@ -48,7 +48,7 @@ from tasks_lib.memory.retrieval_bench import (
     run_fts_baseline,
     run_store,
 )
-from tasks_lib.memory.store import SqliteMemoryStore
+from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 LONGMEMEVAL_FILES = (
@@ -95,8 +95,8 @@ def _table(title: str, summaries: list[dict[str, object]], rows: list[str]) -> s
 
 def full_evaluation(path: Path, embedder: str) -> dict[str, object]:
     """Index every LoCoMo conversation in its own store and recall all of its questions; time and memory."""
-    from tasks_lib.public.locomo import load_locomo as load_groups
-    from tasks_lib.public.metrics import session_of_top_turns
+    from tasks_lib.suites.public.locomo import load_locomo as load_groups
+    from tasks_lib.suites.public.metrics import session_of_top_turns
 
     wall, cpu = time.perf_counter(), time.process_time()
     raw = {r["sample_id"]: r["qa"] for r in json.loads(path.read_text(encoding="utf-8"))}

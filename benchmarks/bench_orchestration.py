@@ -44,7 +44,7 @@ from flows.paired import arm_specs, paired_flow, prepare_tasks
 from flows.runners import task_runner
 from tasks_lib.artifacts import new_run_id
 from tasks_lib.runconfig import RunConfig, RunnerSpec
-from tasks_lib.taskcorpus import load_tasks
+from tasks_lib.corpus.tasks import load_tasks
 
 ARM_TASK_RUNS = 7
 """Prefect task runs per arm: run-arm and its six steps."""
@@ -79,9 +79,9 @@ def overhead_flow(config: RunConfig, artifact_root: str) -> tuple[list[float], l
 
 
 def _direct_arm(spec):  # type: ignore[no-untyped-def]
-    """The arm's stage functions with no Prefect at all (tasks_lib.arms.run_attempt)."""
-    from tasks_lib.arms import Attempt, run_attempt
-    from tasks_lib.taskcorpus import load_task
+    """The arm's stage functions with no Prefect at all (tasks_lib.arm.steps.run_attempt)."""
+    from tasks_lib.arm.steps import Attempt, run_attempt
+    from tasks_lib.corpus.tasks import load_task
 
     attempt = Attempt(load_task(Path(spec.task_folder)), spec.condition, spec.trial, spec.order)
     return run_attempt(attempt, run_id=spec.run_id, repo_root=Path(spec.repo_root), commit=spec.commit,

@@ -28,7 +28,7 @@ from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_stage, trend_sn
 from tasks_lib.artifacts import new_run_id, open_store, run_key
 from tasks_lib.contracts import RunRecord, dump_document
 from tasks_lib.runconfig import RunConfig, load_run_config
-from tasks_lib.taskcorpus import load_tasks
+from tasks_lib.corpus.tasks import load_tasks
 
 DEFAULT_CONFIG = "configs/default.yaml"
 RUN_CONFIG_JSON = "run-config.json"

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from flows.stages import prepare_code_digest, prepare_task_corpus, retry_condition
 from tasks_lib.artifacts import open_store, run_key
 from tasks_lib.contracts import PreparedCorpus
-from tasks_lib.prepare import find_task_manifests, fixture_tree_oid, task_fixture_subdir
+from tasks_lib.corpus.prepare import find_task_manifests, fixture_tree_oid, task_fixture_subdir
 from tasks_lib.trees import sha256_file
 
 PREPARATION_TABLE = "preparation.parquet"

@@ -1,6 +1,6 @@
 """Publish a run's report tables as Prefect artifacts, so they show in the Prefect UI.
 
-Reads the stored `summary.json` (written by `memtrial report` / `tasks_lib.aggregate`); a run that
+Reads the stored `summary.json` (written by `memtrial report` / `tasks_lib.analysis.aggregate`); a run that
 has not been aggregated yet is aggregated first. Artifact keys are `memtrial-<run>-<table>`.
 """
 
@@ -11,10 +11,10 @@ import re
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from tasks_lib.aggregate import SUMMARY_JSON, aggregate_run
+from tasks_lib.analysis.aggregate import SUMMARY_JSON, aggregate_run
 from tasks_lib.artifacts import open_store, run_key
 from tasks_lib.errors import ArtifactNotFound
-from tasks_lib.grading import GradingSummary
+from tasks_lib.analysis.grading import GradingSummary
 from tasks_lib.report import REPORT_HTML
 from tasks_lib.report.markdown import summary_markdown, table_rows
 

@@ -39,9 +39,9 @@ from prefect.context import TaskRunContext
 from prefect.filesystems import WritableFileSystem
 
 import tasks_lib
-from tasks_lib import arms
+from tasks_lib.arm import steps as arms
 from tasks_lib.agents.base import AgentRun
-from tasks_lib.arms import (
+from tasks_lib.arm.steps import (
     Attempt,
     CheckOutcome,
     ProvisionedMemory,
@@ -49,13 +49,13 @@ from tasks_lib.arms import (
     Workspace,
 )
 from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, open_store, run_key
-from tasks_lib.audit import AuditReceipt
+from tasks_lib.arm.audit import AuditReceipt
 from tasks_lib.contracts import PreparedCorpus, RunRecord
 from tasks_lib.errors import MemtrialError
-from tasks_lib.prepare import prepare_task
-from tasks_lib.provisioner import ProvisionerSpec
+from tasks_lib.corpus.prepare import prepare_task
+from tasks_lib.memory.provisioner.client import ProvisionerSpec
 from tasks_lib.runconfig import ArmSpec
-from tasks_lib.taskcorpus import CorpusCheckReport, check_corpus, load_task
+from tasks_lib.corpus.tasks import CorpusCheckReport, check_corpus, load_task
 
 TRACE_ENV = "MEMTRIAL_STAGE_TRACE"
 FAIL_STAGE_ENV = "MEMTRIAL_FAIL_STAGE"
@@ -225,10 +225,10 @@ def package_modules(package: str) -> tuple[str, ...]:
     return tuple(sorted("tasks_lib." + ".".join(p.relative_to(base).with_suffix("").parts) for p in folder.rglob("*.py")))
 
 
-PREPARE_CODE = ("tasks_lib.prepare",)
-INVARIANTS_CODE = ("tasks_lib.taskcorpus",)
-ARM_CODE = ("tasks_lib.arms", "tasks_lib.memory.hook", *package_modules("tasks_lib.agents"), *package_modules("tasks_lib.sandbox"))
-GRADING_CODE = ("tasks_lib.aggregate",)
+PREPARE_CODE = ("tasks_lib.corpus.prepare",)
+INVARIANTS_CODE = ("tasks_lib.corpus.tasks",)
+ARM_CODE = ("tasks_lib.arm.steps", "tasks_lib.memory.delivery.hook", *package_modules("tasks_lib.agents"), *package_modules("tasks_lib.sandbox"))
+GRADING_CODE = ("tasks_lib.analysis.aggregate",)
 REPORT_CODE = ("tasks_lib.report", "tasks_lib.report.html", "tasks_lib.report.plots")
 MEMORY_CODE = package_modules("tasks_lib.memory")
 """Memory systems are opened by registry name, so the suites depend on the whole package."""
@@ -379,9 +379,9 @@ def records_digest(records: list[RunRecord]) -> str:
 @task(name="aggregate", cache_policy=INPUTS + TASK_SOURCE, persist_result=True, retries=1, retry_delay_seconds=2,
       retry_condition_fn=retry_condition)
 def aggregate(artifact_root: str, run_id: str, records_sha256: str, code: str, memory_texts: dict[str, list[str]]) -> dict[str, str]:
-    """Grade the stored run and write its tables and summary (tasks_lib.aggregate); return table -> key."""
+    """Grade the stored run and write its tables and summary (tasks_lib.analysis.aggregate); return table -> key."""
     enter_stage("aggregate", run_id)
-    from tasks_lib.aggregate import aggregate_run
+    from tasks_lib.analysis.aggregate import aggregate_run
 
     return dict(aggregate_run(artifact_store(artifact_root), run_id, memory_texts).keys)
 

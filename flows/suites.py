@@ -68,9 +68,9 @@ suite_task = partial(task, cache_policy=INPUTS + TASK_SOURCE, persist_result=Tru
 
 @suite_task(name="recall-sweep")
 def recall_sweep(artifact_root: str, run_id: str, options: dict[str, Any], embedder: str, data_digest: str, code: str) -> str:
-    """Plant, bury, probe at every length (tasks_lib.recall.run_sweep); store the SweepResult."""
+    """Plant, bury, probe at every length (tasks_lib.suites.recall.run_sweep); store the SweepResult."""
     stages.enter_stage("recall-sweep")
-    from tasks_lib.recall import SweepConfig, run_sweep
+    from tasks_lib.suites.recall import SweepConfig, run_sweep
 
     try:
         sweep = SweepConfig.model_validate({"memory": REFERENCE_MEMORY, "embedder": embedder, **options})
@@ -82,10 +82,10 @@ def recall_sweep(artifact_root: str, run_id: str, options: dict[str, Any], embed
 
 @suite_task(name="retrieval-suite")
 def retrieval_suite(artifact_root: str, run_id: str, options: dict[str, Any], embedder: str, data_digest: str, code: str) -> str:
-    """The offline retrieval suite on the bundled cases (tasks_lib.retrieval); store the RetrievalResult."""
+    """The offline retrieval suite on the bundled cases (tasks_lib.suites.retrieval); store the RetrievalResult."""
     stages.enter_stage("retrieval-suite")
-    from tasks_lib.public.runner import registry_factory
-    from tasks_lib.retrieval import (
+    from tasks_lib.suites.public.runner import registry_factory
+    from tasks_lib.suites.retrieval import (
         RetrievalGates,
         bundled_cases,
         load_gates,
@@ -126,9 +126,9 @@ def _external_files(options: dict[str, Any]) -> dict[str, list[Path]]:
 
 @suite_task(name="external-suite")
 def external_suite(artifact_root: str, run_id: str, options: dict[str, Any], embedder: str, data_digest: str, code: str) -> str:
-    """LongMemEval / LoCoMo retrieval on the named files (tasks_lib.public); store both results."""
+    """LongMemEval / LoCoMo retrieval on the named files (tasks_lib.suites.public); store both results."""
     stages.enter_stage("external-suite")
-    from tasks_lib.public.runner import registry_factory, run_locomo, run_longmemeval
+    from tasks_lib.suites.public.runner import registry_factory, run_locomo, run_longmemeval
 
     files = _external_files(options)
     limit = options.get("limit")
@@ -168,9 +168,9 @@ def _data_digest(name: str, options: dict[str, Any]) -> str:
 
 
 SUITE_CODE = {
-    "recall": ("tasks_lib.recall", *stages.MEMORY_CODE),
-    "retrieval": ("tasks_lib.retrieval", "tasks_lib.public.runner", *stages.MEMORY_CODE),
-    "external": ("tasks_lib.public", "tasks_lib.public.runner", *stages.MEMORY_CODE),
+    "recall": ("tasks_lib.suites.recall", *stages.MEMORY_CODE),
+    "retrieval": ("tasks_lib.suites.retrieval", "tasks_lib.suites.public.runner", *stages.MEMORY_CODE),
+    "external": ("tasks_lib.suites.public", "tasks_lib.suites.public.runner", *stages.MEMORY_CODE),
 }
 
 
@@ -229,8 +229,8 @@ def trend_snapshot(artifact_root: str, run_id: str, suite: str, result_key: str,
     the regression messages.
     """
     stages.enter_stage("trend-snapshot", suite)
-    from flows.cli_suite_retrieval import build_under_test
-    from tasks_lib.trend import (
+    from flows.cli.suite_retrieval import build_under_test
+    from tasks_lib.analysis.trend import (
         TrendError,
         append_snapshot,
         curve_folder,
@@ -241,13 +241,13 @@ def trend_snapshot(artifact_root: str, run_id: str, suite: str, result_key: str,
 
     store = stages.artifact_store(artifact_root)
     if suite == "recall":
-        from tasks_lib.recall import SweepResult
-        from tasks_lib.recall.snapshot import recall_snapshot
+        from tasks_lib.suites.recall import SweepResult
+        from tasks_lib.suites.recall.snapshot import recall_snapshot
 
         snapshot = recall_snapshot(store.get_json(result_key, SweepResult), build_under_test(PROJECT_ROOT), now())
     else:
-        from tasks_lib.retrieval import RetrievalResult
-        from tasks_lib.retrieval.snapshot import retrieval_snapshot
+        from tasks_lib.suites.retrieval import RetrievalResult
+        from tasks_lib.suites.retrieval.snapshot import retrieval_snapshot
 
         snapshot = retrieval_snapshot(store.get_json(result_key, RetrievalResult), build_under_test(PROJECT_ROOT), now())
     curve = trend_curve(suite, embedder)

@@ -464,7 +464,7 @@ class RunRecord(Document):
     """Comparability: the agent adapter and the model it ran (`<agent>/<model>`, or the agent alone
     when it takes no model); None on records made before memtrial recorded it."""
     manifest_digest: Sha256 | None = None
-    """Comparability: sha256 of the task manifest as canonical JSON (see tasks_lib/comparability.py)."""
+    """Comparability: sha256 of the task manifest as canonical JSON (see tasks_lib/arm/comparability.py)."""
     verifier_digest: Sha256 | None = None
     """Comparability: sha256 of the check command, the pinned verifier and every hidden test file."""
     prompts_digest: Sha256 | None = None

@@ -25,7 +25,7 @@ from tasks_lib.contracts import (
     parse_document,
 )
 from tasks_lib.errors import ContractError, Violation
-from tasks_lib.provisioner import ProvisionerSpec
+from tasks_lib.memory.provisioner.client import ProvisionerSpec
 
 CALIBRATION_AGENT = "calibration"
 FREE_AGENTS = frozenset({CALIBRATION_AGENT})

@@ -23,8 +23,8 @@ from admission_fixtures import (
     task,
 )
 
-from flows.cli import main
-from tasks_lib.admission import (
+from flows.cli.main import main
+from tasks_lib.analysis.admission import (
     ADMISSION_COLUMNS,
     REASON_CODES,
     AdmissionError,
@@ -35,9 +35,9 @@ from tasks_lib.admission import (
     parse_exclusion,
     run_started_at,
 )
-from tasks_lib.arms import run_matrix, schedule
+from tasks_lib.arm.steps import run_matrix, schedule
 from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id
-from tasks_lib.prereg import PreregError, Preregistration, prereg_digest
+from tasks_lib.analysis.prereg import PreregError, Preregistration, prereg_digest
 
 RUN = run_id()
 
@@ -253,8 +253,8 @@ def test_cli_admit_prints_each_decision_and_refuses_a_second_time(store: LocalSt
 
 
 def test_the_report_reads_the_decisions_as_written(store: LocalStore) -> None:
-    """The agreed columns are the contract with the report (tasks_lib.aggregate reads admissions.parquet)."""
-    from tasks_lib.aggregate import load_admissions
+    """The agreed columns are the contract with the report (tasks_lib.analysis.aggregate reads admissions.parquet)."""
+    from tasks_lib.analysis.aggregate import load_admissions
 
     prereg = make_prereg(store)
     records = matrix(RUN)

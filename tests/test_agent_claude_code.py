@@ -25,11 +25,11 @@ from tasks_lib.agents.claude_code import ClaudeCodeAgent, find_binary, parse_str
 from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import get_agent
 from tasks_lib.contracts import MemorySpec
-from tasks_lib.injection import confirm_injection
+from tasks_lib.arm.injection import confirm_injection
 from tasks_lib.memory.planting import plant
-from tasks_lib.memory.provenance import open_marker
+from tasks_lib.memory.delivery.provenance import open_marker
 from tasks_lib.memory.realms import trial_realm
-from tasks_lib.memory.store import SqliteMemoryStore
+from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.sandbox.session_confine import bwrap_for_sessions
 
 MODEL = "claude-sonnet-4-5"
@@ -37,7 +37,7 @@ PRICE_PER_MTOK = {"input_tokens": 3.0, "output_tokens": 15.0, "cache_creation_in
 """List price of MODEL per million tokens, as the CLI computes total_cost_usd."""
 PROMPTS = ("Record the uploader's exit code for a full disk quota in EXIT_CODE.txt.", "Is anything left to do?")
 MEMORY = "The uploader exits with code 75 when the disk quota is full; write the number alone."
-HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.hook")
+HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
 
 
 def _expected_cost(served: dict[str, int]) -> float:

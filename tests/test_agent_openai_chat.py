@@ -16,15 +16,15 @@ from tasks_lib.agents.base import AgentSession
 from tasks_lib.agents.openai_chat import TURN_LIMIT_EXIT, OpenAIChatAgent, resolve_in_workspace
 from tasks_lib.agents.registry import agent_names, get_agent
 from tasks_lib.contracts import MemorySpec
-from tasks_lib.corpus import build_tree
-from tasks_lib.injection import confirm_injection
+from tasks_lib.corpus.build import build_tree
+from tasks_lib.arm.injection import confirm_injection
 from tasks_lib.memory.planting import plant
-from tasks_lib.memory.store import SqliteMemoryStore
+from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.sandbox.base import SandboxLimits
 
 REALM = "trial:openai-chat.calc.on.t0"
 MARKER = "<!-- memtrial-memory"
-HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.hook")
+HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
 BUGGY = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
 TEST = "import unittest\nfrom calc import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"

@@ -13,11 +13,11 @@ import pyarrow as pa
 import pytest
 from test_grading import scenario_records, store_scenario
 
-from tasks_lib.admission import ADMISSION_COLUMNS, AdmissionDecision, admissions_key, decisions_table
-from tasks_lib.aggregate import ABLATIONS_TABLE, AUDIT_TABLE, GRADES_TABLE, SUMMARY_JSON, AggregateError, RunNotFound, aggregate_run
+from tasks_lib.analysis.admission import ADMISSION_COLUMNS, AdmissionDecision, admissions_key, decisions_table
+from tasks_lib.analysis.aggregate import ABLATIONS_TABLE, AUDIT_TABLE, GRADES_TABLE, SUMMARY_JSON, AggregateError, RunNotFound, aggregate_run
 from tasks_lib.artifacts import RECORDS_TABLE, LocalStore, open_store, run_key
 from tasks_lib.errors import ArtifactError, ContractError
-from tasks_lib.grading import GradingSummary
+from tasks_lib.analysis.grading import GradingSummary
 
 RUN = "scenario-run"
 TEXTS = {"alpha": ["Partial uploads exit with status 3 so the cron wrapper retries them."]}
@@ -73,7 +73,7 @@ def test_aggregation_on_s3(s3_env: str) -> None:
 
 
 def decision(task: str, condition: str, trial: int, verdict: str, reason: str, detail: str = "") -> AdmissionDecision:
-    """An admission decision as `tasks_lib.admission` records it."""
+    """An admission decision as `tasks_lib.analysis.admission` records it."""
     return AdmissionDecision(task_id=task, condition=condition, trial=trial, decision=verdict, reason_code=reason,  # type: ignore[arg-type]
                              detail=detail, prereg_digest="a" * 64, decided_at="2026-12-02T10:00:00Z")
 
@@ -149,7 +149,7 @@ def test_a_bad_admissions_row_names_the_table_and_field(tmp_path: Path) -> None:
 
 def test_two_comparability_keys_for_one_task_are_refused(tmp_path: Path) -> None:
     """Records of one task run by two models would share a line of the report: refused, naming the field."""
-    from tasks_lib.comparability import IncomparableError
+    from tasks_lib.arm.comparability import IncomparableError
 
     pinned = {"manifest_digest": "a" * 64, "verifier_digest": "b" * 64, "prompts_digest": "c" * 64, "source_commit": "d" * 40}
     records = [r.model_copy(update={**pinned, "corpus_id": "e" * 64, "model": f"scripted/{'m2' if (r.task_id, r.trial) == ('alpha', 1) else 'm1'}"})

@@ -24,7 +24,7 @@ from tasks_lib.agents.calibration_plan import (
     measure_key_lanes,
 )
 from tasks_lib.agents.registry import register_agent
-from tasks_lib.arms import (
+from tasks_lib.arm.steps import (
     ArmsError,
     runner_owned_paths,
     TaskSource,
@@ -45,9 +45,9 @@ from tasks_lib.arms import (
 )
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.errors import MemtrialError
-from tasks_lib.memory.lanes import LANES
-from tasks_lib.memory.store import SqliteMemoryStore
-from tasks_lib.taskcorpus import load_tasks, overlay
+from tasks_lib.memory.reference.lanes import LANES
+from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.corpus.tasks import load_tasks, overlay
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = load_tasks(REPO / "corpora" / "tasks")
@@ -242,7 +242,7 @@ def test_bad_matrix_requests_are_refused(call, message: str) -> None:  # type: i
 def test_paired_command_writes_a_records_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from flows.cli import main
+    from flows.cli.main import main
 
     code = main(["paired", "--tasks", "tabmill-delimiter", "--conditions", "off,on", "--artifacts", str(tmp_path), "--json"])
     assert code == 0

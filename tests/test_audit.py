@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tasks_lib.audit import AuditError, AuditReceipt, audit, snapshot_tree
+from tasks_lib.arm.audit import AuditError, AuditReceipt, audit, snapshot_tree
 from tasks_lib.contracts import dump_document, parse_document
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main
+from flows.cli.main import main
 from tasks_lib.artifacts import open_store
 from tasks_lib.budget import BudgetStop, GuardDecision, Ledger, append_ledger_entry, key_fingerprint, write_ledger
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from gitrepo import write_files
 
-from tasks_lib.certify import UNCHECKED_OPT_OUT, certify, certify_path
+from tasks_lib.corpus.certify import UNCHECKED_OPT_OUT, certify, certify_path
 from tasks_lib.contracts import dump_document, parse_document, FixtureManifest
 from tasks_lib.errors import DigestMismatchError, MissingSurfaceError
 from tasks_lib.trees import sha256_file

@@ -13,7 +13,7 @@ import pytest
 import typer
 from gitrepo import MakeRepo
 
-from flows.cli import app, main
+from flows.cli.main import app, main
 
 DIGEST = "b" * 64
 
@@ -133,7 +133,7 @@ def test_usage_errors_exit_2_with_a_message(capsys: pytest.CaptureFixture[str]) 
 
 def test_corpus_check_reports_every_bundled_task_and_invariant(capsys: pytest.CaptureFixture[str]) -> None:
     """`memtrial corpus check --json` passes on the bundled corpus, per task and invariant."""
-    from tasks_lib.taskcorpus import INVARIANTS
+    from tasks_lib.corpus.tasks import INVARIANTS
 
     assert main(["corpus", "check", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)

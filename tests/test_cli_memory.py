@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main
-from tasks_lib.memory.provenance import find_provenance
+from flows.cli.main import main
+from tasks_lib.memory.delivery.provenance import find_provenance
 from tasks_lib.trees import sha256_file
-from tasks_lib.memory.store import SqliteMemoryStore
+from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 MEMTRIAL = Path(sys.executable).parent / "memtrial"
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "minimal_provisioner.py"

@@ -12,9 +12,9 @@ import pytest
 from admission_fixtures import AGENT, HEAD, REPO, TASK_A, TASK_B, record, task
 from gitrepo import MakeRepo
 
-from tasks_lib.arms import run_matrix, schedule
+from tasks_lib.arm.steps import run_matrix, schedule
 from tasks_lib.artifacts import LocalStore, new_run_id
-from tasks_lib.comparability import (
+from tasks_lib.arm.comparability import (
     IncomparableError,
     MissingKeyError,
     comparison_key,
@@ -27,7 +27,7 @@ from tasks_lib.comparability import (
     verifier_digest,
 )
 from tasks_lib.contracts import RunRecord, parse_document
-from tasks_lib.taskcorpus import load_task
+from tasks_lib.corpus.tasks import load_task
 
 
 def copy_task(tmp_path: Path, task_id: str = TASK_A) -> Path:

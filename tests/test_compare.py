@@ -19,13 +19,13 @@ from admission_fixtures import (
     task,
 )
 
-from flows.cli import main
-from tasks_lib.admission import AdmissionError, admit_run
-from tasks_lib.arms import run_matrix, schedule
+from flows.cli.main import main
+from tasks_lib.analysis.admission import AdmissionError, admit_run
+from tasks_lib.arm.steps import run_matrix, schedule
 from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id
-from tasks_lib.comparability import IncomparableError
-from tasks_lib.compare import compare_runs
-from tasks_lib.stats import wilson
+from tasks_lib.arm.comparability import IncomparableError
+from tasks_lib.analysis.compare import compare_runs
+from tasks_lib.analysis.stats import wilson
 
 RUN_A, RUN_B = run_id(tag="aaaaaa"), run_id(stamp="20261202-120000", tag="bbbbbb")
 

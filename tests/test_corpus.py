@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tasks_lib.contracts import CorpusBuild, load_document
-from tasks_lib.corpus import build_tree, corpus_id_of, package_corpus
+from tasks_lib.corpus.build import build_tree, corpus_id_of, package_corpus
 from tasks_lib.errors import CorpusError, UnknownCommitError
 from tasks_lib.trees import list_tree, tree_digest
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main
+from flows.cli.main import main
 from flows.paired import pair_guard
 from tasks_lib.errors import MemtrialError
 from tasks_lib.runconfig import AgentSpec, RunConfig

@@ -44,7 +44,7 @@ def full_run(arms: int) -> Counter[str]:
 
 def test_memtrial_rerun_recomputes_only_the_failed_report(prefect_harness: None, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from flows.cli import main
+    from flows.cli.main import main
     from flows.nightly import nightly
 
     config, trace, run_id = write_config(tmp_path), tmp_path / "trace.tsv", new_run_id("test")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from flows.suites import suite_headline
 from tasks_lib.artifacts import LocalStore
-from tasks_lib.recall import SweepConfig, run_sweep
-from tasks_lib.retrieval import RetrievalGates, bundled_cases, run_retrieval_suite
+from tasks_lib.suites.recall import SweepConfig, run_sweep
+from tasks_lib.suites.retrieval import RetrievalGates, bundled_cases, run_retrieval_suite
 from tests.test_recall_sweep import small_corpus
 from tests.test_retrieval_suite import reference
 

@@ -15,14 +15,14 @@ import pyarrow as pa
 import pytest
 
 from tasks_lib.agents.base import Transcript, TranscriptStep
-from tasks_lib.arms import run_matrix, schedule, select_tasks
+from tasks_lib.arm.steps import run_matrix, schedule, select_tasks
 from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, LocalStore, run_key
-from tasks_lib.audit import AuditReceipt
+from tasks_lib.arm.audit import AuditReceipt
 from tasks_lib.contracts import RunRecord
-from tasks_lib.grading import GradingSummary, delivery_rates, grade_attempts, mui_credit, summarize, surface_echo
-from tasks_lib.memory.provenance import wrap_block
-from tasks_lib.stats import sign_test, wilcoxon_signed_rank_exact
-from tasks_lib.taskcorpus import load_tasks
+from tasks_lib.analysis.grading import GradingSummary, delivery_rates, grade_attempts, mui_credit, summarize, surface_echo
+from tasks_lib.memory.delivery.provenance import wrap_block
+from tasks_lib.analysis.stats import sign_test, wilcoxon_signed_rank_exact
+from tasks_lib.corpus.tasks import load_tasks
 
 REPO = Path(__file__).resolve().parents[1]
 DIGEST = "0" * 64

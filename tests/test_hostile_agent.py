@@ -20,9 +20,9 @@ from gitrepo import git, write_files
 from tasks_lib.agents.base import AgentRun, AgentSession
 from tasks_lib.agents.command import CommandAgent
 from tasks_lib.agents.registry import get_agent, register_agent
-from tasks_lib.audit import AuditReceipt, audit, snapshot_tree
-from tasks_lib.corpus import build_tree
-from tasks_lib.injection import confirm_injection
+from tasks_lib.arm.audit import AuditReceipt, audit, snapshot_tree
+from tasks_lib.corpus.build import build_tree
+from tasks_lib.arm.injection import confirm_injection
 from tasks_lib.sandbox.base import ReadOnlyMount, SandboxLimits, SandboxRequest, SandboxResult
 from tasks_lib.sandbox.local import LocalSandbox
 from tasks_lib.sandbox.loopback import loopback_listener
@@ -108,7 +108,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
             agent = get_agent("hostile", limits=LIMITS, hidden_paths=(hidden,))
             session = AgentSession(
                 workspace=workspace, home=home, prompts=("Fix add in src/calc.py.",), env={"MEMTRIAL_MEMORY_OFF": "1"},
-                hook_argv=(sys.executable, "-m", "tasks_lib.memory.hook"), timeout_seconds=120,
+                hook_argv=(sys.executable, "-m", "tasks_lib.memory.delivery.hook"), timeout_seconds=120,
             )
             run = agent.run(session)
             time.sleep(0.3)

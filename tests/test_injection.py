@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tasks_lib.agents.base import Transcript, TranscriptStep
-from tasks_lib.injection import confirm_injection
-from tasks_lib.memory.provenance import wrap_block
+from tasks_lib.arm.injection import confirm_injection
+from tasks_lib.memory.delivery.provenance import wrap_block
 
 BLOCK = wrap_block("prompt-time", ["a1b2c3d4e5f60718"], "logship: partial delivery exits with a special status")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tasks_lib.memory.errors import MemoryStoreError
-from tasks_lib.memory.mcp_client import (
+from tasks_lib.memory.adapters.mcp_client import (
     McpProtocolError,
     McpServerExitedError,
     McpStartError,

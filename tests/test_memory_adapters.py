@@ -191,7 +191,7 @@ def test_mcp_memories_are_plain_graph_entities_other_clients_can_read(tmp_path: 
     """The state lives in the server's own file format: a second MCP client on the same file sees the memory."""
     require("mcp-memory")
     from tasks_lib.memory.adapters.mcp_memory import McpMemoryAdapter, mcp_memory_server
-    from tasks_lib.memory.mcp_client import McpStdioClient
+    from tasks_lib.memory.adapters.mcp_client import McpStdioClient
 
     with McpMemoryAdapter(tmp_path / "m") as adapter:
         adapter.create_realm(REALM)

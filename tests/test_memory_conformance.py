@@ -11,7 +11,7 @@ import pytest
 
 from tasks_lib.memory.conformance import CONFORMANCE_CHECKS, AdapterFactory
 from tasks_lib.memory.embeddings import embedder_available, get_embedder
-from tasks_lib.memory.store import SqliteMemoryStore
+from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 
 def _factory(tmp_path: Path, embedder: object = "hashed") -> AdapterFactory:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib.memory.hook import HOOK_ERROR_EXIT, MAX_CONTEXT_CHARS, run_hook
-from tasks_lib.memory.provenance import find_provenance, wrap_block
-from tasks_lib.memory.store import SqliteMemoryStore
+from tasks_lib.memory.delivery.hook import HOOK_ERROR_EXIT, MAX_CONTEXT_CHARS, run_hook
+from tasks_lib.memory.delivery.provenance import find_provenance, wrap_block
+from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 REALM = "trial:run-1.task-a.on.t0"
 
@@ -140,7 +140,7 @@ def test_hook_runs_as_a_process(db: tuple[Path, tuple[str, ...]]) -> None:
     env.pop("MEMTRIAL_MEMORY_OFF", None)
     env.pop("MEMTRIAL_ABLATE_LANES", None)
     done = subprocess.run(
-        [sys.executable, "-m", "tasks_lib.memory.hook"], input=_event().encode(), capture_output=True, env=env, timeout=60, check=False
+        [sys.executable, "-m", "tasks_lib.memory.delivery.hook"], input=_event().encode(), capture_output=True, env=env, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
     assert find_provenance(done.stdout.decode()) == [("prompt-time", db[1])]

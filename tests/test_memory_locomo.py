@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tasks_lib.memory.adapter import MemoryItem
-from tasks_lib.memory.retrieval_bench import EvidenceCounts, load_locomo, parse_evidence, run_fts_baseline, run_store
-from tasks_lib.memory.store import SqliteMemoryStore
+from tasks_lib.suites.public.bench import EvidenceCounts, load_locomo, parse_evidence, run_fts_baseline, run_store
+from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo10.json"
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from tasks_lib.memory.errors import UnknownRealmError
-from tasks_lib.memory.provenance import find_provenance
-from tasks_lib.memory.replica import restore_replica, snapshot
+from tasks_lib.memory.delivery.provenance import find_provenance
+from tasks_lib.memory.reference.replica import restore_replica, snapshot
 from tasks_lib.trees import sha256_file
-from tasks_lib.memory.server import (
+from tasks_lib.memory.delivery.server import (
     MAX_REQUEST_BYTES,
     PID_NAME,
     REQUEST_LOG_NAME,
@@ -34,7 +34,7 @@ from tasks_lib.memory.server import (
     start_server,
     stop_server,
 )
-from tasks_lib.memory.store import SqliteMemoryStore
+from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 REALM = "trial:run-1.uploader.on.t0"
 PROMPT = "what exit code does the uploader use for a full disk quota?"
@@ -67,13 +67,13 @@ def _hook(env_extra: dict[str, str], prompt: str = PROMPT) -> subprocess.Complet
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIAL_")}
     env.update(env_extra)
     event = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": prompt, "session_id": "s1"})
-    return subprocess.run([sys.executable, "-m", "tasks_lib.memory.hook"], input=event.encode(),
+    return subprocess.run([sys.executable, "-m", "tasks_lib.memory.delivery.hook"], input=event.encode(),
                           capture_output=True, env=env, timeout=60, check=False)
 
 
 def _stderr_lines(done: subprocess.CompletedProcess[bytes]) -> list[bytes]:
     """stderr lines, without runpy's warning that `python -m` re-imports a module the package __init__ imported."""
-    return [line for line in done.stderr.splitlines() if b"RuntimeWarning: 'tasks_lib.memory.hook' found" not in line]
+    return [line for line in done.stderr.splitlines() if b"RuntimeWarning: 'tasks_lib.memory.delivery.hook' found" not in line]
 
 
 def _requests(server: ServedReplica) -> list[dict[str, object]]:

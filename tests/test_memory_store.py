@@ -18,7 +18,7 @@ from tasks_lib.memory.errors import (
     UnknownMemoryIdError,
 )
 from tasks_lib.memory.planting import plant
-from tasks_lib.memory.store import SqliteMemoryStore
+from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 REALM = "test:store"
 
@@ -196,7 +196,7 @@ def test_a_correction_supersedes_the_superseded_memory_with_its_subject(tmp_path
     """Subjects are explicit: the correction replaces exactly the old value it names, not a neighbour."""
     from tasks_lib.contracts import MemorySpec
     from tasks_lib.memory.planting import plant
-    from tasks_lib.memory.store import SqliteMemoryStore
+    from tasks_lib.memory.reference.store import SqliteMemoryStore
 
     specs = [
         MemorySpec(text="Billing reads the tenant from X-Tenant-Id.", lane="keyword", kind="superseded", subject="tenant-header"),

@@ -18,10 +18,10 @@ from admission_fixtures import (
     task,
 )
 
-from flows.cli import main
+from flows.cli.main import main
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.contracts import ContractError, parse_document
-from tasks_lib.prereg import (
+from tasks_lib.analysis.prereg import (
     PreregError,
     Preregistration,
     find_by_digest,
@@ -31,7 +31,7 @@ from tasks_lib.prereg import (
     prereg_key,
     record_mismatches,
 )
-from tasks_lib.taskcorpus import load_task
+from tasks_lib.corpus.tasks import load_task
 
 
 @pytest.fixture

@@ -15,18 +15,18 @@ import pytest
 
 from tasks_lib.agents.base import Transcript
 from tasks_lib.agents.calibration_plan import expected_attempt, key_texts, load_key_lanes
-from tasks_lib.arms import REFERENCE_BUILD, Attempt, run_matrix, schedule, select_tasks
+from tasks_lib.arm.steps import REFERENCE_BUILD, Attempt, run_matrix, schedule, select_tasks
 from tasks_lib.artifacts import LocalStore
-from tasks_lib.memory.provisioner_main import SERVE_ENV, STATE_ENV
-from tasks_lib.provisioned_arm import ARTIFACT_NAME, ProvisionedArmError, restore_arm, write_artifact
-from tasks_lib.provisioner import ProvisionerSpec, ProvisionerTimeoutError
-from tasks_lib.taskcorpus import load_tasks
+from tasks_lib.memory.provisioner.reference import SERVE_ENV, STATE_ENV
+from tasks_lib.arm.provisioned import ARTIFACT_NAME, ProvisionedArmError, restore_arm, write_artifact
+from tasks_lib.memory.provisioner.client import ProvisionerSpec, ProvisionerTimeoutError
+from tasks_lib.corpus.tasks import load_tasks
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = load_tasks(REPO / "corpora" / "tasks")
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
 KEY_LANES = load_key_lanes(REPO / "corpora" / "tasks", TASKS)
-REFERENCE = [sys.executable, "-m", "tasks_lib.memory.provisioner_main"]
+REFERENCE = [sys.executable, "-m", "tasks_lib.memory.provisioner.reference"]
 # A convention task (memory decides success) and the stale trap (the correction must win).
 PICK = ["logship-partial-exit", "paybridge-tenant-header"]
 CONDITIONS = ["off", "on", "ablate:all", "ablate:corrections"]
@@ -90,7 +90,7 @@ if verb == "snapshot":
                       "probes": [{"name": p["name"], "hits": [], "found": False} for p in request["probes"]],
                       "queue_after_count": 0, "snapshot_seconds": 0.0}))
 else:
-    done = subprocess.run([sys.executable, "-m", "tasks_lib.memory.provisioner_main", verb], input=data, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "tasks_lib.memory.provisioner.reference", verb], input=data, capture_output=True)
     sys.stdout.buffer.write(done.stdout); sys.stderr.buffer.write(done.stderr); sys.exit(done.returncode)
 """
 
@@ -132,7 +132,7 @@ def test_paired_command_measures_a_provisioned_memory_system(tmp_path: Path, cap
     """`memtrial paired --provisioner ...`, a real Prefect run: the memory reaches the agent only through the provisioner."""
     import pyarrow.parquet as pq
 
-    from flows.cli import main
+    from flows.cli.main import main
 
     state = tmp_path / "state"
     code = main(["paired", "--tasks", "logship-partial-exit", "--conditions", "off,on", "--artifacts", str(tmp_path / "a"),
@@ -156,7 +156,7 @@ def test_paired_command_measures_a_provisioned_memory_system(tmp_path: Path, cap
     ids=["env-without-command", "bad-quoting", "env-not-key-value"],
 )
 def test_bad_provisioner_options_are_refused_in_one_line(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from flows.cli import main
+    from flows.cli.main import main
 
     assert main(["paired", "--plain", *args]) == 2
     error = capsys.readouterr().err.strip().splitlines()

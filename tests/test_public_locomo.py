@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tasks_lib.memory.adapter import MAX_TEXT_BYTES
-from tasks_lib.public.groups import DatasetError
-from tasks_lib.public.locomo import LOCOMO_RULES, load_locomo
+from tasks_lib.suites.public.groups import DatasetError
+from tasks_lib.suites.public.locomo import LOCOMO_RULES, load_locomo
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo10.json"
 

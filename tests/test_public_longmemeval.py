@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tasks_lib.memory.adapter import MAX_TEXT_BYTES
-from tasks_lib.public.groups import DatasetError
-from tasks_lib.public.longmemeval import LONGMEMEVAL_RULES, load_longmemeval
+from tasks_lib.suites.public.groups import DatasetError
+from tasks_lib.suites.public.longmemeval import LONGMEMEVAL_RULES, load_longmemeval
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data/longmemeval"
 SAMPLE = DATA / "longmemeval_oracle_sample_seed_42.json"
@@ -131,7 +131,7 @@ def test_bad_files_raise_one_clear_error(tmp_path: Path, content: str, message: 
 
 def test_session_level_reads_noans_turns_as_another_session_as_upstream(records: list[dict[str, Any]]) -> None:
     """A non-evidence turn of an answer session ranked first does not retrieve that session."""
-    from tasks_lib.public.metrics import score_question
+    from tasks_lib.suites.public.metrics import score_question
 
     groups, _ = load_longmemeval([SAMPLE], limit=1)
     group = groups[0]

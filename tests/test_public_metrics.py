@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tasks_lib.public.metrics import (
+from tasks_lib.suites.public.metrics import (
     dcg,
     evaluate_retrieval,
     mean_scores,

@@ -11,10 +11,10 @@ import pytest
 
 from tasks_lib.memory.adapter import MemoryAdapter
 from tasks_lib.memory.registry import memory_system_unavailable, open_memory_system
-from tasks_lib.memory.retrieval_bench import load_locomo as bench_load_locomo
-from tasks_lib.memory.retrieval_bench import run_store
-from tasks_lib.public import PublicResult, registry_factory, run_locomo, run_longmemeval
-from tasks_lib.public.locomo import LOCOMO_RULES
+from tasks_lib.suites.public.bench import load_locomo as bench_load_locomo
+from tasks_lib.suites.public.bench import run_store
+from tasks_lib.suites.public import PublicResult, registry_factory, run_locomo, run_longmemeval
+from tasks_lib.suites.public.locomo import LOCOMO_RULES
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data"
 LOCOMO = DATA / "locomo/locomo10.json"

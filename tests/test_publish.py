@@ -23,13 +23,13 @@ from admission_fixtures import (
     task,
 )
 
-from flows.cli import main
-from tasks_lib.admission import AdmissionError, admit_run
-from tasks_lib.arms import run_matrix, schedule
+from flows.cli.main import main
+from tasks_lib.analysis.admission import AdmissionError, admit_run
+from tasks_lib.arm.steps import run_matrix, schedule
 from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id, run_key
 from tasks_lib.contracts import load_document
-from tasks_lib.prereg import prereg_key
-from tasks_lib.publish import (
+from tasks_lib.analysis.prereg import prereg_key
+from tasks_lib.analysis.publish import (
     MANIFEST,
     PublishError,
     ReleaseManifest,

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from tasks_lib.errors import ContractError
-from tasks_lib.recall.cases import load_cases, load_filler
-from tasks_lib.recall.errors import RecallError
-from tasks_lib.recall.filler import FillerSource, bury_order, locomo_filler
-from tasks_lib.recall.sweep import BUNDLED_CASES
+from tasks_lib.suites.recall.cases import load_cases, load_filler
+from tasks_lib.suites.recall.errors import RecallError
+from tasks_lib.suites.recall.filler import FillerSource, bury_order, locomo_filler
+from tasks_lib.suites.recall.sweep import BUNDLED_CASES
 
 LOCOMO = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo" / "locomo10.json"
 

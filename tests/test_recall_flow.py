@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tasks_lib.contracts import parse_document
-from tasks_lib.recall import SweepResult
+from tasks_lib.suites.recall import SweepResult
 from tests.test_recall_sweep import small_corpus
 
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tasks_lib.recall import score_answer
-from tasks_lib.recall.scoring import tokens
+from tasks_lib.suites.recall import score_answer
+from tasks_lib.suites.recall.scoring import tokens
 
 CASES = [
     # (answer, accept, reject, verdict)

@@ -9,18 +9,18 @@ from pathlib import Path
 import pytest
 
 from tasks_lib.contracts import parse_document
-from tasks_lib.recall import (
+from tasks_lib.suites.recall import (
     SweepConfig,
     SweepResult,
     find_knee,
     gate_failures,
     run_sweep,
 )
-from tasks_lib.recall.errors import RecallError, RecallModelError
-from tasks_lib.recall.reader import ABSTAIN_ANSWER, extract_answer
-from tasks_lib.recall.results import ModelConfig
-from tasks_lib.recall.retention import SummaryPolicy, Turn, WindowPolicy
-from tasks_lib.recall.sweep import majority
+from tasks_lib.suites.recall.errors import RecallError, RecallModelError
+from tasks_lib.suites.recall.reader import ABSTAIN_ANSWER, extract_answer
+from tasks_lib.suites.recall.results import ModelConfig
+from tasks_lib.suites.recall.retention import SummaryPolicy, Turn, WindowPolicy
+from tasks_lib.suites.recall.sweep import majority
 from tests.scripted_openai import ScriptedOpenAI, final
 
 # ------------------------------------------------------------------ the knee
@@ -202,7 +202,7 @@ def test_model_endpoint_failure_is_a_recall_model_error(tmp_path: Path) -> None:
 
 
 def test_any_ask_step_and_any_adapter_plug_in(tmp_path: Path) -> None:
-    from tasks_lib.memory.store import SqliteMemoryStore
+    from tasks_lib.memory.reference.store import SqliteMemoryStore
 
     corpus = small_corpus(tmp_path / "corpus")
     seen: list[tuple[str, int, int]] = []

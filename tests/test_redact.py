@@ -8,10 +8,10 @@ import pytest
 from gitrepo import MakeRepo, write_files
 
 from tasks_lib.contracts import RedactionReceipt, load_document
-from tasks_lib.corpus import package_corpus
+from tasks_lib.corpus.build import package_corpus
 from tasks_lib.errors import CorpusError
-from tasks_lib.redact import redact_package, redact_tree
-from tasks_lib.rules import AUTO_LOADED_CONTEXT, AUTO_LOADED_CONTEXT_RULES
+from tasks_lib.corpus.redact import redact_package, redact_tree
+from tasks_lib.corpus.rules import AUTO_LOADED_CONTEXT, AUTO_LOADED_CONTEXT_RULES
 from tasks_lib.trees import list_tree, sha256_bytes, tree_digest
 
 CORPUS_ID = "c" * 64
@@ -170,7 +170,7 @@ def test_redacting_a_folder_that_is_not_a_package_is_refused(tmp_path: Path) -> 
 
 
 def test_a_fresh_build_listing_gives_the_same_receipt_as_reading_the_tree(make_repo: MakeRepo, tmp_path: Path) -> None:
-    from tasks_lib.corpus import build_tree
+    from tasks_lib.corpus.build import build_tree
 
     repo, commit = make_repo({"AGENTS.md": "x", ".claude/a.md": "y", "src/a.py": "a"})
     build = build_tree(repo, commit, tmp_path / "one")

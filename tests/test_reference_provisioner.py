@@ -1,4 +1,4 @@
-"""The reference provisioner (`python -m tasks_lib.memory.provisioner_main`) against the strict client.
+"""The reference provisioner (`python -m tasks_lib.memory.provisioner.reference`) against the strict client.
 
 It must pass every conformance check, as a file replica and as a served one; its frozen stores
 must never change; a malformed artifact must be refused with the field named.
@@ -16,11 +16,11 @@ import pytest
 
 from tasks_lib.contracts import ArmArtifacts, ArtifactRef
 from tasks_lib.errors import MemtrialError
-from tasks_lib.memory.provisioner_main import SERVE_FILE, STATE_ENV
-from tasks_lib.memory.replica import REPLICA_FILE_NAME
-from tasks_lib.memory.server import MemoryClient, ServedReplica
-from tasks_lib.memory.store import SqliteMemoryStore
-from tasks_lib.provisioner import (
+from tasks_lib.memory.provisioner.reference import SERVE_FILE, STATE_ENV
+from tasks_lib.memory.reference.replica import REPLICA_FILE_NAME
+from tasks_lib.memory.delivery.server import MemoryClient, ServedReplica
+from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.memory.provisioner.client import (
     Probe,
     ProvisionerExitError,
     ProvisionerTimeoutError,
@@ -29,11 +29,11 @@ from tasks_lib.provisioner import (
     restore_sync,
     snapshot_sync,
 )
-from tasks_lib.provisioner_check import CHECK_NAMES, check_provisioner, format_results
+from tasks_lib.memory.provisioner.check import CHECK_NAMES, check_provisioner, format_results
 from tasks_lib.trees import sha256_file
 from tests.test_memory_adapters import alive
 
-ARGV = [sys.executable, "-m", "tasks_lib.memory.provisioner_main"]
+ARGV = [sys.executable, "-m", "tasks_lib.memory.provisioner.reference"]
 REALM = "fixture:uploader"
 
 
@@ -203,7 +203,7 @@ def test_an_unknown_serving_mode_is_a_bad_request_that_leaves_nothing(tmp_path: 
 
 RESTORES_THEN_HANGS = """\
 import sys, time
-from tasks_lib.memory.provisioner_main import main
+from tasks_lib.memory.provisioner.reference import main
 code = main(sys.argv[1:])
 sys.stdout.flush()
 if sys.argv[1] == "restore":

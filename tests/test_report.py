@@ -21,8 +21,8 @@ import pytest
 from PIL import Image
 from test_grading import scenario_records, store_scenario
 
-from flows.cli import main
-from tasks_lib.admission import AdmissionDecision, admissions_key, decisions_table
+from flows.cli.main import main
+from tasks_lib.analysis.admission import AdmissionDecision, admissions_key, decisions_table
 from tasks_lib.artifacts import LocalStore, open_store, run_key
 from tasks_lib.report import REPORT_HTML, build_report
 

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from tasks_lib.errors import ContractError
-from tasks_lib.retrieval.cases import (
+from tasks_lib.suites.retrieval.cases import (
     GRAPH_CLASSES,
     load_case_set,
     load_group,
     shared_wording,
 )
-from tasks_lib.retrieval.gates import RetrievalGates, load_gates
-from tasks_lib.retrieval.suite import bundled_cases
+from tasks_lib.suites.retrieval.gates import RetrievalGates, load_gates
+from tasks_lib.suites.retrieval.suite import bundled_cases
 
 
 def group(**overrides: Any) -> dict[str, Any]:

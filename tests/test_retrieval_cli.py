@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main
+from flows.cli.main import main
 from tasks_lib.artifacts import open_store
-from tasks_lib.trend import load_trend
+from tasks_lib.analysis.trend import load_trend
 
 
 def test_json_report_and_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,7 +80,7 @@ def test_bad_gates_field_names_file_and_field(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_each_configuration_has_its_own_default_curve() -> None:
-    from flows.cli_suite_retrieval import default_curve
+    from flows.cli.suite_retrieval import default_curve
 
     assert default_curve("reference", "hashed") == "retrieval"
     assert default_curve("chroma", "hashed") == "retrieval-chroma-hashed"

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from tasks_lib.retrieval.policy import run_policy_probes
-from tasks_lib.retrieval.ranking import first_rank, hit_at, mean, ndcg_at, reciprocal_rank
-from tasks_lib.retrieval.selector import select_automatic, stem
-from tasks_lib.retrieval.suite import bundled_cases
+from tasks_lib.suites.retrieval.policy import run_policy_probes
+from tasks_lib.suites.retrieval.ranking import first_rank, hit_at, mean, ndcg_at, reciprocal_rank
+from tasks_lib.suites.retrieval.selector import select_automatic, stem
+from tasks_lib.suites.retrieval.suite import bundled_cases
 
 TABLE = [
     ("ownership", "What is my blood type?", ["My blood type is O negative."], 0),

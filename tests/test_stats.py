@@ -1,4 +1,4 @@
-"""Tests for tasks_lib.stats: exact small-sample statistics, checked against SciPy and brute force.
+"""Tests for tasks_lib.analysis.stats: exact small-sample statistics, checked against SciPy and brute force.
 
 SciPy is a test-only dependency; the module under test uses the standard library alone. Random
 inputs come from fixed seeds, so every run checks the same thousands of cases.
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 
 from tasks_lib.errors import MemtrialError
-from tasks_lib.stats import (
+from tasks_lib.analysis.stats import (
     MIN_ATTEMPTS_FOR_TEST,
     Interval,
     StatsError,
@@ -408,7 +408,7 @@ SAMPLE = """[
 def test_same_inputs_give_identical_outputs_in_this_and_a_fresh_process() -> None:
     first = eval(SAMPLE)
     assert eval(SAMPLE) == first
-    script = f"from fractions import Fraction\nfrom tasks_lib.stats import *\nprint(repr({SAMPLE}))"
+    script = f"from fractions import Fraction\nfrom tasks_lib.analysis.stats import *\nprint(repr({SAMPLE}))"
     fresh = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,

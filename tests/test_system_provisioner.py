@@ -16,21 +16,21 @@ import pytest
 
 from tasks_lib.agents.base import Transcript
 from tasks_lib.agents.calibration_plan import key_texts
-from tasks_lib.arms import Attempt, run_matrix, select_tasks
+from tasks_lib.arm.steps import Attempt, run_matrix, select_tasks
 from tasks_lib.artifacts import LocalStore
-from tasks_lib.memory.provisioner_main import SERVE_ENV, SERVE_FILE, STATE_ENV
-from tasks_lib.memory.server import MemoryClient, MemoryServerError
-from tasks_lib.memory.system_provisioner import SYSTEM_ENV
-from tasks_lib.provisioner import Probe, ProvisionerExitError, ProvisionerSpec, destroy_sync, make_provisioner, restore_sync, snapshot_sync
-from tasks_lib.provisioner_check import check_provisioner, format_results
-from tasks_lib.provisioned_arm import write_artifact
-from tasks_lib.taskcorpus import load_tasks
+from tasks_lib.memory.provisioner.reference import SERVE_ENV, SERVE_FILE, STATE_ENV
+from tasks_lib.memory.delivery.server import MemoryClient, MemoryServerError
+from tasks_lib.memory.provisioner.system import SYSTEM_ENV
+from tasks_lib.memory.provisioner.client import Probe, ProvisionerExitError, ProvisionerSpec, destroy_sync, make_provisioner, restore_sync, snapshot_sync
+from tasks_lib.memory.provisioner.check import check_provisioner, format_results
+from tasks_lib.arm.provisioned import write_artifact
+from tasks_lib.corpus.tasks import load_tasks
 from tests.test_memory_adapters import alive, require
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = load_tasks(REPO / "corpora" / "tasks")
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-ARGV = (sys.executable, "-m", "tasks_lib.memory.system_provisioner")
+ARGV = (sys.executable, "-m", "tasks_lib.memory.provisioner.system")
 SYSTEMS = ("chroma", "mcp-memory")
 
 

@@ -1,4 +1,4 @@
-"""The bundled task corpus and its invariants (tasks_lib.taskcorpus).
+"""The bundled task corpus and its invariants (tasks_lib.corpus.tasks).
 
 The corpus test builds every fixture from this repository's git objects, so the tasks under
 corpora/tasks must be committed. The broken-copy tests copy one real task into a fresh git
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from gitrepo import git
 
-from tasks_lib.taskcorpus import (
+from tasks_lib.corpus.tasks import (
     INVARIANTS,
     SPLIT_NAME,
     CorpusCheckReport,

@@ -11,9 +11,9 @@ from typing import Any
 import boto3
 import pytest
 
-from flows.cli import main
+from flows.cli.main import main
 from tasks_lib.artifacts import ArtifactStore, S3Settings, open_store
-from tasks_lib.trend import Snapshot, TrendError, append_snapshot, comparability_key, curve_folder, curve_key, load_trend, regressions
+from tasks_lib.analysis.trend import Snapshot, TrendError, append_snapshot, comparability_key, curve_folder, curve_key, load_trend, regressions
 
 T0 = datetime(2026, 12, 1, 3, 0, tzinfo=timezone.utc)
 
@@ -82,7 +82,7 @@ def test_concurrent_appends_all_land(store: ArtifactStore) -> None:
 def test_a_curve_written_as_one_table_is_still_read(tmp_path: Path) -> None:
     import pyarrow as pa
 
-    from tasks_lib.trend import _row
+    from tasks_lib.analysis.trend import _row
 
     local = open_store(tmp_path)
     local.put_table(curve_key("retrieval"), pa.Table.from_pylist([_row(snap()), _row(snap(hours=2))]))

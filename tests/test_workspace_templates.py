@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib.audit import audit, snapshot_tree
-from tasks_lib.corpus import build_tree
-from tasks_lib.workspace_templates import (
+from tasks_lib.arm.audit import audit, snapshot_tree
+from tasks_lib.corpus.build import build_tree
+from tasks_lib.arm.workspace import (
     WorkspaceTemplates,
     build_redacted,
     listing_snapshot,

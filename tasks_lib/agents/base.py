@@ -3,7 +3,7 @@
 An agent gets the visible prompt (and, for continuity tasks, follow-up prompts sent into the same
 resumed session) and nothing else from the runner: memory reaches it only through its hooks, which
 call the command in `AgentSession.hook_argv` with the memory environment in `AgentSession.env`.
-Delivery is later confirmed from the transcript's non-agent steps (see `tasks_lib.injection`).
+Delivery is later confirmed from the transcript's non-agent steps (see `tasks_lib.arm.injection`).
 """
 
 from __future__ import annotations

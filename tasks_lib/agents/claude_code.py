@@ -18,7 +18,7 @@ Per session the adapter
 How delivery is seen. With `--include-hook-events` the stream carries a `hook_response` system
 message for every hook run, with the hook's stdout, exit code and outcome. A successful one
 becomes a `hook` step whose text is the context the hook returned (`additionalContext` of its JSON,
-or its plain stdout) and whose channel is the hook event; `tasks_lib.injection` then confirms
+or its plain stdout) and whose channel is the hook event; `tasks_lib.arm.injection` then confirms
 delivery from it. This is the CLI's own report of what its hook produced, which Claude Code adds
 to the model's context for these two events; the tests check against a scripted server that the
 same marker reaches the request body (on) and never does (off).

@@ -47,7 +47,7 @@ from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, Tra
 from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.errors import MemtrialError
-from tasks_lib.memory.hook import EVENTS
+from tasks_lib.memory.delivery.hook import EVENTS
 from tasks_lib.sandbox.base import DEFAULT_PATH, ReadOnlyMount, Sandbox, SandboxLimits, SandboxRequest
 from tasks_lib.sandbox.errors import SandboxError, UnknownSandboxError
 from tasks_lib.sandbox.registry import get_sandbox

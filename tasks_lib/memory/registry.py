@@ -16,7 +16,7 @@ from tasks_lib.memory.adapters.chroma import ChromaMemoryAdapter, chroma_unavail
 from tasks_lib.memory.adapters.common import AdapterUnavailableError
 from tasks_lib.memory.adapters.mcp_memory import McpMemoryAdapter, mcp_memory_unavailable
 from tasks_lib.memory.errors import MemoryStoreError
-from tasks_lib.memory.store import SqliteMemoryStore
+from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 
 class UnknownMemorySystemError(MemoryStoreError):

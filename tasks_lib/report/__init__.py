@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tasks_lib.aggregate import Aggregate, aggregate_run
+from tasks_lib.analysis.aggregate import Aggregate, aggregate_run
 from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.errors import ArtifactError
 

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from fractions import Fraction
 from html import escape
 
-from tasks_lib.admission import AdmissionDecision
-from tasks_lib.aggregate import CALIBRATION_REASON, Aggregate, AuditRow
-from tasks_lib.grading import COST_SAVING_FACTOR, HARNESS_GAP_LIMIT, LOW_DELIVERY_RATE, GradingSummary
+from tasks_lib.analysis.admission import AdmissionDecision
+from tasks_lib.analysis.aggregate import CALIBRATION_REASON, Aggregate, AuditRow
+from tasks_lib.analysis.grading import COST_SAVING_FACTOR, HARNESS_GAP_LIMIT, LOW_DELIVERY_RATE, GradingSummary
 from tasks_lib.report import plots
 
 CSS = """

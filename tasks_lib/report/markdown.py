@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks_lib.grading import GradingSummary
+from tasks_lib.analysis.grading import GradingSummary
 
 
 def _md_cell(value: object) -> str:

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from tasks_lib.grading import AttemptGrade, MuiTally, PassRate
+from tasks_lib.analysis.grading import AttemptGrade, MuiTally, PassRate
 
 COLOURS = {"off": "#7f7f7f", "on": "#1f77b4", "ablate:all": "#d62728"}
 LANE_COLOURS = ("#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")

@@ -45,7 +45,7 @@ from tasks_lib.memory.errors import (
     UnknownMemoryIdError,
     UnknownRealmError,
 )
-from tasks_lib.memory.mcp_client import McpError, McpStdioClient
+from tasks_lib.memory.adapters.mcp_client import McpError, McpStdioClient
 from tasks_lib.memory.realms import validate_realm
 
 SERVER_PACKAGE = "@modelcontextprotocol/server-memory"

@@ -1,0 +1,1 @@
+"""The `memtrial` command line: `main` and one module per command group."""

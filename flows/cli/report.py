@@ -1,0 +1,77 @@
+"""`memtrial report RUN`: regenerate a run's grading tables and HTML report from stored artifacts.
+
+A thin edge over `tasks_lib.report`; an unknown run or a bad table is a `MemtrialError` (one line,
+exit 2). Warnings in the report are also printed on stderr, so a low delivery rate is seen twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flows.cli.main import JsonFlag, app, emit_json, err, out
+
+
+def bundled_memory_texts() -> dict[str, list[str]] | None:
+    """Planted memory texts per bundled task (for the v1 surface echo); None when the corpus is absent."""
+    from flows.settings import PROJECT_ROOT
+    from tasks_lib.corpus.tasks import load_tasks
+
+    root = PROJECT_ROOT / "corpora" / "tasks"
+    if not root.is_dir():
+        return None
+    return {t.task_id: [m.text for m in t.manifest.memories] for t in load_tasks(root)}
+
+
+@app.command()
+def report(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, as printed by 'memtrial paired' (runs/<RUN>/records.parquet).")],
+    artifacts: Annotated[str | None, typer.Option(help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")] = None,
+    out_file: Annotated[Path | None, typer.Option("--out", help="Also write the HTML report to this local file.")] = None,
+    publish_artifacts: Annotated[bool, typer.Option("--prefect-artifacts", help="Also publish the report's tables as Prefect artifacts (starts Prefect).")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Grade a stored run again (grades, ablations, audit receipts, summary.json) and write its
+    self-contained HTML report next to them; print where it is."""
+    from flows.settings import default_artifact_root
+    from tasks_lib.analysis.aggregate import summary_json
+    from tasks_lib.artifacts import open_store
+    from tasks_lib.report import build_report
+
+    root = artifacts or default_artifact_root()
+    built = build_report(open_store(root), run_id, out=out_file, memory_texts=bundled_memory_texts())
+    summary = built.aggregate.summary
+    published: list[str] = []
+    if publish_artifacts:
+        import logging
+        import os
+
+        from flows.settings import configure_prefect
+
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+        os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
+        configure_prefect()
+        logging.getLogger("prefect").setLevel(logging.WARNING)
+        from flows.report_artifacts import publish_report_artifacts
+
+        published = publish_report_artifacts(root, run_id)
+    tables = {name: f"{root.rstrip('/')}/{key}" for name, key in built.aggregate.keys.items()}
+    if as_json:
+        emit_json({"run_id": run_id, "report": built.uri, "out": str(out_file) if out_file else None, "tables": tables,
+                   "prefect_artifacts": published, "summary": summary_json(summary)})
+    else:
+        pooled = next((t for t in summary.mui if t.task_id == "*"), None)
+        if pooled is not None:
+            out.print(f"MUI v2 {pooled.mui} over {pooled.on_attempts} on attempts "
+                      f"(success lift {pooled.success_lift_share}, cost saving {pooled.cost_saving_share})")
+        for name in sorted(tables):
+            out.print(f"table:  {tables[name]}")
+        for key in published:
+            out.print(f"prefect artifact: {key}")
+        out.print(f"report: {built.uri}")
+        if out_file:
+            out.print(f"copy:   {out_file}")
+    for warning in summary.warnings:
+        err.print(f"warning: {warning}")

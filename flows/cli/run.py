@@ -1,0 +1,214 @@
+"""`memtrial run`, `memtrial paired` and `memtrial rerun`: the commands that run Prefect flows.
+
+Each starts Prefect in its local mode (no server to start; analytics off; a patient startup),
+shows a live progress bar with stage and task counts on a terminal (plain lines otherwise), and
+ends by saying where the records and reports are. A failed run names the command that reruns it
+from cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from flows.cli.main import JsonFlag, _summary_table, app, emit_json, err, out
+from tasks_lib.errors import MemtrialError
+
+COLUMNS = ["task", "condition", "passes", "runs", "injected", "mean_tokens"]
+
+ArtifactsOpt = Annotated[str | None, typer.Option("--artifacts", help="Artifact root: a folder or s3://bucket/prefix (default: the config's, else $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")]
+PlainOpt = Annotated[bool, typer.Option("--plain", help="Plain progress lines instead of the live progress bar.")]
+
+
+def _start_prefect() -> None:
+    """Prefect's local mode, quiet enough for a live progress bar."""
+    # The progress display and the one-line error say what happened; Prefect's own log lines
+    # (tracebacks of failed stages included) stay in the Prefect database, shown only when asked for.
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
+    # The embedded ephemeral server logs a harmless shutdown race as an ERROR traceback.
+    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
+    from flows.settings import configure_prefect
+
+    configure_prefect()
+    logging.getLogger("prefect").setLevel(os.environ["PREFECT_LOGGING_LEVEL"])
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # a local Dask cluster's workers
+    # The ephemeral server's database pool reports a cancelled rollback at shutdown as an ERROR traceback.
+    logging.getLogger("sqlalchemy.pool").setLevel(logging.CRITICAL)
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+
+
+def _failed(run_id: str, error: BaseException) -> MemtrialError:
+    detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return MemtrialError(f"run {run_id} failed: {detail}; 'memtrial rerun {run_id}' recomputes only the failed stages")
+
+
+def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bool, as_json: bool) -> None:
+    from flows.nightly import nightly, resolve_config
+    from flows.progress import reporting
+
+    config, _ = resolve_config(config_path, artifacts)
+    err.print(f"memtrial: run {run_id} ({config.name}); Prefect's local server can take ~20 s to start")
+    try:
+        with reporting(err, live=False if plain or as_json else None):
+            result = nightly.with_options(retries=config.flow_retries)(config_path=config_path, run_id=run_id, artifact_root=artifacts)
+    except MemtrialError as error:
+        raise _failed(run_id, error) from None
+    except Exception as error:  # noqa: BLE001 - any stage failure becomes one line with the rerun hint
+        raise _failed(run_id, error) from None
+    location = f"{result.artifact_root.rstrip('/')}/runs/{run_id}/"
+    if as_json:
+        emit_json(result.model_dump(mode="json"))
+        if result.regressions:
+            raise typer.Exit(1)
+        return
+    for agent in result.agents:
+        out.print(_summary_table(agent.cells, COLUMNS, f"{agent.agent}: {agent.passes}/{agent.attempts} passed, {agent.arms_cached} arms from cache (run {agent.run_id})"))
+    for name, reason in sorted(result.excluded.items()):
+        out.print(f"excluded {name}: {reason}")
+    from flows.suites import suite_headline
+
+    for name, key in sorted(result.suites.items()):
+        out.print(f"suite {name}: {result.artifact_root.rstrip('/')}/{key}")
+        out.print(f"  {suite_headline(name, result.artifact_root, key)}")
+    for name, key in sorted(result.trend.items()):
+        out.print(f"trend {name}: {result.artifact_root.rstrip('/')}/{key}")
+    for message in result.regressions:
+        out.print(f"REGRESSION {message}")
+    out.print(f"artifacts: {location}")
+    for agent in result.agents:
+        out.print(f"report ({agent.agent}): {agent.report}")
+    if result.regressions:
+        raise typer.Exit(1)
+
+
+@app.command()
+def run(
+    config: Annotated[Path | None, typer.Option("--config", help="Run config (YAML/JSON; default configs/default.yaml: the embedded default).")] = None,
+    artifacts: ArtifactsOpt = None,
+    plain: PlainOpt = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run the nightly flow: every agent's paired matrix, the suites, grading and the report."""
+    _start_prefect()
+    from tasks_lib.artifacts import new_run_id
+
+    path = str(config.resolve()) if config else "configs/default.yaml"
+    _run_nightly(path, new_run_id("run"), artifacts, plain, as_json)
+
+
+@app.command()
+def rerun(
+    run_id: Annotated[str, typer.Argument(help="Id of the run to re-run with its stored parameters.")],
+    artifacts: ArtifactsOpt = None,
+    plain: PlainOpt = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Re-run RUN_ID with its stored config: completed stages come from cache, only failed ones run."""
+    _start_prefect()
+    from flows.nightly import RUN_CONFIG_JSON, local_config_copy
+    from tasks_lib.artifacts import open_store, run_key
+    from tasks_lib.contracts import dump_document
+    from tasks_lib.errors import ArtifactNotFound
+    from tasks_lib.runconfig import RunConfig
+
+    local = local_config_copy(run_id)
+    if not local.is_file():
+        if artifacts is None:
+            raise MemtrialError(f"run {run_id!r}: no stored config at {local}; pass --artifacts ROOT where the run's artifacts are")
+        try:
+            stored = open_store(artifacts).get_json(run_key(run_id, RUN_CONFIG_JSON), RunConfig)
+        except ArtifactNotFound:
+            raise MemtrialError(f"run {run_id!r}: {artifacts.rstrip('/')}/{run_key(run_id, RUN_CONFIG_JSON)} does not exist; is it a run of 'memtrial run'?") from None
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_bytes(dump_document(stored))
+    _run_nightly(str(local), run_id, artifacts, plain, as_json)
+
+
+def _provisioner_option(command: str | None, env: list[str]) -> dict[str, object]:
+    """RunConfig fields for `--provisioner` / `--provisioner-env`."""
+    if command is None:
+        if env:
+            raise MemtrialError("--provisioner-env: only applies with --provisioner; name the provisioner command too")
+        return {}
+    try:
+        argv = shlex.split(command)
+    except ValueError as error:
+        raise MemtrialError(f"--provisioner: cannot split {command!r} into a command ({error}); fix the quoting") from None
+    if not argv:
+        raise MemtrialError("--provisioner: empty; give the provisioner's command, e.g. 'memtrial-reference-provisioner'")
+    variables = {}
+    for item in env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise MemtrialError(f"--provisioner-env: {item!r} is not KEY=VALUE")
+        variables[name] = value
+    return {"memory_system": "provisioner", "provisioner": {"argv": argv, "env": variables}}
+
+
+@app.command()
+def paired(
+    agent: Annotated[str, typer.Option(help="Agent adapter: calibration, claude-code, openai-chat, command.")] = "calibration",
+    tasks: Annotated[str | None, typer.Option(help="Comma-separated task ids (default: every bundled task).")] = None,
+    conditions: Annotated[str, typer.Option(help="Comma-separated conditions: off, on, ablate:<lane>, ablate:all.")] = "off,on",
+    trials: Annotated[int, typer.Option(help="Trials per task and condition.")] = 1,
+    sandbox: Annotated[str, typer.Option(help="Sandbox the agent's commands run in: local or docker.")] = "local",
+    embedder: Annotated[str, typer.Option(help="Embedder of the reference memory system: hashed (offline default) or minilm.")] = "hashed",
+    provisioner: Annotated[str | None, typer.Option(help="Measure the memory system this provisioner command reaches (restore, snapshot, destroy) instead of the embedded store, e.g. 'memtrial-reference-provisioner'.")] = None,
+    provisioner_env: Annotated[list[str] | None, typer.Option("--provisioner-env", help="KEY=VALUE for the provisioner's environment (repeatable).")] = None,
+    budget: Annotated[Path | None, typer.Option(help="Budget guard config; required for any agent but calibration.")] = None,
+    workers: Annotated[int, typer.Option(help="Arms run in parallel (thread pool).")] = 2,
+    artifacts: ArtifactsOpt = None,
+    revision: Annotated[str, typer.Option(help="Commit of this checkout whose git objects the fixtures are built from.")] = "HEAD",
+    plain: PlainOpt = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run the paired matrix of one agent as a Prefect flow: every task under every condition,
+    several trials, conditions interleaved; prints passes, injection and tokens per cell."""
+    _start_prefect()
+    from flows.nightly import cells_of
+    from flows.paired import paired_flow
+    from flows.progress import reporting
+    from flows.runners import task_runner
+    from flows.settings import PROJECT_ROOT, default_artifact_root
+    from tasks_lib.artifacts import new_run_id
+    from tasks_lib.contracts import ContractError
+    from tasks_lib.runconfig import AgentSpec, RunConfig, RunnerSpec
+
+    memory = _provisioner_option(provisioner, provisioner_env or [])
+    try:
+        config = RunConfig(
+            **memory,
+            tasks=[t.strip() for t in tasks.split(",") if t.strip()] if tasks else None,
+            conditions=[c.strip() for c in conditions.split(",") if c.strip()], trials=trials,
+            sandbox=sandbox, embedder=embedder, agents=[AgentSpec(name=agent)], revision=revision,  # type: ignore[arg-type]
+            runner=RunnerSpec(workers=workers), budget={"config": str(budget.resolve()) if budget else None},  # type: ignore[arg-type]
+        )
+    except ValueError as error:
+        from tasks_lib.contracts import violations_of
+
+        raise ContractError(violations_of(error, "memtrial paired options")) from None  # type: ignore[arg-type]
+    root = artifacts or default_artifact_root()
+    run_id = new_run_id("paired")
+    spec = next(a for a in config.all_agents if a.name == agent)
+    err.print(f"memtrial: paired run {run_id} ({agent}: {len(config.conditions)} conditions x {trials} trial(s))")
+    try:
+        with reporting(err, live=False if plain or as_json else None):
+            result = paired_flow.with_options(task_runner=task_runner(config.runner))(config, run_id, str(PROJECT_ROOT), root, spec)
+    except MemtrialError:
+        raise
+    except Exception as error:  # noqa: BLE001
+        raise _failed(run_id, error) from None
+    cells: list[dict[str, Any]] = cells_of(result.records)
+    location = f"{root.rstrip('/')}/runs/{run_id}/"
+    if as_json:
+        emit_json({"run_id": run_id, "artifacts": location, "records": result.records_key, "cells": cells, "excluded": result.excluded})
+        return
+    out.print(_summary_table(cells, COLUMNS, f"paired run {run_id} ({agent})"))
+    for name, reason in sorted(result.excluded.items()):
+        out.print(f"excluded {name}: {reason}")
+    out.print(f"records: {root.rstrip('/')}/{result.records_key}")

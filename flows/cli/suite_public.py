@@ -1,0 +1,107 @@
+"""`memtrial suite longmemeval` and `memtrial suite locomo`: retrieval on public conversational data.
+
+A thin edge over `tasks_lib.suites.public`: each command builds a memory-system factory from the
+registry, runs the library entry point (one disposable store per evaluation group) and prints
+per-metric tables, or the same numbers as JSON with `--json`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from flows.cli.main import JsonFlag, emit_json, out
+from flows.cli.suite import suite_app
+from tasks_lib.errors import MemtrialError
+
+if TYPE_CHECKING:
+    from tasks_lib.suites.public.result import PublicResult
+
+MemoryOpt = Annotated[str, typer.Option("--memory", help="Memory system to measure (registry name: reference, chroma, mcp-memory).")]
+EmbedderOpt = Annotated[str, typer.Option("--embedder", help="Embedder for memory systems that use memtrial's: hashed (offline default) or minilm.")]
+KOpt = Annotated[list[int] | None, typer.Option("--k", help="Cut-off k (repeatable; default 1, 3, 5, 10).")]
+LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Score only the first N evaluation groups (conversations / records).")]
+DepthOpt = Annotated[int, typer.Option("--depth", min=1, max=100, help="Hits asked of each recall (>= max k; more lets session-level k grow as upstream's does).")]
+
+
+def _ks(values: list[int] | None) -> tuple[int, ...]:
+    ks = tuple(sorted(set(values or (1, 3, 5, 10))))
+    if ks[0] < 1 or ks[-1] > 100:
+        raise MemtrialError(f"--k: {', '.join(map(str, ks))} given; give cut-offs between 1 and 100")
+    return ks
+
+
+def _check_file(path: Path) -> None:
+    if not path.is_file():
+        raise MemtrialError(f"--dataset: {path} is not a file; give the dataset's JSON file")
+
+
+def _tables(result: PublicResult) -> None:
+    levels = (("turn", ("recall_any", "recall_all", "ndcg")), ("session", ("recall_any", "recall_all", "ndcg")), ("session_of_top_turns", ("recall_any", "recall_all")))
+    for level, metrics in levels:
+        table = Table(title=f"{result.dataset} / {result.memory}: {level} level")
+        for column in ("slice", "n", "metric", *(f"@{k}" for k in result.ks)):
+            table.add_column(column, justify="left" if column in ("slice", "metric") else "right")
+        for s in result.slices:
+            for m in metrics:
+                table.add_row(s.name, str(s.questions), m, *(f"{s.get(level, m, k):.3f}" for k in result.ks))
+        out.print(table)
+    fired = [q for q in result.quirks if q.count]
+    out.print("quirk rules: " + (", ".join(f"{q.rule}={q.count}" for q in fired) if fired else "none fired"))
+    out.print(
+        f"groups {result.groups}, questions {result.questions}, index {result.index_seconds:.2f} s, "
+        f"recall p50 {result.query_p50_ms:.1f} ms / p95 {result.query_p95_ms:.1f} ms, storage {result.storage_bytes:,} bytes, "
+        f"embedding calls {result.embedding_calls}, LLM calls {result.llm_calls}, short rankings {result.short_rankings}, "
+        f"wall {result.wall_seconds:.1f} s (CPU {result.cpu_seconds:.1f} s), peak RSS {result.peak_rss_mib} MiB"
+    )
+
+
+def _emit(result: PublicResult, as_json: bool) -> None:
+    if as_json:
+        emit_json(result.model_dump(mode="json"))
+    else:
+        _tables(result)
+    if result.questions == 0:
+        raise MemtrialError(f"{', '.join(result.dataset_files)}: no question could be scored; see the quirk counts (--json)")
+
+
+@suite_app.command("locomo")
+def locomo(
+    dataset: Annotated[Path, typer.Option("--dataset", help="LoCoMo's locomo10.json.")],
+    memory: MemoryOpt = "reference",
+    embedder: EmbedderOpt = "hashed",
+    k: KOpt = None,
+    limit: LimitOpt = None,
+    depth: DepthOpt = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """LoCoMo retrieval: one store per conversation, categories 1-4, turn- and session-level recall and nDCG."""
+    from tasks_lib.suites.public.runner import registry_factory, run_locomo
+
+    _check_file(dataset)
+    result = run_locomo(dataset, registry_factory(memory, embedder), _ks(k), memory=memory, limit=limit, depth=depth)
+    _emit(result, as_json)
+
+
+@suite_app.command("longmemeval")
+def longmemeval(
+    dataset: Annotated[list[Path], typer.Option("--dataset", help="A LongMemEval JSON file (repeatable; a repeated question_id is counted and skipped).")],
+    memory: MemoryOpt = "reference",
+    embedder: EmbedderOpt = "hashed",
+    k: KOpt = None,
+    limit: LimitOpt = None,
+    depth: DepthOpt = 50,
+    roles: Annotated[str, typer.Option("--roles", help="Turn roles to index: user (upstream's setting) or user,assistant.")] = "user",
+    as_json: JsonFlag = False,
+) -> None:
+    """LongMemEval retrieval: one store per record, abstention skipped, turn- and session-level recall and nDCG."""
+    from tasks_lib.suites.public.runner import registry_factory, run_longmemeval
+
+    for path in dataset:
+        _check_file(path)
+    chosen = tuple(r.strip() for r in roles.split(",") if r.strip())
+    result = run_longmemeval(dataset, registry_factory(memory, embedder), _ks(k), memory=memory, limit=limit, roles=chosen, depth=depth)
+    _emit(result, as_json)

@@ -1,0 +1,121 @@
+"""`memtrial suite recall`: plant, bury, probe; recall, staleness, false recall and abstention per length."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from flows.cli.main import JsonFlag, emit_json, err, out
+from flows.cli.suite import suite_app
+from tasks_lib.errors import MemtrialError
+
+
+def _lengths(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise MemtrialError(f"--lengths {text!r}: give comma-separated whole numbers of turns, e.g. 10,40,100,250") from None
+    if not values:
+        raise MemtrialError("--lengths is empty; give comma-separated whole numbers of turns, e.g. 10,40,100,250")
+    return values
+
+
+def _cell(rate: object) -> str:
+    k, n, value, lower, upper = (getattr(rate, f) for f in ("k", "n", "rate", "lower", "upper"))
+    if value is None:
+        return "n/a (0 cases)"
+    return f"{value:.2f} ({k}/{n}) [{lower:.2f}, {upper:.2f}]"
+
+
+@suite_app.command("recall")
+def recall(
+    sweep: Annotated[bool, typer.Option("--sweep", help="Run every length of --lengths and report the curve and its knee.")] = False,
+    lengths: Annotated[str, typer.Option(help="Comma-separated burial lengths (filler turns) for --sweep.")] = "10,40,100,250",
+    length: Annotated[int, typer.Option(help="The single burial length when --sweep is not given.")] = 40,
+    seed: Annotated[int, typer.Option(help="Chooses phrasings and filler order; same seed, same numbers.")] = 0,
+    memory: Annotated[str, typer.Option(help="Memory system: reference, chroma, mcp-memory, or none (retention policy alone).")] = "reference",
+    embedder: Annotated[str, typer.Option(help="Embedder of the memory system: hashed (offline default) or minilm.")] = "hashed",
+    policy: Annotated[str, typer.Option(help="Retention policy: window (last --window turns) or summary (window + rolling extractive summary).")] = "window",
+    window: Annotated[int, typer.Option(help="Turns the retention policy keeps verbatim.")] = 20,
+    summary_sentences: Annotated[int, typer.Option(help="Sentences the summary policy keeps of older turns.")] = 8,
+    recall_k: Annotated[int, typer.Option(help="Memories recalled per probe.")] = 5,
+    cases: Annotated[Optional[Path], typer.Option(help="Folder with cases.json and filler.json (default: the bundled corpora/recall).")] = None,
+    filler_dataset: Annotated[Optional[Path], typer.Option(help="A LoCoMo JSON file (locomo10.json) to draw filler turns from.")] = None,
+    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint (ending before /chat/completions) to answer with a model.")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Model name for --base-url; without both, the offline extractive reader answers.")] = None,
+    samples: Annotated[int, typer.Option(help="Model answers per question; the majority verdict counts.")] = 1,
+    temperature: Annotated[float, typer.Option(help="Model sampling temperature (0 for one deterministic answer).")] = 0.0,
+    knee_drop: Annotated[float, typer.Option(help="Recall drop in points below the shortest length that marks the knee.")] = 20.0,
+    min_score: Annotated[Optional[float], typer.Option(help="Gate: exit 1 if recall at any length is below this (0..1).")] = None,
+    max_staleness: Annotated[Optional[float], typer.Option(help="Gate: exit 1 if staleness at any length is above this (0..1).")] = None,
+    max_false_recall: Annotated[Optional[float], typer.Option(help="Gate: exit 1 if false recall at any length is above this (0..1).")] = None,
+    artifacts: Annotated[Optional[str], typer.Option(help="Artifact root (folder or s3://bucket/prefix): append a trend snapshot there.")] = None,
+    curve: Annotated[Optional[str], typer.Option(help="Trend curve to append to (default: recall).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Plant facts, bury them under real dialogue, probe; print recall, staleness, false recall and
+    abstention per length (never one blended score), with 95% Wilson intervals and the knee.
+    A memory-backed --sweep stores about 10,000 turns: half a minute to two minutes on a loaded 2-core machine."""
+    from pydantic import ValidationError
+
+    from tasks_lib.suites.recall import ModelConfig, SweepConfig, gate_failures, run_sweep
+
+    if (base_url is None) != (model is None):
+        raise MemtrialError("--base-url and --model go together; give both to ask a model, or neither for the offline reader")
+    try:
+        config = SweepConfig(
+            lengths=_lengths(lengths) if sweep else (length,), seed=seed, memory=memory, embedder=embedder,
+            policy=policy, window=window, summary_sentences=summary_sentences, recall_k=recall_k,  # type: ignore[arg-type]
+            knee_drop_points=knee_drop, cases_dir=str(cases) if cases else None,
+            filler_dataset=str(filler_dataset) if filler_dataset else None,
+            model=ModelConfig(base_url=base_url, model=model, samples=samples, temperature=temperature) if base_url and model else None,
+        )
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        option = {"knee_drop_points": "knee_drop"}.get(field.split(".")[-1], field.split(".")[-1])
+        raise MemtrialError(f"--{option.replace('_', '-')}: {first['msg']}") from None
+    for name, bar in (("--min-score", min_score), ("--max-staleness", max_staleness), ("--max-false-recall", max_false_recall)):
+        if bar is not None and not 0.0 <= bar <= 1.0:
+            raise MemtrialError(f"{name} {bar}: give a rate between 0 and 1")
+    try:
+        result = run_sweep(config)
+    except ValueError as error:
+        raise MemtrialError(str(error)) from None
+    failures = gate_failures(result, min_recall=min_score, max_staleness=max_staleness, max_false_recall=max_false_recall)
+    trend = None
+    if artifacts:
+        from flows.cli.suite_retrieval import build_under_test
+        from flows.settings import PROJECT_ROOT
+        from tasks_lib.artifacts import open_store
+        from tasks_lib.suites.recall.snapshot import recall_snapshot
+        from tasks_lib.analysis.trend import append_snapshot, now
+
+        key = append_snapshot(open_store(artifacts), recall_snapshot(result, build_under_test(PROJECT_ROOT), now()), curve)
+        trend = f"{artifacts.rstrip('/')}/{key}"
+    if as_json:
+        emit_json({**result.model_dump(mode="json"), "gate_failures": failures, "trend": trend})
+    else:
+        table = Table(title=f"recall suite: memory {memory}, policy {policy}, seed {seed} ({result.filler} filler)")
+        for column in ("length", "recall", "staleness", "false recall", "abstention"):
+            table.add_column(column)
+        for n, metrics in sorted(result.metrics_by_length.items()):
+            table.add_row(str(n), *(_cell(getattr(metrics, m)) for m in ("recall", "staleness", "false_recall", "abstention")))
+        out.print(table)
+        knee = result.knee
+        if knee is not None:
+            out.print(f"knee: between {knee.previous} and {knee.length} turns (recall {knee.baseline_recall:.2f} -> {knee.recall:.2f}, "
+                      f"a drop of {knee.drop_points:.1f} points > {knee.threshold_points:g})")
+        elif len(result.metrics_by_length) > 1:
+            out.print(f"knee: none (recall never drops more than {config.knee_drop_points:g} points below the shortest length)")
+        for key, count in sorted(result.filler_dropped.items()):
+            out.print(f"filler skipped: {count} ({key})")
+        if trend:
+            out.print(f"trend snapshot: {trend}")
+        for failure in failures:
+            err.print(f"gate: {failure}")
+    if failures:
+        raise typer.Exit(1)

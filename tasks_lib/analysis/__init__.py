@@ -1,0 +1,1 @@
+"""Analysis of stored runs: grading, aggregation, statistics, admission, preregistration, comparison, publication, trend."""

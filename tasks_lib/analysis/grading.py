@@ -1,0 +1,486 @@
+"""Grading a paired run: three layers per attempt, the ablation deltas and the paired statistics.
+
+Layer one, **delivered**: the record's `injection == "yes"` (confirmed from non-agent transcript
+steps). Layer two/three, **MUI v2**: a memory-on attempt earns credit only if its planted memory
+was confirmed delivered, it passed, and the memory-off attempt of the same task and trial either
+failed (a *success lift*) or passed using at least 1.5x its tokens (a *cost saving*). The two
+credits are mutually exclusive, so they sum to MUI. The v1 *surface echo* (the memory's opening
+text in the agent's own words) is kept as a reference figure only.
+
+Per-lane ablation deltas, success(on) - success(ablate:<lane>), are marginal contributions: lanes
+overlap, so they are never summed. success(ablate:all) - success(off) is a harness check (far from
+zero means the ablation switch misses an injection path), never a memory effect.
+
+Every ratio is an exact `Fraction`, so a summary can be re-derived from the attempts it records.
+Ungradable attempts (missing evidence, infrastructure failure) are counted and shown but are in no
+denominator: they are not outcomes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, StringConstraints
+
+from tasks_lib.agents.base import Transcript
+from tasks_lib.contracts import Condition, ContractModel, Document, Identifier, RunRecord
+from tasks_lib.analysis.stats import clopper_pearson, mcnemar_exact, paired_continuous_summary, wilson
+
+COST_SAVING_FACTOR = Fraction(3, 2)
+"""The off attempt must use at least this many times the on attempt's tokens for a cost saving."""
+LOW_DELIVERY_RATE = Fraction(9, 10)
+"""Below this confirmed-delivery rate under `on`, the run is flagged: a human must see it."""
+HARNESS_GAP_LIMIT = Fraction(1, 5)
+"""|success(ablate:all) - success(off)| above this is flagged as a harness problem."""
+ECHO_CHARS = 40
+"""Characters of a memory's opening text the v1 surface echo looks for."""
+
+Ratio = Annotated[str, StringConstraints(pattern=r"^-?\d+(?:/\d+)?$")]
+"""An exact rational as text, `str(Fraction)`: `0`, `1`, `2/3`, `-1/4`."""
+MuiCredit = Literal["success-lift", "cost-saving", "none"]
+
+
+def ratio(value: Fraction) -> str:
+    """An exact rational as text (`Fraction('2/3')` -> `'2/3'`)."""
+    return str(value)
+
+
+def fraction_of(k: int, n: int) -> Fraction:
+    """k/n as a Fraction; 0 when n is 0 (callers show n, so an empty cell is visible)."""
+    return Fraction(k, n) if n else Fraction(0)
+
+
+# --------------------------------------------------------------------------- contracts
+
+
+class AttemptGrade(ContractModel):
+    """The grading layers of one attempt (one row of `grades.parquet`)."""
+
+    task_id: Identifier
+    """The task."""
+    condition: Condition
+    """The memory condition."""
+    trial: int = Field(ge=0)
+    """Trial index; an `on` attempt is paired with the `off` attempt of the same index."""
+    calibration: bool
+    """True when the calibration agent ran it (proves the apparatus; never a published cohort)."""
+    outcome: Literal["pass", "fail", "ungradable"]
+    """The verifier result as recorded."""
+    delivered: Literal["yes", "no", "unknown"]
+    """Layer one: the planted memory was confirmed delivered."""
+    tokens: int = Field(ge=0)
+    """Input plus output tokens."""
+    wall_seconds: float = Field(ge=0)
+    """Wall time of the agent's turn."""
+    paired_off_outcome: Literal["pass", "fail", "ungradable", "missing"] | None
+    """Outcome of the paired off attempt (`on` attempts only)."""
+    paired_off_tokens: int | None = Field(default=None, ge=0)
+    """Tokens of the paired off attempt (`on` attempts only, when it exists)."""
+    mui_credit: MuiCredit
+    """MUI v2 credit; `none` for every condition but `on`."""
+    mui_reason: str
+    """Why the attempt earned that credit (or none)."""
+    surface_echo: bool | None
+    """v1 reference: the agent's own steps quote a planted memory's opening text; None when unknown."""
+
+
+class DeliveryRate(ContractModel):
+    """Confirmed-delivery rate of one condition."""
+
+    condition: Condition
+    """The memory condition."""
+    attempts: int = Field(ge=0)
+    """Attempts under the condition."""
+    confirmed: int = Field(ge=0)
+    """Attempts with `injection == "yes"`."""
+    unknown: int = Field(ge=0)
+    """Attempts whose delivery could not be read (no transcript)."""
+    rate: Ratio
+    """confirmed / attempts, exact."""
+    warning: str | None
+    """Set when the rate is a reason to distrust the run: low under `on`, non-zero where memory is off."""
+
+
+class PassRate(ContractModel):
+    """Pass rate of one task (or `*` for all tasks) under one condition, with intervals."""
+
+    task_id: str
+    """The task, or `*` for every task pooled."""
+    condition: Condition
+    """The memory condition."""
+    passes: int = Field(ge=0)
+    """Passing attempts."""
+    gradable: int = Field(ge=0)
+    """Attempts that passed or failed (the denominator)."""
+    ungradable: int = Field(ge=0)
+    """Attempts with no outcome (not in the denominator)."""
+    rate: Ratio
+    """passes / gradable, exact."""
+    wilson_low: float
+    """Wilson 95% interval, lower bound."""
+    wilson_high: float
+    """Wilson 95% interval, upper bound."""
+    cp_low: float
+    """Clopper-Pearson 95% interval, lower bound."""
+    cp_high: float
+    """Clopper-Pearson 95% interval, upper bound."""
+
+
+class MuiTally(ContractModel):
+    """MUI v2 over a set of gradable `on` attempts; success lift + cost saving = MUI."""
+
+    task_id: str
+    """The task, or `*` for every task pooled."""
+    on_attempts: int = Field(ge=0)
+    """Gradable `on` attempts (the denominator)."""
+    success_lift: int = Field(ge=0)
+    """Attempts credited as a success lift."""
+    cost_saving: int = Field(ge=0)
+    """Attempts credited as a cost saving."""
+    mui: Ratio
+    """(success_lift + cost_saving) / on_attempts, exact."""
+    success_lift_share: Ratio
+    """success_lift / on_attempts, exact."""
+    cost_saving_share: Ratio
+    """cost_saving / on_attempts, exact."""
+    surface_echo: int = Field(ge=0)
+    """v1 reference: `on` attempts whose agent quoted a planted memory's opening text."""
+    surface_echo_known: int = Field(ge=0)
+    """`on` attempts for which the echo could be read."""
+
+
+class ConditionDelta(ContractModel):
+    """success(a) - success(b) for one scope: an ablation's marginal contribution or the harness check."""
+
+    kind: Literal["marginal", "harness-check"]
+    """`marginal` (on minus ablate:<lane>; never summed) or `harness-check` (ablate:all minus off)."""
+    task_id: str
+    """The task, or `*` for every task pooled."""
+    lane: str
+    """The ablated lane (`all` for the harness check)."""
+    condition_a: Condition
+    """Minuend condition."""
+    condition_b: Condition
+    """Subtrahend condition."""
+    passes_a: int = Field(ge=0)
+    """Passes under condition a."""
+    gradable_a: int = Field(ge=0)
+    """Gradable attempts under condition a."""
+    passes_b: int = Field(ge=0)
+    """Passes under condition b."""
+    gradable_b: int = Field(ge=0)
+    """Gradable attempts under condition b."""
+    delta: Ratio
+    """success(a) - success(b), exact."""
+    flagged: bool
+    """Harness check only: the gap exceeds HARNESS_GAP_LIMIT, or a side has no gradable attempt."""
+
+
+class PairedMeasure(ContractModel):
+    """A continuous measure compared on/off over paired attempts (on minus off)."""
+
+    measure: Literal["tokens", "wall_seconds"]
+    """What was compared."""
+    pairs: int = Field(ge=0)
+    """Paired differences."""
+    median_difference: float | None
+    """Median of on - off."""
+    exploratory: bool
+    """True below five pairs: described, not tested."""
+    sign_pvalue: float | None
+    """Exact sign test, two-sided; None when exploratory."""
+    wilcoxon_pvalue: float | None
+    """Exact Wilcoxon signed-rank test, two-sided; None when exploratory."""
+
+
+class McNemarSummary(ContractModel):
+    """Exact McNemar test on the on/off discordant pairs."""
+
+    pairs: int = Field(ge=0)
+    """Gradable on/off pairs (same task, same trial)."""
+    on_only: int = Field(ge=0)
+    """Pairs where only `on` passed."""
+    off_only: int = Field(ge=0)
+    """Pairs where only `off` passed."""
+    pvalue: Ratio
+    """Two-sided p-value, exact."""
+
+
+class GradingSummary(Document):
+    """Everything graded about one run (`summary.json`)."""
+
+    KIND: ClassVar[str] = "grading summary"
+
+    run_id: Identifier
+    """The run."""
+    calibration: bool
+    """True when every attempt was run by the calibration agent: an apparatus proof, not a cohort."""
+    agents: tuple[str, ...]
+    """Agents that ran the attempts."""
+    attempts: int = Field(ge=0)
+    """Attempts graded (after excluded ones were removed)."""
+    excluded: int = Field(ge=0)
+    """Attempts excluded by an admission decision (kept, not graded)."""
+    ungradable: int = Field(ge=0)
+    """Graded attempts with no outcome."""
+    tasks: tuple[str, ...]
+    """Tasks, sorted."""
+    conditions: tuple[str, ...]
+    """Conditions present, in canonical order (off, on, ablate:all, ablate:<lane>...)."""
+    delivery: tuple[DeliveryRate, ...]
+    """Layer one per condition."""
+    pass_rates: tuple[PassRate, ...]
+    """Per task and condition, then pooled per condition (`*`)."""
+    mui: tuple[MuiTally, ...]
+    """MUI v2 per task, then pooled (`*`)."""
+    ablations: tuple[ConditionDelta, ...]
+    """Marginal lane deltas and the harness check, per task and pooled."""
+    mcnemar: McNemarSummary | None
+    """On/off pass/fail test; None without on/off pairs."""
+    paired: tuple[PairedMeasure, ...]
+    """Tokens and wall time, on minus off."""
+    warnings: tuple[str, ...]
+    """Everything a human must see before trusting the numbers."""
+
+
+# --------------------------------------------------------------------------- per attempt
+
+
+def tokens_of(record: RunRecord) -> int:
+    """Input plus output tokens of an attempt."""
+    return record.input_tokens + record.output_tokens
+
+
+def mui_credit(on: RunRecord, off: RunRecord | None) -> tuple[MuiCredit, str]:
+    """MUI v2 credit of one `on` attempt against its paired `off` attempt, with the reason."""
+    if on.injection != "yes":
+        return "none", f"planted memory not confirmed delivered (injection {on.injection})"
+    if on.outcome != "pass":
+        return "none", f"the on attempt did not pass ({on.outcome})"
+    if off is None:
+        return "none", "no paired off attempt (same task and trial)"
+    if off.outcome == "ungradable":
+        return "none", "the paired off attempt is ungradable"
+    if off.outcome == "fail":
+        return "success-lift", "passed where the paired off attempt failed"
+    if tokens_of(on) == 0:
+        return "none", "both passed; the on attempt reports no tokens, so no cost saving can be shown"
+    if tokens_of(off) >= COST_SAVING_FACTOR * tokens_of(on):
+        return "cost-saving", f"both passed; off used {tokens_of(off)} tokens >= 1.5 x {tokens_of(on)}"
+    return "none", f"both passed; off used {tokens_of(off)} tokens < 1.5 x {tokens_of(on)}"
+
+
+def _normal(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def surface_echo(transcript: Transcript | None, memory_texts: Sequence[str] | None) -> bool | None:
+    """v1: does an agent-written step contain the opening ECHO_CHARS of a planted memory?
+
+    Only the agent's own steps count (delivered context always contains the text). None when the
+    transcript or the memory texts are unknown.
+    """
+    if transcript is None or not memory_texts:
+        return None
+    openings = [_normal(t)[:ECHO_CHARS] for t in memory_texts if _normal(t)]
+    agent_text = _normal(" ".join(s.text for s in transcript.steps if s.source == "agent"))
+    return any(o in agent_text for o in openings)
+
+
+def grade_attempts(
+    records: Sequence[RunRecord],
+    transcripts: Mapping[tuple[str, str, int], Transcript | None] | None = None,
+    memory_texts: Mapping[str, Sequence[str]] | None = None,
+) -> list[AttemptGrade]:
+    """Grade every attempt; `on` attempts are paired with `off` by (task, trial).
+
+    `transcripts` maps (task, condition, trial) to the stored transcript (for the echo);
+    `memory_texts` maps a task to its planted memories' texts.
+    """
+    off = {(r.task_id, r.trial): r for r in records if r.condition == "off"}
+    grades = []
+    for r in records:
+        pair = off.get((r.task_id, r.trial)) if r.condition == "on" else None
+        credit, reason = mui_credit(r, pair) if r.condition == "on" else ("none", "only on attempts earn MUI credit")
+        echo = None
+        if r.condition == "on" and transcripts is not None and memory_texts is not None:
+            echo = surface_echo(transcripts.get((r.task_id, r.condition, r.trial)), memory_texts.get(r.task_id))
+        grades.append(AttemptGrade(
+            task_id=r.task_id, condition=r.condition, trial=r.trial, calibration=r.calibration, outcome=r.outcome,
+            delivered=r.injection, tokens=tokens_of(r), wall_seconds=r.wall_seconds,
+            paired_off_outcome=(pair.outcome if pair else "missing") if r.condition == "on" else None,
+            paired_off_tokens=tokens_of(pair) if pair else None,
+            mui_credit=credit, mui_reason=reason, surface_echo=echo,
+        ))
+    return grades
+
+
+# --------------------------------------------------------------------------- aggregates
+
+
+def condition_order(conditions: Iterable[str]) -> tuple[str, ...]:
+    """off, on, ablate:all, then ablate:<lane> alphabetically."""
+    rank = {"off": 0, "on": 1, "ablate:all": 2}
+    return tuple(sorted(set(conditions), key=lambda c: (rank.get(c, 3), c)))
+
+
+def delivery_rates(records: Sequence[RunRecord]) -> list[DeliveryRate]:
+    """Layer one per condition, with a warning a human must see when the rate is suspicious."""
+    out = []
+    for condition in condition_order(r.condition for r in records):
+        rows = [r for r in records if r.condition == condition]
+        confirmed = sum(r.injection == "yes" for r in rows)
+        rate = fraction_of(confirmed, len(rows))
+        warning = None
+        if condition == "on" and rate < LOW_DELIVERY_RATE:
+            warning = (f"delivery confirmed on only {confirmed} of {len(rows)} on attempts (below {LOW_DELIVERY_RATE}): "
+                       "memory may not have reached the agent; distrust this run's memory figures")
+        elif condition in ("off", "ablate:all") and confirmed:
+            warning = f"memory was delivered on {confirmed} {condition} attempt(s), where it is switched off: a leak in the harness"
+        out.append(DeliveryRate(condition=condition, attempts=len(rows), confirmed=confirmed,
+                                unknown=sum(r.injection == "unknown" for r in rows), rate=ratio(rate), warning=warning))
+    return out
+
+
+def _tally(rows: Sequence[RunRecord]) -> tuple[int, int, int]:
+    passes = sum(r.outcome == "pass" for r in rows)
+    gradable = sum(r.outcome != "ungradable" for r in rows)
+    return passes, gradable, len(rows) - gradable
+
+
+def pass_rate(task_id: str, condition: str, rows: Sequence[RunRecord]) -> PassRate:
+    """Pass rate of `rows` with Wilson and Clopper-Pearson 95% intervals."""
+    passes, gradable, ungradable = _tally(rows)
+    if gradable:
+        w, cp = wilson(passes, gradable), clopper_pearson(passes, gradable)
+        bounds = (w.lower, w.upper, cp.lower, cp.upper)
+    else:
+        bounds = (0.0, 1.0, 0.0, 1.0)
+    return PassRate(task_id=task_id, condition=condition, passes=passes, gradable=gradable, ungradable=ungradable,
+                    rate=ratio(fraction_of(passes, gradable)), wilson_low=bounds[0], wilson_high=bounds[1],
+                    cp_low=bounds[2], cp_high=bounds[3])
+
+
+def _by_cell(records: Sequence[RunRecord]) -> dict[tuple[str, str], list[RunRecord]]:
+    cells: dict[tuple[str, str], list[RunRecord]] = defaultdict(list)
+    for r in records:
+        cells[(r.task_id, r.condition)].append(r)
+        cells[("*", r.condition)].append(r)
+    return cells
+
+
+def _scopes(records: Sequence[RunRecord]) -> list[str]:
+    return [*sorted({r.task_id for r in records}), "*"]
+
+
+def pass_rates(records: Sequence[RunRecord]) -> list[PassRate]:
+    """Per task and condition, then every task pooled per condition (`*`)."""
+    cells = _by_cell(records)
+    conditions = condition_order(r.condition for r in records)
+    return [pass_rate(t, c, cells[(t, c)]) for t in _scopes(records) for c in conditions if cells.get((t, c))]
+
+
+def mui_tallies(grades: Sequence[AttemptGrade]) -> list[MuiTally]:
+    """MUI v2 per task, then pooled (`*`), over gradable `on` attempts."""
+    on = [g for g in grades if g.condition == "on" and g.outcome != "ungradable"]
+    out = []
+    for task in [*sorted({g.task_id for g in on}), "*"]:
+        rows = [g for g in on if task in ("*", g.task_id)]
+        lift = sum(g.mui_credit == "success-lift" for g in rows)
+        saving = sum(g.mui_credit == "cost-saving" for g in rows)
+        known = [g for g in rows if g.surface_echo is not None]
+        out.append(MuiTally(
+            task_id=task, on_attempts=len(rows), success_lift=lift, cost_saving=saving,
+            mui=ratio(fraction_of(lift + saving, len(rows))), success_lift_share=ratio(fraction_of(lift, len(rows))),
+            cost_saving_share=ratio(fraction_of(saving, len(rows))),
+            surface_echo=sum(bool(g.surface_echo) for g in known), surface_echo_known=len(known),
+        ))
+    return out
+
+
+def _delta(kind: Literal["marginal", "harness-check"], task: str, lane: str, a: str, b: str,
+           cells: Mapping[tuple[str, str], list[RunRecord]]) -> ConditionDelta:
+    pa_, ga, _ = _tally(cells.get((task, a), []))
+    pb, gb, _ = _tally(cells.get((task, b), []))
+    delta = fraction_of(pa_, ga) - fraction_of(pb, gb)
+    flagged = kind == "harness-check" and (not ga or not gb or abs(delta) > HARNESS_GAP_LIMIT)
+    return ConditionDelta(kind=kind, task_id=task, lane=lane, condition_a=a, condition_b=b, passes_a=pa_, gradable_a=ga,
+                          passes_b=pb, gradable_b=gb, delta=ratio(delta), flagged=flagged)
+
+
+def condition_deltas(records: Sequence[RunRecord]) -> list[ConditionDelta]:
+    """Marginal on - ablate:<lane> deltas and the ablate:all - off harness check, per task and pooled."""
+    cells = _by_cell(records)
+    conditions = condition_order(r.condition for r in records)
+    lanes = [c.removeprefix("ablate:") for c in conditions if c.startswith("ablate:") and c != "ablate:all"]
+    out = []
+    for task in _scopes(records):
+        if "on" in conditions:
+            out.extend(_delta("marginal", task, lane, "on", f"ablate:{lane}", cells) for lane in lanes)
+        if "ablate:all" in conditions and "off" in conditions:
+            out.append(_delta("harness-check", task, "all", "ablate:all", "off", cells))
+    return out
+
+
+def on_off_pairs(records: Sequence[RunRecord]) -> list[tuple[RunRecord, RunRecord]]:
+    """(on, off) attempts of the same task and trial, both gradable."""
+    off = {(r.task_id, r.trial): r for r in records if r.condition == "off" and r.outcome != "ungradable"}
+    return [(r, off[(r.task_id, r.trial)]) for r in records
+            if r.condition == "on" and r.outcome != "ungradable" and (r.task_id, r.trial) in off]
+
+
+def mcnemar_summary(pairs: Sequence[tuple[RunRecord, RunRecord]]) -> McNemarSummary | None:
+    """Exact McNemar on the discordant on/off pairs; None without pairs."""
+    if not pairs:
+        return None
+    on_only = sum(on.outcome == "pass" and off.outcome != "pass" for on, off in pairs)
+    off_only = sum(off.outcome == "pass" and on.outcome != "pass" for on, off in pairs)
+    return McNemarSummary(pairs=len(pairs), on_only=on_only, off_only=off_only,
+                          pvalue=ratio(mcnemar_exact(on_only, off_only).pvalue_exact))
+
+
+def paired_measures(pairs: Sequence[tuple[RunRecord, RunRecord]]) -> list[PairedMeasure]:
+    """Tokens and wall time, on minus off; exploratory (no test) below five pairs."""
+    out = []
+    for measure, diffs in (
+        ("tokens", [tokens_of(on) - tokens_of(off) for on, off in pairs]),
+        ("wall_seconds", [Fraction(on.wall_seconds) - Fraction(off.wall_seconds) for on, off in pairs]),
+    ):
+        s = paired_continuous_summary(diffs)
+        out.append(PairedMeasure(measure=measure, pairs=s.attempts, median_difference=s.median_difference,  # type: ignore[arg-type]
+                                 exploratory=s.exploratory, sign_pvalue=s.sign_pvalue, wilcoxon_pvalue=s.wilcoxon_pvalue))
+    return out
+
+
+def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[AttemptGrade], excluded: int = 0) -> GradingSummary:
+    """The run's grading summary; `warnings` collects every figure a human must not miss."""
+    delivery = delivery_rates(records)
+    deltas = condition_deltas(records)
+    pairs = on_off_pairs(records)
+    calibration = bool(records) and all(r.calibration for r in records)
+    warnings = [d.warning for d in delivery if d.warning]
+    ungradable = sum(r.outcome == "ungradable" for r in records)
+    if ungradable:
+        warnings.append(f"{ungradable} attempt(s) are ungradable (no outcome); they are in no rate's denominator")
+    for d in deltas:
+        if d.flagged and d.task_id == "*":
+            warnings.append(f"harness check: success(ablate:all) - success(off) = {d.delta} (limit {HARNESS_GAP_LIMIT}); "
+                            "the ablation switch may not reach every injection path")
+    mui = mui_tallies(grades)
+    if not records:
+        warnings.append("the run has no attempts to grade")
+    elif mui[-1].on_attempts == 0:
+        warnings.append("no gradable on attempts: MUI is not defined for this run (its tallies read 0 of 0)")
+    if calibration:
+        warnings.append("calibration run: the calibration agent proves the apparatus; these are not published-cohort figures")
+    return GradingSummary(
+        run_id=run_id, calibration=calibration, agents=tuple(sorted({r.agent for r in records})), attempts=len(records),
+        excluded=excluded, ungradable=ungradable, tasks=tuple(sorted({r.task_id for r in records})),
+        conditions=condition_order(r.condition for r in records), delivery=tuple(delivery),
+        pass_rates=tuple(pass_rates(records)), mui=tuple(mui), ablations=tuple(deltas),
+        mcnemar=mcnemar_summary(pairs), paired=tuple(paired_measures(pairs)), warnings=tuple(warnings),
+    )

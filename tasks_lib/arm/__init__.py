@@ -1,0 +1,1 @@
+"""One arm of the paired matrix: workspace, memory, agent, audit, check, record."""

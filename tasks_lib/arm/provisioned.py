@@ -1,0 +1,124 @@
+"""An attempt's memory through a memory system's provisioner (restore, snapshot, destroy).
+
+This is how a paired task measures a third party's memory system instead of the embedded store:
+
+1. The task's memories become one graph artifact in the reference provisioner's format (one node
+   `m<i>` per memory, by manifest position; corrections after the rest, naming the memories they
+   supersede by the rule `planting` applies), written to a runner-owned fixture folder, pinned by
+   SHA-256 and verified by the client before the provisioner sees it. Its realm is the trial's.
+2. `restore`, with the trial's realm as run identity (`run_identity`), makes it live; the
+   variables its response names (a socket, a store file) are exported to the agent CLI and its
+   hooks, then memtrial's own (realm, ablated lanes), which a provisioner cannot override.
+3. `snapshot`, before the agent starts, runs one full-text probe per memory that should be served
+   (every one but the superseded) and must find each; otherwise the attempt stops before an
+   agent is paid, since the arm would not have the memory it claims.
+4. `destroy` runs after the agent, also after any failure (`release`).
+
+The ids a memory system prints in its provenance marker are its own, not the artifact's, so such
+an attempt expects no particular ids: delivery is confirmed by a marked block in a non-agent
+step, which, from a replica holding only this arm's memories, can come from nowhere else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks_lib.contracts import IDENTIFIER_PATTERN, ArmArtifacts, ArtifactRef, MemorySpec
+from tasks_lib.errors import MemtrialError
+from tasks_lib.memory.planting import supersession_plan
+from tasks_lib.memory.provisioner.client import (
+    Probe,
+    Provisioner,
+    ProvisionerSpec,
+    destroy_after_failure_sync,
+    destroy_sync,
+    make_provisioner,
+    restore_sync,
+    snapshot_sync,
+)
+from tasks_lib.trees import sha256_file
+
+FIXTURE_DIR = "provisioner-fixture"
+"""Folder (in the attempt's scratch root) holding the artifact handed to the provisioner."""
+ARTIFACT_NAME = "memories.graph.json"
+"""The graph artifact's file name inside that folder."""
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
+ARM_NAME = "memory"
+"""`graph_arm` of every restore: the arms with memory share one state; ablation is the agent's switch."""
+
+
+class ProvisionedArmError(MemtrialError):
+    """The provisioner restored the arm but its snapshot does not show the memory the arm needs."""
+
+
+@dataclass(frozen=True)
+class LiveArm:
+    """One attempt's restored memory, proven present: the provisioner holding it, its project, the env reaching it."""
+
+    provisioner: Provisioner
+    project: str
+    env: dict[str, str]
+
+
+def run_identity(realm: str) -> str:
+    """The restore's run identity for a trial realm: the realm without its `trial:` prefix, or a digest
+    of the realm when that is not a protocol identifier."""
+    name = realm.partition(":")[2]
+    return name if _IDENTIFIER.fullmatch(name) else "r-" + hashlib.sha256(realm.encode()).hexdigest()[:32]
+
+
+def node_id(index: int) -> str:
+    """Artifact id of the task's `index`-th memory."""
+    return f"m{index}"
+
+
+def write_artifact(specs: Sequence[MemorySpec], realm: str, folder: Path) -> ArmArtifacts:
+    """Write the graph artifact of `specs` in `realm` into `folder` and pin it by SHA-256."""
+    plan = supersession_plan(specs)
+    plain = [{"id": node_id(i), "text": s.text, "kind": s.kind} for i, s in enumerate(specs) if s.kind != "correction"]
+    corrections = [{"id": node_id(i), "text": specs[i].text, "kind": "correction",
+                    "supersedes": [node_id(t) for t in targets]} for i, targets in plan.items()]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / ARTIFACT_NAME
+    path.write_text(json.dumps({"realm": realm, "nodes": plain + corrections, "edges": []}, indent=2) + "\n", encoding="utf-8")
+    return ArmArtifacts(arm=ARM_NAME, graph=ArtifactRef(path=ARTIFACT_NAME, sha256=sha256_file(path)))
+
+
+def presence_probes(specs: Sequence[MemorySpec]) -> tuple[Probe, ...]:
+    """One full-text probe per memory that should be served: its own text must bring it back."""
+    return tuple(Probe(name=f"present-{node_id(i)}", lane="fulltext", query=s.text, expect_ids=(node_id(i),))
+                 for i, s in enumerate(specs) if s.kind != "superseded")
+
+
+def restore_arm(spec: ProvisionerSpec, task_id: str, specs: Sequence[MemorySpec], realm: str, root: Path) -> LiveArm:
+    """Steps 1-3 of the module: write, restore and prove the arm's memory; destroy it again if the proof fails.
+
+    Raises ProvisionerError subclasses for a misbehaving provisioner and ProvisionedArmError when
+    the snapshot misses a memory.
+    """
+    folder = root / FIXTURE_DIR
+    artifacts = write_artifact(specs, realm, folder)
+    provisioner = make_provisioner(spec.argv, folder, env=spec.env, timeout_seconds=spec.timeout_seconds)
+    restored = restore_sync(provisioner, task_id, artifacts, run_identity(realm))
+    try:
+        shown = snapshot_sync(provisioner, restored.project, presence_probes(specs))
+        missing = [p.name.removeprefix("present-") for p in shown.probes if not p.found]
+        if not shown.state.exists or missing:
+            raise ProvisionedArmError(
+                f"provisioner {' '.join(spec.argv)}: project {restored.project!r} of task {task_id} "
+                + ("is not live" if not shown.state.exists else f"does not return memories {missing} for their own text")
+                + "; the arm would run without the memory it claims, so it was stopped before the agent")
+    except BaseException as error:
+        destroy_after_failure_sync(provisioner, restored.project, error)
+        raise
+    return LiveArm(provisioner=provisioner, project=restored.project, env=dict(restored.env))
+
+
+def release(provisioner: Provisioner, project: str) -> None:
+    """Step 4: destroy the project."""
+    destroy_sync(provisioner, project)

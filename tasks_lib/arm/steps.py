@@ -1,0 +1,504 @@
+"""Running the arms: one task under one memory condition, one trial, end to end.
+
+For every attempt: build the task's fixture from git objects into a fresh workspace and redact
+it; snapshot it for the audit; plant the task's memories in a fresh store under a realm unique to
+the trial (nothing under `off`, where the memory system's kill switch is set instead); run the
+agent with the visible prompt(s) only, memory reaching it through its hook; audit the workspace;
+apply `hidden/`; run the check command (exit 0 = pass); confirm delivery from the transcript;
+store the transcript, the audit receipt and the record; and, in a finalizer, forget every planted
+id by exact id and remove the workspace. Conditions are interleaved within each task so that no
+condition always runs first.
+
+Stage entry points (each typed, none imports Prefect; `run_attempt` is exactly their composition,
+so an orchestrator can wrap each one as its own task):
+
+1. `materialize_workspace(attempt, source, templates=...) -> Workspace`: scratch root, redacted
+   fixture, HOME, pre-run snapshot; pass one `WorkspaceTemplates` per matrix so each task's
+   fixture is built from git objects once and copied per attempt (`run_matrix` does).
+2. `provision_memory(attempt, run_id, workspace.root, embedder, provisioner) -> ProvisionedMemory`:
+   realm, planted ids and the agent's memory environment (nothing planted under `off`); with a
+   `ProvisionerSpec` the memory system's provisioner restores the memories instead of the
+   embedded store, and proves them present before the agent runs (see `provisioned_arm`).
+3. `run_agent(attempt, workspace, memory, agent_name, ...) -> AgentRun`.
+4. `release_memory(memory, embedder)`: forget the planted ids by exact id, or destroy the
+   provisioner's project (call it in a finally).
+5. `audit_workspace(attempt, workspace) -> AuditReceipt`.
+6. `check_workspace(attempt, workspace, receipt, run) -> CheckOutcome`: `hidden/` then the check,
+   only after a passed audit and no infrastructure failure.
+7. `record_attempt(attempt, ..., store) -> RunRecord`: grade, confirm injection, store the
+   transcript, receipt and record.
+8. `teardown_workspace(workspace)`: remove the scratch root (call it in a finally).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tasks_lib.agents.base import Agent, AgentRun, AgentSession
+from tasks_lib.agents.calibration import CalibrationAgent
+from tasks_lib.agents.calibration_plan import key_texts
+from tasks_lib.agents.registry import get_agent
+from tasks_lib.artifacts import ArtifactStore, run_key
+from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
+from tasks_lib.arm.comparability import record_fields
+from tasks_lib.contracts import RunRecord, check_rel_path
+from tasks_lib.errors import MemtrialError
+from tasks_lib.arm.injection import confirm_injection
+from tasks_lib.memory.delivery.hook import REALM_ENV, STORE_ENV
+from tasks_lib.memory.planting import plant
+from tasks_lib.memory.realms import trial_realm
+from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.memory.switches import ABLATE_LANES_ENV as ABLATE_ENV
+from tasks_lib.memory.switches import MEMORY_OFF_ENV as OFF_ENV
+from tasks_lib.arm.provisioned import LiveArm, release, restore_arm
+from tasks_lib.memory.provisioner.client import ProvisionerSpec
+from tasks_lib.corpus.tasks import LoadedTask, overlay, run_check
+from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
+
+HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
+"""The memory delivery hook every agent's prompt/session hooks call."""
+REFERENCE_BUILD = "memtrial-reference/0.1.0"
+MEMORY_FILE = "memory.sqlite"
+"""The attempt's memory store, in the runner-owned scratch root (never inside the workspace)."""
+
+
+class ArmsError(MemtrialError):
+    """A paired run cannot be set up (bad condition, unknown task, ...)."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One cell of the matrix."""
+
+    task: LoadedTask
+    condition: str
+    trial: int
+    order: int
+
+
+@dataclass(frozen=True)
+class TaskSource:
+    """Where fixtures are built from: a repository, a commit, and the tasks folder inside it."""
+
+    repo_root: Path
+    commit: str
+    tasks_subdir: str
+
+    def fixture_subdir(self, task: LoadedTask) -> str:
+        """The task's fixture folder inside the repository."""
+        return f"{self.tasks_subdir}/{task.root.name}/{task.manifest.fixture}"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """An attempt's scratch area: the runner-owned root, the agent's workspace and HOME inside it."""
+
+    root: Path
+    """Runner-owned scratch folder (memory store, workspace, HOME); removed by `teardown_workspace`."""
+    workspace: Path
+    """The redacted fixture the agent works in."""
+    home: Path
+    """The arm's private HOME."""
+    corpus_id: str
+    """Identity of the fixture tree built from git objects."""
+    before: TreeSnapshot
+    """The workspace snapshot taken before the agent started, for the mutation audit."""
+
+
+@dataclass(frozen=True)
+class ProvisionedMemory:
+    """The memory side of one attempt."""
+
+    realm: str
+    """The trial's canonical realm."""
+    env: Mapping[str, str]
+    """Environment the agent and its hooks get (realm, store, kill switch, ablated lanes)."""
+    planted_ids: tuple[str, ...] = ()
+    """Ids returned by planting, for teardown by exact id (empty under `off`)."""
+    store_path: Path | None = None
+    """The store the memories were planted in (None when nothing was planted)."""
+    live: LiveArm | None = None
+    """The provisioner's restored project, when a memory system's provisioner holds the memories."""
+    build: str = REFERENCE_BUILD
+    """The memory-system build measured."""
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """Result of applying `hidden/` and running the check command."""
+
+    exit_code: int | None = None
+    """Exit status of the check (None: not run, timed out, or could not start)."""
+    ran: bool = False
+    """True when the check ran to an exit status or a timeout."""
+    output_tail: str = field(default="", repr=False)
+    """The last characters of its output."""
+
+
+def memory_env(condition: str, realm: str, store_path: Path | None) -> dict[str, str]:
+    """The environment the agent and its hooks get for `condition` (the store only when a path is given)."""
+    if condition == "off":
+        return {OFF_ENV: "1", REALM_ENV: realm}
+    env = {REALM_ENV: realm} if store_path is None else {REALM_ENV: realm, STORE_ENV: str(store_path)}
+    if condition.startswith("ablate:"):
+        env[ABLATE_ENV] = condition.removeprefix("ablate:")
+    return env
+
+
+def schedule(tasks: Sequence[LoadedTask], conditions: Sequence[str], trials: int) -> list[Attempt]:
+    """Every task x condition x trial, conditions rotated each trial so order effects cancel."""
+    if trials < 1:
+        raise ArmsError(f"trials: must be at least 1, got {trials}")
+    if not conditions:
+        raise ArmsError("conditions: name at least one (off, on, ablate:<lane>, ablate:all)")
+    plan: list[Attempt] = []
+    for task in tasks:
+        order = 0
+        for trial in range(trials):
+            shift = trial % len(conditions)
+            for condition in list(conditions[shift:]) + list(conditions[:shift]):
+                plan.append(Attempt(task, condition, trial, order))
+                order += 1
+    return plan
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def materialize_workspace(
+    attempt: Attempt, source: TaskSource, scratch_parent: Path | None = None, templates: WorkspaceTemplates | None = None
+) -> Workspace:
+    """Stage 1: a fresh scratch root holding the task's fixture (built from git objects, redacted),
+    an empty HOME, and the pre-run snapshot. With `templates`, the fixture is built once per task
+    and copied (see `workspace_templates`). Nothing is left behind when it fails."""
+    root = Path(tempfile.mkdtemp(prefix="memtrial-arm-", dir=scratch_parent))
+    try:
+        workspace, home = root / "workspace", root / "home"
+        home.mkdir()
+        subdir = source.fixture_subdir(attempt.task)
+        if templates is not None:
+            corpus_id, before = templates.materialize(source.repo_root, source.commit, subdir, workspace)
+        else:
+            corpus_id, before = build_redacted(source.repo_root, source.commit, subdir, workspace)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return Workspace(root=root, workspace=workspace, home=home, corpus_id=corpus_id, before=before)
+
+
+def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = "hashed",
+                     provisioner: ProvisionerSpec | None = None) -> ProvisionedMemory:
+    """Stage 2: plant the task's memories in a fresh store under `root`, in the trial's realm, or
+    have `provisioner` restore them (see `provisioned_arm`).
+
+    Under `off` (or with no memories) nothing is planted and the environment carries the kill
+    switch or an empty realm. Pair with `release_memory` in a finally.
+    """
+    realm = trial_realm(run_id, attempt.task.task_id, attempt.condition, attempt.trial)
+    store_path = root / MEMORY_FILE
+    build = REFERENCE_BUILD if provisioner is None else "provisioner: " + " ".join(provisioner.argv)
+    if attempt.condition == "off" or not attempt.task.manifest.memories:
+        return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, store_path), build=build)
+    if provisioner is not None:
+        live = restore_arm(provisioner, attempt.task.task_id, attempt.task.manifest.memories, realm, root)
+        return ProvisionedMemory(realm=realm, env={**live.env, **memory_env(attempt.condition, realm, None)},
+                                 live=live, build=build)
+    store = SqliteMemoryStore(store_path, embedder)
+    try:
+        store.create_realm(realm)
+        ids = plant(store, realm, attempt.task.manifest.memories)
+    finally:
+        store.close()
+    return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, store_path), planted_ids=ids, store_path=store_path)
+
+
+def release_memory(memory: ProvisionedMemory, embedder: str = "hashed") -> tuple[str, ...]:
+    """Stage 4: forget every planted id by exact id (return them), or destroy the provisioner's project."""
+    if memory.live is not None:
+        release(memory.live.provisioner, memory.live.project)
+        return ()
+    if not memory.planted_ids or memory.store_path is None:
+        return ()
+    with SqliteMemoryStore(memory.store_path, embedder) as store:
+        return store.forget(memory.planted_ids)
+
+
+@contextmanager
+def planted_memory(attempt: Attempt, run_id: str, root: Path, embedder: str) -> Iterator[tuple[dict[str, str], tuple[str, ...]]]:
+    """Plant the task's memories for this attempt (not under `off`); forget them by exact id after."""
+    memory = provision_memory(attempt, run_id, root, embedder)
+    try:
+        yield dict(memory.env), memory.planted_ids
+    finally:
+        release_memory(memory, embedder)
+
+
+def make_agent(name: str, task: LoadedTask, options: Mapping[str, object]) -> Agent:
+    """The agent for one attempt; the calibration agent is built from the task's runner-owned files."""
+    if name == "calibration":
+        memories = task.manifest.memories
+        return CalibrationAgent(
+            solution_dir=task.solution_dir,
+            kind=task.manifest.kind,
+            key_texts=key_texts(task),
+            stale_texts=[m.text for m in memories if m.kind == "superseded"],
+            correction_texts=[m.text for m in memories if m.kind == "correction"],
+        )
+    return get_agent(name, **options)
+
+
+def runner_owned_paths(task: LoadedTask) -> tuple[Path, ...]:
+    """What an agent must never see: the task corpus folder (every task's hidden tests, solution and
+    manifest), the checkout holding it (its git history, the runner's state and artifacts under
+    .memtrial/) and the artifact root or memtrial home named in the environment."""
+    paths = [task.root.parent]
+    checkout = next((p for p in task.root.parents if (p / ".git").exists()), None)
+    if checkout is not None:
+        paths.append(checkout)
+    for name in ("MEMTRIAL_HOME", "MEMTRIAL_ARTIFACT_ROOT"):
+        value = os.environ.get(name, "")
+        if value and "://" not in value:
+            paths.append(Path(value))
+    return tuple(dict.fromkeys(p.absolute() for p in paths))
+
+
+def run_agent(
+    attempt: Attempt,
+    workspace: Workspace,
+    memory: ProvisionedMemory,
+    agent_name: str,
+    *,
+    agent_options: Mapping[str, object] | None = None,
+    sandbox: str = "local",
+    timeout_seconds: float | None = None,
+) -> AgentRun:
+    """Stage 3: run the agent over the visible prompt(s); its wall time is measured here when it reports none."""
+    task = attempt.task
+    agent = make_agent(agent_name, task, agent_options or {})
+    session = AgentSession(
+        workspace=workspace.workspace,
+        home=workspace.home,
+        prompts=(task.manifest.instruction, *task.manifest.follow_up_prompts),
+        env=dict(memory.env),
+        hook_argv=HOOK_ARGV,
+        timeout_seconds=timeout_seconds or task.manifest.agent_timeout_seconds,
+        sandbox=sandbox,
+        hidden_paths=runner_owned_paths(task),
+    )
+    started = time.monotonic()
+    run = agent.run(session)
+    if not run.wall_seconds:
+        run = run.model_copy(update={"wall_seconds": round(time.monotonic() - started, 3)})
+    return run
+
+
+def audit_workspace(attempt: Attempt, workspace: Workspace) -> AuditReceipt:
+    """Stage 5: the mutation audit of the finished workspace against its pre-run snapshot."""
+    return audit(workspace.before, workspace.workspace, attempt.task.manifest.allowed_output_paths)
+
+
+def check_workspace(attempt: Attempt, workspace: Workspace, receipt: AuditReceipt, run: AgentRun) -> CheckOutcome:
+    """Stage 6: apply `hidden/` and run the check, only after a passed audit and a run without
+    infrastructure failure (otherwise the check is not run and nothing is applied)."""
+    if not receipt.passed or run.infra_failure:
+        return CheckOutcome()
+    overlay(attempt.task.hidden_dir, workspace.workspace)
+    check = run_check(attempt.task, workspace.workspace, "solution")
+    ran = check.exit_code is not None or "[timed out]" in check.output_tail
+    return CheckOutcome(exit_code=check.exit_code, ran=ran, output_tail=check.output_tail)
+
+
+def _grade(run: AgentRun, receipt: AuditReceipt | None, check_exit: int | None, check_ran: bool) -> tuple[str, bool, str | None]:
+    """(outcome, infra_failure, reason): nothing passes without a passed audit and a zero exit."""
+    if run.infra_failure:
+        return "ungradable", True, f"agent infrastructure: {run.infra_failure}"
+    if receipt is None:
+        return "ungradable", True, "the mutation audit did not run"
+    if not receipt.passed:
+        return "fail", False, f"mutation audit: {len(receipt.violations)} change(s) outside the allowed paths"
+    if not check_ran:
+        return "ungradable", True, "the check command could not run"
+    if check_exit == 0:
+        return "pass", False, None
+    return "fail", False, "check failed" if check_exit is not None else "check timed out"
+
+
+def attempt_prefix(attempt: Attempt) -> tuple[str, ...]:
+    """Key parts under `runs/<run_id>/` where an attempt's transcript, receipt and record go."""
+    return ("attempts", attempt.task.task_id, attempt.condition.replace(":", "-"), f"t{attempt.trial}")
+
+
+def record_attempt(
+    attempt: Attempt,
+    *,
+    run_id: str,
+    workspace: Workspace,
+    memory: ProvisionedMemory,
+    run: AgentRun,
+    receipt: AuditReceipt,
+    check: CheckOutcome,
+    agent_name: str,
+    store: ArtifactStore,
+) -> RunRecord:
+    """Stage 7: grade, confirm injection, and store the transcript, the audit receipt and the record."""
+    task = attempt.task
+    prefix = attempt_prefix(attempt)
+    outcome, infra, reason = _grade(run, receipt, check.exit_code, check.ran)
+    planted = memory.planted_ids
+    injection = confirm_injection(run.transcript, expected_ids=planted)
+    transcript_key = run_key(run_id, *prefix, "transcript.json")
+    receipt_key = run_key(run_id, *prefix, "audit.json")
+    store.put_json(transcript_key, run.transcript)
+    store.put_json(receipt_key, receipt)
+    record = RunRecord(
+        run_id=run_id,
+        task_id=task.task_id,
+        task_kind=task.manifest.kind,
+        condition=attempt.condition,
+        trial=attempt.trial,
+        order=attempt.order,
+        agent=agent_name,
+        calibration=agent_name == "calibration",
+        corpus_id=workspace.corpus_id,
+        outcome=outcome,  # type: ignore[arg-type]
+        infra_failure=infra,
+        failure_reason=reason,
+        check_exit_code=check.exit_code,
+        audit_passed=receipt.passed,
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
+        cost_usd=run.cost_usd,
+        wall_seconds=run.wall_seconds,
+        transcript=transcript_key,
+        injection=injection.confirmed,
+        injection_channel=",".join(injection.channels) or None,
+        planted_ids=planted,
+        delivered_ids=injection.memory_ids,
+        audit_receipt=receipt_key,
+        build_under_test=memory.build,
+        **record_fields(task, agent_name, run.model),
+    )
+    store.put_json(run_key(run_id, *prefix, "record.json"), record)
+    return record
+
+
+def teardown_workspace(workspace: Workspace) -> None:
+    """Stage 8: remove the attempt's scratch root (workspace, HOME, memory store)."""
+    shutil.rmtree(workspace.root, ignore_errors=True)
+
+
+def run_attempt(
+    attempt: Attempt,
+    *,
+    run_id: str,
+    repo_root: Path,
+    commit: str,
+    tasks_subdir: str,
+    agent_name: str,
+    store: ArtifactStore,
+    agent_options: dict[str, object] | None = None,
+    embedder: str = "hashed",
+    sandbox: str = "local",
+    timeout_seconds: float | None = None,
+    templates: WorkspaceTemplates | None = None,
+    provisioner: ProvisionerSpec | None = None,
+) -> RunRecord:
+    """Run one attempt end to end (the stages in order) and store its transcript, receipt and record."""
+    source = TaskSource(repo_root=repo_root, commit=commit, tasks_subdir=tasks_subdir)
+    workspace = materialize_workspace(attempt, source, templates=templates)
+    try:
+        memory = provision_memory(attempt, run_id, workspace.root, embedder, provisioner)
+        try:
+            run = run_agent(attempt, workspace, memory, agent_name, agent_options=agent_options, sandbox=sandbox,
+                            timeout_seconds=timeout_seconds)
+        finally:
+            release_memory(memory, embedder)
+        receipt = audit_workspace(attempt, workspace)
+        check = check_workspace(attempt, workspace, receipt, run)
+        return record_attempt(attempt, run_id=run_id, workspace=workspace, memory=memory, run=run, receipt=receipt,
+                              check=check, agent_name=agent_name, store=store)
+    finally:
+        teardown_workspace(workspace)
+
+
+def check_conditions(conditions: Sequence[str], lanes: Sequence[str]) -> list[str]:
+    """Validate condition names against the memory system's lanes; return them."""
+    out = []
+    for condition in conditions:
+        lane = condition.removeprefix("ablate:") if condition.startswith("ablate:") else None
+        if condition not in ("off", "on") and (lane is None or (lane != "all" and lane not in lanes)):
+            raise ArmsError(f"condition {condition!r} is unknown; use off, on, ablate:all or ablate:<lane> with a lane of {', '.join(lanes)}")
+        out.append(condition)
+    return out
+
+
+def select_tasks(tasks: Sequence[LoadedTask], ids: Sequence[str] | None) -> list[LoadedTask]:
+    """The tasks named in `ids` (all when None), in corpus order; an unknown id lists the known ones."""
+    if not ids:
+        return list(tasks)
+    known = {t.task_id: t for t in tasks}
+    missing = [i for i in ids if i not in known]
+    if missing:
+        raise ArmsError(f"unknown task(s) {', '.join(missing)}; known tasks: {', '.join(sorted(known))}")
+    return [known[i] for i in ids]
+
+
+def task_subdir_of(tasks_root: Path, repo_root: Path) -> str:
+    """The tasks folder relative to the repository root, as a POSIX path."""
+    rel = tasks_root.resolve().relative_to(repo_root.resolve()).as_posix()
+    return check_rel_path(rel)
+
+
+ProgressFn = Callable[[RunRecord], None]
+
+
+def run_matrix(
+    attempts: Sequence[Attempt],
+    *,
+    run_id: str,
+    repo_root: Path,
+    commit: str,
+    tasks_subdir: str,
+    agent_name: str,
+    store: ArtifactStore,
+    agent_options: dict[str, object] | None = None,
+    embedder: str = "hashed",
+    sandbox: str = "local",
+    progress: ProgressFn | None = None,
+    workers: int = 1,
+    provisioner: ProvisionerSpec | None = None,
+) -> list[RunRecord]:
+    """Run every attempt; return the records in schedule order (each is also stored as it ends).
+
+    Each task's fixture is built once into a template for the matrix and copied per attempt.
+    With `workers` > 1, that many attempts run at once on threads (each has its own scratch root,
+    store and realm); they start in schedule order, and `progress` is called as each one ends.
+    """
+    if workers < 1:
+        raise ArmsError(f"workers: must be at least 1, got {workers}")
+    with tempfile.TemporaryDirectory(prefix="memtrial-templates-") as cache:
+        templates = WorkspaceTemplates(Path(cache))
+
+        def one(attempt: Attempt) -> RunRecord:
+            record = run_attempt(
+                attempt, run_id=run_id, repo_root=repo_root, commit=commit, tasks_subdir=tasks_subdir,
+                agent_name=agent_name, store=store, agent_options=agent_options, embedder=embedder, sandbox=sandbox,
+                templates=templates, provisioner=provisioner,
+            )
+            if progress:
+                progress(record)
+            return record
+
+        if workers == 1:
+            return [one(attempt) for attempt in attempts]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memtrial-arm") as pool:
+            return list(pool.map(one, attempts))

@@ -1,0 +1,85 @@
+"""The preparation phase: build from git objects, redact, certify; one pure function per corpus."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from tasks_lib.corpus.certify import certify, challenge_surface
+from tasks_lib.contracts import PreparedCorpus, TaskManifest, load_document
+from tasks_lib.corpus.build import build_tree, reachable_repository, resolve_commit, resolve_tree
+from tasks_lib.errors import CorpusError
+from tasks_lib.corpus.redact import redact_tree
+
+
+TASK_MANIFEST = "task.json"
+
+
+def prepare_corpus(
+    name: str,
+    repository: str | Path,
+    revision: str,
+    *,
+    subdir: str | None = None,
+    challenge_texts: Mapping[str, str] | None = None,
+    answer_phrases: Sequence[str] = (),
+    runner_owned_names: Sequence[str] = (),
+    keep_tree: Path | None = None,
+) -> PreparedCorpus:
+    """Build `revision` from git objects, redact it and certify the result with the challenge text.
+
+    The tree is built in a temporary folder and removed afterwards unless `keep_tree` names a new
+    folder to move it to. Raises the errors of build_tree and certify.
+    """
+    with tempfile.TemporaryDirectory(prefix="memtrial-prepare-") as tmp:
+        tree = Path(tmp) / "tree"
+        build = build_tree(repository, revision, tree, subdir)
+        redaction = redact_tree(tree, build.corpus_id, listing=build.files)
+        report = certify(tree, challenge_texts=challenge_texts, answer_phrases=answer_phrases, runner_owned_names=runner_owned_names)
+        if keep_tree is not None:
+            if keep_tree.exists():
+                raise CorpusError(f"{keep_tree}: already exists; choose a new folder for the prepared tree")
+            shutil.move(str(tree), keep_tree)
+    return PreparedCorpus(name=name, build=build, redaction=redaction, certification=report)
+
+
+def find_task_manifests(tasks_root: Path) -> list[Path]:
+    """Every `<task>/task.json` under `tasks_root`, sorted; an empty or missing root is an error."""
+    if not tasks_root.is_dir():
+        raise CorpusError(f"{tasks_root}: no task corpus folder here; pass --tasks-root")
+    manifests = sorted(tasks_root.glob(f"*/{TASK_MANIFEST}"))
+    if not manifests:
+        raise CorpusError(f"{tasks_root}: holds no */{TASK_MANIFEST}; a corpus with no task checks nothing")
+    return manifests
+
+
+def task_fixture_subdir(repo_root: Path, manifest: Path) -> str:
+    """Path of a task's fixture folder relative to the repository root (POSIX)."""
+    task = load_document(manifest, TaskManifest)
+    return (manifest.parent.resolve().relative_to(repo_root.resolve()) / task.fixture).as_posix()
+
+
+def fixture_tree_oid(repo_root: Path, revision: str, subdir: str) -> tuple[str, str]:
+    """(commit, tree id) of a fixture folder at `revision`: the identity the cache is keyed on."""
+    with reachable_repository(repo_root) as repo:
+        commit = resolve_commit(repo, revision, str(repo_root))
+        return commit, resolve_tree(repo, commit, subdir, str(repo_root))
+
+
+def prepare_task(repo_root: Path, revision: str, manifest: Path) -> PreparedCorpus:
+    """Prepare one bundled task: its committed fixture, certified against its own instruction and answer terms."""
+    task = load_document(manifest, TaskManifest)
+    texts, phrases, wiring = challenge_surface(task)
+    return prepare_corpus(
+        task.task_id,
+        repo_root,
+        revision,
+        subdir=task_fixture_subdir(repo_root, manifest),
+        challenge_texts=texts,
+        answer_phrases=phrases,
+        runner_owned_names=wiring,
+    )
+
+

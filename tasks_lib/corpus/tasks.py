@@ -1,0 +1,630 @@
+"""The bundled task corpus and the invariants every task must satisfy before it may run.
+
+A task folder holds `task.json` (a `TaskManifest`), an agent-visible `fixture/`, a `solution/`,
+a `hidden/` set of post-turn tests and a runner-owned verifier pinned by SHA-256. `check_corpus`
+proves, for every task of a committed revision, that:
+
+1. `fails-on-fixture`      the check fails on the untouched fixture (with `hidden/` applied);
+2. `passes-with-solution`  the check passes once `solution/` and `hidden/` are applied, and the
+                           solution only writes inside `allowed_output_paths`;
+3. `hidden-unreachable`    no hidden file or verifier is reachable from the fixture (same path,
+                           same content digest, nested folder, or a symlink escaping the tree);
+4. `no-answer-leak`        no visible file, instruction or follow-up contains an answer term
+                           (case-insensitive, bounded by non-alphanumerics), and no code comment
+                           narrates the answer or repeats a planted memory;
+5. `certification-clean`   the built, redacted fixture certifies clean and redaction removed nothing;
+6. `digests-match`         every digest a manifest pins matches its file.
+
+A broken layout (missing folder, manifest, fixture, solution, hidden dir or verifier, or a manifest
+that does not fit its kind) is reported as `layout`, and the task's other checks are not run:
+it is an error, never a skip. Fixtures are built from git objects into a fresh workspace per run.
+Answer terms belong to invariant 4 alone, so certification is run without answer phrases and a
+leak is reported once, under the invariant it breaks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from pydantic import Field
+
+from tasks_lib.corpus.certify import certify
+from tasks_lib.contracts import (
+    CertificationReport, ContractModel, GitOid, Identifier, MemorySpec, RelPath, Sha256, TaskManifest, load_document,
+)
+from tasks_lib.corpus.build import build_tree
+from tasks_lib.errors import ContractError, CorpusError, MemtrialError
+from tasks_lib.corpus.redact import redact_tree
+from tasks_lib.trees import sha256_bytes, sha256_file, walk_files
+
+MANIFEST_NAME = "task.json"
+SPLIT_NAME = "split.json"
+SPLIT_SALT = "memtrial-task-split-v1"
+HOLDOUT_PER_MILLE = 250
+OUTPUT_TAIL_CHARS = 600
+NARRATION_NGRAM = 6
+BINARY_SNIFF = 8000
+
+Invariant = Literal[
+    "layout", "fails-on-fixture", "passes-with-solution", "hidden-unreachable", "no-answer-leak",
+    "certification-clean", "digests-match",
+]
+INVARIANTS: tuple[str, ...] = Invariant.__args__  # type: ignore[attr-defined]
+"""Every invariant name, in the order they are checked."""
+
+ANSWER_KINDS = frozenset({"convention", "investigation", "continuity", "stale-trap"})
+"""Task kinds whose answer cannot be found in the fixture, so they must declare answer terms."""
+
+COMMENT_START = re.compile(r"^\s*(?:#|//|/\*|\*|<!--|--|;|rem\s)", re.IGNORECASE)
+INLINE_COMMENT = re.compile(r"(?:^|\s)(?:#|//)\s")
+
+
+class TaskCorpusError(CorpusError):
+    """The task corpus is malformed or breaks an invariant; the message lists every failure."""
+
+
+# --------------------------------------------------------------------------- result models
+
+
+class CorpusFailure(ContractModel):
+    """One broken invariant of one task."""
+
+    task_id: str
+    """The task (its folder name), or `(corpus)` for a corpus-wide failure."""
+    invariant: Invariant
+    """Which invariant is broken."""
+    path: str
+    """The file or folder concerned, relative to the task folder (or a manifest field)."""
+    message: str
+    """What is wrong and how to fix it, in one line."""
+
+    def __str__(self) -> str:
+        return f"task {self.task_id}: {self.path}: invariant {self.invariant}: {self.message}"
+
+
+class CheckRun(ContractModel):
+    """One run of a task's check command in a fresh workspace."""
+
+    stage: Literal["fixture", "solution"]
+    """`fixture`: untouched fixture plus hidden/; `solution`: plus solution/ as well."""
+    exit_code: int | None
+    """Exit status of the check; None when it timed out or could not start."""
+    seconds: float = Field(ge=0)
+    """Wall time of the check."""
+    output_tail: str
+    """The last characters of its combined stdout and stderr."""
+
+
+class TaskCheck(ContractModel):
+    """Everything checked for one task."""
+
+    task_id: str
+    """The task."""
+    kind: str | None
+    """The task's kind, when its manifest could be read."""
+    runs: tuple[CheckRun, ...]
+    """The check runs (none when the layout was broken)."""
+    certification: CertificationReport | None
+    """Certification of the built, redacted fixture."""
+    failures: tuple[CorpusFailure, ...]
+    """Broken invariants; empty means the task is sound."""
+
+
+class CorpusCheckReport(ContractModel):
+    """Result of `check_corpus` over one committed revision."""
+
+    repository: str
+    """The repository the tasks were built from."""
+    commit: GitOid
+    """The commit checked."""
+    tasks_dir: RelPath
+    """Folder of the corpus inside the repository."""
+    tasks: tuple[TaskCheck, ...]
+    """One entry per task folder, sorted by id."""
+    failures: tuple[CorpusFailure, ...]
+    """Every failure, of every task and of the corpus as a whole."""
+
+    @property
+    def ok(self) -> bool:
+        """True when at least one task was checked and nothing failed."""
+        return bool(self.tasks) and not self.failures
+
+    def raise_for_failures(self) -> None:
+        """Raise TaskCorpusError listing every failure, unless the corpus is sound."""
+        if not self.ok:
+            lines = [str(f) for f in self.failures] or ["no task was checked"]
+            raise TaskCorpusError(f"{len(lines)} task corpus failure(s):\n" + "\n".join(lines))
+
+
+class LoadedTask(ContractModel):
+    """A task folder on disk with its validated manifest."""
+
+    root: Path
+    """The task folder."""
+    manifest: TaskManifest
+    """Its `task.json`."""
+
+    @property
+    def task_id(self) -> str:
+        return self.manifest.task_id
+
+    @property
+    def fixture_dir(self) -> Path:
+        return self.root / self.manifest.fixture
+
+    @property
+    def solution_dir(self) -> Path:
+        return self.root / self.manifest.solution_dir
+
+    @property
+    def hidden_dir(self) -> Path:
+        return self.root / self.manifest.hidden_dir
+
+    @property
+    def verifier_path(self) -> Path:
+        return self.root / self.manifest.verifier.asset.path
+
+
+class TaskSplit(ContractModel):
+    """The deterministic visible/holdout split of the corpus, as recorded in `split.json`."""
+
+    schema_version: Literal[1] = 1
+    """Version of this file's format."""
+    rule: str
+    """How a task is assigned, in words."""
+    salt: str
+    """Salt hashed in front of each task id."""
+    holdout_per_mille: int = Field(ge=0, le=1000)
+    """A task is held out when the first 4 bytes of its hash, scaled to 0..999, fall below this."""
+    visible: tuple[Identifier, ...]
+    """Tasks used for development and reported runs, sorted."""
+    holdout: tuple[Identifier, ...]
+    """Tasks kept back for confirmation runs, sorted."""
+    lists_sha256: Sha256
+    """SHA-256 of the canonical JSON of `{"holdout": [...], "visible": [...]}`."""
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _failure(task_id: str, invariant: Invariant, path: str, message: str) -> CorpusFailure:
+    return CorpusFailure(task_id=task_id, invariant=invariant, path=path, message=message)
+
+
+def _has_files(folder: Path) -> bool:
+    return folder.is_dir() and bool(walk_files(folder))
+
+
+def _kind_problems(manifest: TaskManifest) -> list[tuple[str, str]]:
+    """Manifest fields a task of its kind must fill in: (field, problem)."""
+    problems = []
+    kinds = {m.kind for m in manifest.memories}
+    if manifest.kind in ANSWER_KINDS and not manifest.answer_terms:
+        problems.append(("answer_terms", f"a {manifest.kind} task must declare the terms that reveal its answer"))
+    if manifest.kind == "continuity" and not manifest.follow_up_prompts:
+        problems.append(("follow_up_prompts", "a continuity task needs at least one follow-up prompt"))
+    if manifest.kind == "stale-trap" and not {"superseded", "correction"} <= kinds:
+        problems.append(("memories", "a stale-trap task plants both a superseded memory and its correction"))
+    if manifest.kind != "stale-trap" and "superseded" in kinds:
+        problems.append(("memories", "only a stale-trap task may plant a superseded memory"))
+    if not manifest.memories:
+        problems.append(("memories", "plant at least one memory (a tare task plants true but unhelpful ones)"))
+    return problems
+
+
+def _layout_failures(folder: Path) -> tuple[LoadedTask | None, list[CorpusFailure]]:
+    """Load one task folder; return the task (when its manifest is valid) and its layout failures."""
+    task_id = folder.name
+    manifest_path = folder / MANIFEST_NAME
+    if not manifest_path.is_file():
+        return None, [_failure(task_id, "layout", MANIFEST_NAME, "the task folder has no task.json; add one")]
+    try:
+        manifest = load_document(manifest_path, TaskManifest)
+    except ContractError as error:
+        return None, [_failure(task_id, "layout", MANIFEST_NAME, f"{v.field or 'document'}: {v.problem}") for v in error.violations]
+    out = []
+    if manifest.task_id != task_id:
+        out.append(_failure(task_id, "layout", f"{MANIFEST_NAME}:task_id", f"task_id {manifest.task_id!r} differs from the folder name"))
+    task = LoadedTask(root=folder, manifest=manifest)
+    for label, path in (("fixture", task.fixture_dir), ("solution", task.solution_dir), ("hidden", task.hidden_dir)):
+        rel = path.relative_to(folder).as_posix()
+        if not _has_files(path):
+            out.append(_failure(task_id, "layout", rel, f"the {label} folder is missing or empty; every task needs one"))
+    if not task.verifier_path.is_file():
+        out.append(_failure(task_id, "layout", manifest.verifier.asset.path, "the verifier asset does not exist"))
+    out += [_failure(task_id, "layout", f"{MANIFEST_NAME}:{field}", problem) for field, problem in _kind_problems(manifest)]
+    return task, out
+
+
+def load_task(folder: Path) -> LoadedTask:
+    """Load and validate one task folder; raise TaskCorpusError naming every layout problem."""
+    task, failures = _layout_failures(folder)
+    if failures or task is None:
+        raise TaskCorpusError("; ".join(str(f) for f in failures))
+    return task
+
+
+def task_folders(tasks_root: Path) -> list[Path]:
+    """Every task folder under `tasks_root` (each sub-folder not starting with '.' or '_'), sorted."""
+    if not tasks_root.is_dir():
+        raise TaskCorpusError(f"{tasks_root}: the task corpus folder does not exist")
+    return sorted(p for p in tasks_root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+
+
+def load_tasks(tasks_root: Path) -> list[LoadedTask]:
+    """Load every task under `tasks_root`; raise TaskCorpusError listing every layout problem."""
+    tasks, problems = [], []
+    for folder in task_folders(tasks_root):
+        task, failures = _layout_failures(folder)
+        problems += failures
+        if task is not None:
+            tasks.append(task)
+    if problems:
+        raise TaskCorpusError("; ".join(str(f) for f in problems))
+    if not tasks:
+        raise TaskCorpusError(f"{tasks_root}: the task corpus holds no task")
+    return tasks
+
+
+# --------------------------------------------------------------------------- workspaces and runs
+
+
+def overlay(source: Path, dest: Path) -> list[str]:
+    """Copy every file of `source` over `dest` (creating folders); return the relative paths copied."""
+    copied = walk_files(source)
+    for rel in copied:
+        src, target = source / rel, dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        if src.is_symlink():
+            os.symlink(os.readlink(src), target)
+        else:
+            shutil.copy2(src, target)
+    return copied
+
+
+def _check_argv(task: LoadedTask) -> list[str]:
+    verifier = str(task.verifier_path.resolve())
+    return [arg.replace("{verifier}", verifier) for arg in task.manifest.check_command]
+
+
+def run_check(task: LoadedTask, workspace: Path, stage: Literal["fixture", "solution"]) -> CheckRun:
+    """Run the task's check command with `workspace` as cwd; never raises for a failing check."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPATH", None)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            _check_argv(task), cwd=workspace, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+            timeout=task.manifest.verifier.timeout_seconds, check=False,
+        )
+        code, output = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as error:
+        code, output = None, (error.stdout or b"") + (error.stderr or b"") + b"\n[timed out]"
+    except OSError as error:
+        code, output = None, f"[cannot start the check: {error}]".encode()
+    tail = output.decode("utf-8", errors="replace")[-OUTPUT_TAIL_CHARS:]
+    return CheckRun(stage=stage, exit_code=code, seconds=round(time.monotonic() - started, 3), output_tail=tail)
+
+
+def build_workspace(repo: Path, commit: str, task: LoadedTask, task_subdir: str, dest: Path) -> list[str]:
+    """Build the task's fixture from git objects into `dest` and redact it; return removed paths."""
+    build = build_tree(repo, commit, dest, subdir=f"{task_subdir}/{task.manifest.fixture}")
+    receipt = redact_tree(dest, build.corpus_id)
+    return [item.path for item in receipt.removed]
+
+
+# --------------------------------------------------------------------------- invariants
+
+
+def _within(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
+
+
+def check_check_runs(task: LoadedTask, fixture_run: CheckRun, solution_run: CheckRun) -> list[CorpusFailure]:
+    """Invariants 1 and 2 from the two runs."""
+    out = []
+    tid, m = task.task_id, task.manifest
+    if fixture_run.exit_code == 0:
+        out.append(_failure(tid, "fails-on-fixture", m.fixture, "the check already passes on the untouched fixture with hidden/ applied; a task that passes with no work is broken"))
+    if solution_run.exit_code != 0:
+        status = "timed out or could not start" if solution_run.exit_code is None else f"exits {solution_run.exit_code}"
+        out.append(_failure(tid, "passes-with-solution", m.solution_dir, f"the check {status} with solution/ and hidden/ applied: {solution_run.output_tail.strip()[-300:]!r}"))
+    for rel in walk_files(task.solution_dir):
+        if not any(_within(rel, allowed) for allowed in m.allowed_output_paths):
+            out.append(_failure(tid, "passes-with-solution", f"{m.solution_dir}/{rel}", "the solution writes outside allowed_output_paths, so the mutation audit would void it"))
+    return out
+
+
+def _symlink_escapes(root: Path, rel: str) -> bool:
+    target = os.readlink(root / rel)
+    if os.path.isabs(target):
+        return True
+    resolved = os.path.normpath(os.path.join(os.path.dirname(rel), target))
+    return resolved == ".." or resolved.startswith("../")
+
+
+def _nested_in_fixture(task: LoadedTask) -> list[str]:
+    """Runner-owned folders and files of the task that lie inside its fixture folder."""
+    fixture = PurePosixPath(task.manifest.fixture)
+    owned = (task.manifest.hidden_dir, task.manifest.solution_dir, task.manifest.verifier.asset.path, MANIFEST_NAME)
+    return [p for p in owned if PurePosixPath(p) == fixture or fixture in PurePosixPath(p).parents or str(fixture) == "."]
+
+
+def check_hidden_unreachable(task: LoadedTask, workspace: Path) -> tuple[list[CorpusFailure], set[str]]:
+    """Invariant 3 over the built fixture; also return the fixture paths that duplicate a hidden file."""
+    tid, m = task.task_id, task.manifest
+    out = [_failure(tid, "hidden-unreachable", p, f"{p} lies inside the fixture folder {m.fixture!r}, so the agent would see it") for p in _nested_in_fixture(task)]
+    hidden_files = walk_files(task.hidden_dir)
+    hidden_paths = set(hidden_files)
+    secret_digests = {sha256_file(task.hidden_dir / rel): f"{m.hidden_dir}/{rel}" for rel in hidden_files if (task.hidden_dir / rel).stat().st_size > 0}
+    secret_digests[sha256_file(task.verifier_path)] = m.verifier.asset.path
+    verifier_rel = m.verifier.asset.path
+    duplicates: set[str] = set()
+    for rel in walk_files(workspace):
+        path = workspace / rel
+        where = f"{m.fixture}/{rel}"
+        if path.is_symlink():
+            if _symlink_escapes(workspace, rel):
+                out.append(_failure(tid, "hidden-unreachable", where, f"symlink to {os.readlink(path)!r} escapes the fixture tree"))
+            continue
+        if rel in hidden_paths:
+            duplicates.add(rel)
+            out.append(_failure(tid, "hidden-unreachable", where, f"has the same path as the hidden file {m.hidden_dir}/{rel}; move or delete it"))
+        elif rel == verifier_rel:
+            out.append(_failure(tid, "hidden-unreachable", where, "has the same path as the runner-owned verifier"))
+        if path.stat().st_size > 0:
+            twin = secret_digests.get(sha256_file(path))
+            if twin is not None:
+                duplicates.add(rel)
+                out.append(_failure(tid, "hidden-unreachable", where, f"has the same content as runner-owned {twin}; delete it from the fixture"))
+    return out, duplicates
+
+
+def term_regex(term: str) -> re.Pattern[str]:
+    """Case-insensitive pattern for an answer term: whitespace-tolerant, not inside a longer word or number."""
+    body = r"\s+".join(re.escape(w) for w in term.split())
+    head = r"(?<![A-Za-z0-9])" if term[:1].isalnum() else ""
+    tail = r"(?![A-Za-z0-9])" if term[-1:].isalnum() else ""
+    return re.compile(head + body + tail, re.IGNORECASE)
+
+
+def _is_comment(line: str, offset: int) -> bool:
+    if COMMENT_START.match(line):
+        return True
+    inline = INLINE_COMMENT.search(line)
+    return inline is not None and inline.start() < offset
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def _ngrams(words: Sequence[str], n: int = NARRATION_NGRAM) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def _memory_ngrams(memories: Iterable[MemorySpec]) -> set[tuple[str, ...]]:
+    grams: set[tuple[str, ...]] = set()
+    for memory in memories:
+        grams |= _ngrams(_words(memory.text))
+    return grams
+
+
+def _text_of(path: Path) -> str | None:
+    data = path.read_bytes()
+    if b"\0" in data[:BINARY_SNIFF]:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def scan_text(task_id: str, where: str, text: str, terms: Sequence[str], memory_grams: set[tuple[str, ...]], code: bool) -> list[CorpusFailure]:
+    """Answer terms anywhere in `text`; for code files, comments that repeat a planted memory."""
+    out = []
+    patterns = [(t, term_regex(t)) for t in terms if t.strip()]
+    for number, line in enumerate(text.splitlines(), start=1):
+        for term, pattern in patterns:
+            match = pattern.search(line)
+            if match is None:
+                continue
+            how = "a code comment narrates the answer" if code and _is_comment(line, match.start()) else "reveals the answer"
+            out.append(_failure(task_id, "no-answer-leak", f"{where}:{number}", f"{how}: contains answer term {term!r}"))
+        if code and memory_grams and _is_comment(line, len(line)) and _ngrams(_words(line)) & memory_grams:
+            out.append(_failure(task_id, "no-answer-leak", f"{where}:{number}", "a code comment repeats a planted memory's wording"))
+    return out
+
+
+def check_no_answer_leak(task: LoadedTask, workspace: Path, skip: set[str]) -> list[CorpusFailure]:
+    """Invariant 4 over the built fixture, the instruction and the follow-ups."""
+    m = task.manifest
+    grams = _memory_ngrams(m.memories)
+    out = scan_text(task.task_id, f"{MANIFEST_NAME}:instruction", m.instruction, m.answer_terms, set(), code=False)
+    for i, prompt in enumerate(m.follow_up_prompts):
+        out += scan_text(task.task_id, f"{MANIFEST_NAME}:follow_up_prompts[{i}]", prompt, m.answer_terms, set(), code=False)
+    for rel in walk_files(workspace):
+        path = workspace / rel
+        if rel in skip or path.is_symlink() or (text := _text_of(path)) is None:
+            continue
+        is_code = not rel.lower().endswith((".md", ".txt", ".rst", ".csv", ".json", ".jsonl", ".ndjson"))
+        out += scan_text(task.task_id, f"{m.fixture}/{rel}", text, m.answer_terms, grams, code=is_code)
+    return out
+
+
+def check_certification(task: LoadedTask, workspace: Path, removed: list[str]) -> tuple[CertificationReport | None, list[CorpusFailure]]:
+    """Invariant 5: the redacted fixture and the agent-visible texts certify clean."""
+    tid, m = task.task_id, task.manifest
+    out = [_failure(tid, "certification-clean", f"{m.fixture}/{rel}", "redaction removed this hand-written agent memory file; delete it from the task") for rel in removed]
+    texts = {"instruction": m.instruction}
+    texts.update({f"follow_up_prompts[{i}]": p for i, p in enumerate(m.follow_up_prompts)})
+    try:
+        report = certify(workspace, challenge_texts=texts, runner_owned_names=(PurePosixPath(m.verifier.asset.path).name,))
+    except MemtrialError as error:
+        return None, out + [_failure(tid, "certification-clean", m.fixture, f"certification could not run: {error}")]
+    for finding in report.findings:
+        where = f"{m.fixture}/{finding.path}" if finding.surface != "challenge" else f"{MANIFEST_NAME}:{finding.path}"
+        out.append(_failure(tid, "certification-clean", where, f"{finding.kind} ({finding.rule}): {finding.detail}"))
+    if report.verdict != "clean" and not report.findings:
+        out.append(_failure(tid, "certification-clean", m.fixture, f"certification verdict is {report.verdict}, not clean"))
+    return report, out
+
+
+def check_digests(task: LoadedTask) -> list[CorpusFailure]:
+    """Invariant 6: every digest the manifest pins matches its file."""
+    ref = task.manifest.verifier.asset
+    actual = sha256_file(task.verifier_path)
+    if actual == ref.sha256:
+        return []
+    return [_failure(task.task_id, "digests-match", ref.path, f"sha256 is {actual} but task.json pins {ref.sha256}; re-pin verifier.asset.sha256")]
+
+
+# --------------------------------------------------------------------------- the corpus check
+
+
+def check_task(repo: Path, commit: str, tasks_subdir: str, folder: Path, scratch: Path) -> TaskCheck:
+    """Every invariant for the task in `folder` (a tree built from git objects)."""
+    task, layout = _layout_failures(folder)
+    if layout or task is None:
+        return TaskCheck(task_id=folder.name, kind=task.manifest.kind if task else None, runs=(), certification=None, failures=tuple(layout))
+    try:
+        return _check_sound_layout(repo, commit, f"{tasks_subdir}/{folder.name}", task, scratch)
+    except (MemtrialError, OSError) as error:
+        failure = _failure(task.task_id, "layout", task.manifest.fixture, f"cannot build or prepare the workspace: {error}")
+        return TaskCheck(task_id=task.task_id, kind=task.manifest.kind, runs=(), certification=None, failures=(failure,))
+
+
+def _check_sound_layout(repo: Path, commit: str, task_subdir: str, task: LoadedTask, scratch: Path) -> TaskCheck:
+    """Invariants 1-6 for a task whose folder and manifest are complete."""
+    failures = check_digests(task)
+    plain = scratch / "fixture"
+    removed = build_workspace(repo, commit, task, task_subdir, plain)
+    hidden_failures, duplicates = check_hidden_unreachable(task, plain)
+    failures += hidden_failures
+    failures += check_no_answer_leak(task, plain, duplicates)
+    report, cert_failures = check_certification(task, plain, removed)
+    failures += cert_failures
+    overlay(task.hidden_dir, plain)
+    fixture_run = run_check(task, plain, "fixture")
+    solved = scratch / "solution"
+    build_workspace(repo, commit, task, task_subdir, solved)
+    overlay(task.solution_dir, solved)
+    overlay(task.hidden_dir, solved)
+    solution_run = run_check(task, solved, "solution")
+    failures += check_check_runs(task, fixture_run, solution_run)
+    return TaskCheck(task_id=task.task_id, kind=task.manifest.kind, runs=(fixture_run, solution_run), certification=report, failures=tuple(failures))
+
+
+def _tasks_subdir(tasks_root: Path, repo_root: Path) -> str:
+    root = tasks_root if tasks_root.is_absolute() else repo_root / tasks_root
+    try:
+        return root.resolve().relative_to(repo_root.resolve()).as_posix()
+    except ValueError:
+        raise TaskCorpusError(f"{tasks_root}: the task corpus must live inside the repository {repo_root}") from None
+
+
+def _uncommitted(tasks_root: Path, built: Path) -> list[CorpusFailure]:
+    """Task folders present in the working tree but absent from the checked revision."""
+    if not tasks_root.is_dir():
+        return []
+    committed = {p.name for p in task_folders(built)}
+    return [
+        _failure(p.name, "layout", p.name, "the task folder is not committed at the checked revision; fixtures are built from git objects, so commit it")
+        for p in task_folders(tasks_root) if p.name not in committed
+    ]
+
+
+def check_corpus(tasks_root: Path, repo_root: Path, revision: str = "HEAD", *, workers: int | None = None) -> CorpusCheckReport:
+    """Prove every invariant for every task of `revision`, each in fresh workspaces built from git objects.
+
+    `tasks_root` is the corpus folder (absolute, or relative to `repo_root`). Returns the report;
+    call `raise_for_failures()` on it to fail loudly. Raises UnknownCommitError/CorpusError when the
+    revision or the corpus folder cannot be built at all.
+    """
+    repo_root = Path(repo_root)
+    tasks_root = Path(tasks_root) if Path(tasks_root).is_absolute() else repo_root / tasks_root
+    subdir = _tasks_subdir(tasks_root, repo_root)
+    with tempfile.TemporaryDirectory(prefix="memtrial-taskcorpus-") as tmp:
+        scratch = Path(tmp)
+        build = build_tree(repo_root, revision, scratch / "tasks", subdir=subdir)
+        commit = build.source.commit
+        folders = task_folders(scratch / "tasks")
+        corpus_failures = _uncommitted(tasks_root, scratch / "tasks")
+        if not folders:
+            corpus_failures.append(_failure("(corpus)", "layout", subdir, "the corpus holds no task; a check over nothing cannot pass"))
+
+        def one(indexed: tuple[int, Path]) -> TaskCheck:
+            index, folder = indexed
+            work = scratch / "work" / f"{index:03d}"
+            work.mkdir(parents=True)
+            return check_task(repo_root, commit, subdir, folder, work)
+
+        with ThreadPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1)) as pool:
+            checks = list(pool.map(one, enumerate(folders)))
+    failures = corpus_failures + [f for c in checks for f in c.failures]
+    return CorpusCheckReport(repository=str(repo_root), commit=commit, tasks_dir=subdir, tasks=tuple(checks), failures=tuple(failures))
+
+
+# --------------------------------------------------------------------------- visible/holdout split
+
+
+def holdout_score(task_id: str, salt: str = SPLIT_SALT) -> int:
+    """0..999 from sha256(salt + ':' + task_id); a task is held out when this is below the threshold."""
+    digest = hashlib.sha256(f"{salt}:{task_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") * 1000 // 2**32
+
+
+def _lists_digest(visible: Sequence[str], holdout: Sequence[str]) -> str:
+    canonical = json.dumps({"holdout": list(holdout), "visible": list(visible)}, sort_keys=True, separators=(",", ":"))
+    return sha256_bytes(canonical.encode())
+
+
+def compute_split(task_ids: Iterable[str], salt: str = SPLIT_SALT, holdout_per_mille: int = HOLDOUT_PER_MILLE) -> TaskSplit:
+    """The deterministic split of `task_ids`: it depends on each id and the salt only."""
+    ids = sorted(set(task_ids))
+    holdout = tuple(t for t in ids if holdout_score(t, salt) < holdout_per_mille)
+    visible = tuple(t for t in ids if t not in holdout)
+    rule = f"held out when int(sha256('{salt}:' + task_id)[:4 bytes]) * 1000 // 2**32 < {holdout_per_mille}"
+    return TaskSplit(rule=rule, salt=salt, holdout_per_mille=holdout_per_mille, visible=visible, holdout=holdout, lists_sha256=_lists_digest(visible, holdout))
+
+
+def load_split(path: Path) -> TaskSplit:
+    """Read `split.json`; raise TaskCorpusError when it is missing, malformed or its digest is wrong."""
+    try:
+        split = TaskSplit.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        raise TaskCorpusError(f"{path}: the split file does not exist; write it with write_split") from None
+    except ValueError as error:
+        raise TaskCorpusError(f"{path}: not a valid split file ({error})") from None
+    if split.lists_sha256 != _lists_digest(split.visible, split.holdout):
+        raise TaskCorpusError(f"{path}: lists_sha256 does not match the visible/holdout lists; the lists were edited by hand")
+    return split
+
+
+def write_split(tasks_root: Path) -> TaskSplit:
+    """Compute the split of the task folders under `tasks_root` and write `split.json` there."""
+    split = compute_split(p.name for p in task_folders(tasks_root))
+    (tasks_root / SPLIT_NAME).write_text(json.dumps(split.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+    return split
+
+
+def check_split(tasks_root: Path) -> list[str]:
+    """Problems with the recorded split: unreadable, or not the split the rule gives for the current tasks."""
+    try:
+        recorded = load_split(tasks_root / SPLIT_NAME)
+    except TaskCorpusError as error:
+        return [str(error)]
+    expected = compute_split((p.name for p in task_folders(tasks_root)), recorded.salt, recorded.holdout_per_mille)
+    if recorded != expected:
+        return [f"{tasks_root / SPLIT_NAME}: the recorded split differs from the rule's split of the current tasks; regenerate it with write_split"]
+    return []

@@ -1,0 +1,185 @@
+"""The agent delivery hook: Claude Code's UserPromptSubmit / SessionStart hook command.
+
+Reads the hook event JSON on stdin, the realm from MEMTRIAL_REALM (verbatim, validated, never
+defaulted) and the store from MEMTRIAL_MEMORY_SOCKET (a served replica, see `server`) or else
+MEMTRIAL_MEMORY_DB (the replica file), recalls, and prints the memories wrapped in a
+provenance marker (see `provenance`) in the JSON shape Claude Code reads:
+`{"hookSpecificOutput": {"hookEventName": ..., "additionalContext": ...}}` (or, with
+`output="plain"`, the bare block, which Claude Code also adds as context for these two events).
+
+- MEMTRIAL_MEMORY_OFF=1: prints nothing and exits 0 before reading anything else.
+- MEMTRIAL_ABLATE_LANES: the ablated lanes are dropped here, before the recall call is made; through
+  a socket the hook asks the server for its system's lanes (a ping), then sends only the active
+  ones (the server reads no switch), and sends no recall at all when none is left.
+- UserPromptSubmit: the query is the prompt (its first MAX_QUERY_BYTES bytes).
+- SessionStart: the query is MEMTRIAL_SESSION_QUERY; when unset, nothing is delivered.
+- No hit: prints nothing, exits 0. Any error: one line on stderr, exit HOOK_ERROR_EXIT (1), which
+  Claude Code treats as a non-blocking error, so the run goes on and is recorded as undelivered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from tasks_lib.contracts import ContractModel
+from tasks_lib.errors import MemtrialError
+from tasks_lib.memory.adapter import MAX_QUERY_BYTES, MemoryHit, check_text
+from tasks_lib.memory.errors import HookError
+from tasks_lib.memory.delivery.provenance import wrap_block
+from tasks_lib.memory.realms import validate_realm
+from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.memory.switches import active_lanes, memory_off
+
+REALM_ENV = "MEMTRIAL_REALM"
+"""The trial's realm, used verbatim."""
+SOCKET_ENV = "MEMTRIAL_MEMORY_SOCKET"
+"""Socket of the run's served replica (see `server`); when set it is used instead of MEMTRIAL_MEMORY_DB."""
+STORE_ENV = "MEMTRIAL_MEMORY_DB"
+"""Path of the run's private store replica."""
+SESSION_QUERY_ENV = "MEMTRIAL_SESSION_QUERY"
+"""Query for the session-start briefing; unset means no session-start delivery."""
+
+DEFAULT_K = 5
+"""Memories delivered per event at most."""
+MAX_CONTEXT_CHARS = 8_000
+"""Largest block delivered; Claude Code shows only a preview of much larger hook output."""
+SOCKET_TIMEOUT_SECONDS = 20.0
+"""How long the hook waits for the memory server; past it the hook fails (non-blocking) instead of hanging the agent."""
+HOOK_ERROR_EXIT = 1
+"""Exit status on error: non-blocking for Claude Code, and never a silent success."""
+
+EVENTS = {"UserPromptSubmit": "prompt-time", "SessionStart": "session-start"}
+"""Supported hook events and the delivery channel each one is."""
+
+
+class HookResult(ContractModel):
+    """What the hook prints and returns."""
+
+    exit_code: int
+    """Process exit status."""
+    stdout: str = ""
+    """Text for stdout (empty when nothing is delivered)."""
+    stderr: str = ""
+    """One error line, when exit_code is not 0."""
+    channel: str | None = None
+    """The delivery channel, when something was delivered."""
+    ids: tuple[str, ...] = ()
+    """Ids of the delivered memories."""
+
+
+def _parse_event(stdin: bytes | str) -> dict[str, object]:
+    if isinstance(stdin, bytes):
+        try:
+            stdin = stdin.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise HookError(f"stdin: hook input is not UTF-8 (bad byte at offset {error.start})") from None
+    try:
+        event = json.loads(stdin)
+    except json.JSONDecodeError as error:
+        raise HookError(f"stdin: hook input is not JSON (line {error.lineno} column {error.colno}: {error.msg})") from None
+    if not isinstance(event, dict):
+        raise HookError("stdin: hook input must be a JSON object with hook_event_name")
+    name = event.get("hook_event_name")
+    if name not in EVENTS:
+        raise HookError(f"hook_event_name: {name!r} is not supported; wire this hook to {' or '.join(EVENTS)}")
+    return event
+
+
+def _clip_query(prompt: object) -> str:
+    if not isinstance(prompt, str):
+        raise HookError("prompt: missing or not a string in the UserPromptSubmit input")
+    clipped = prompt.encode("utf-8", "surrogatepass")[:MAX_QUERY_BYTES].decode("utf-8", "ignore")
+    try:
+        return check_text(clipped, "prompt", MAX_QUERY_BYTES)
+    except ValueError as error:
+        raise HookError(str(error)) from None
+
+
+def render(hits: Sequence[MemoryHit], channel: str) -> tuple[str, tuple[str, ...]]:
+    """The delivered block for `hits`, within MAX_CONTEXT_CHARS, and the ids it names."""
+    lines: list[str] = []
+    ids: list[str] = []
+    budget = MAX_CONTEXT_CHARS - 200
+    for hit in hits:
+        line = "- " + " ".join(hit.text.split())
+        if len(line) > budget:
+            if ids:
+                break
+            line = line[: budget - 1] + "…"
+        lines.append(line)
+        ids.append(hit.id)
+        budget -= len(line) + 1
+    heading = "Project memory recalled for this request (most relevant first):"
+    return wrap_block(channel, ids, heading + "\n" + "\n".join(lines)), tuple(ids)
+
+
+def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: Literal["json", "plain"] = "json") -> HookResult:
+    """Handle one hook event; never raises for a MemtrialError, returns it as exit 1 instead."""
+    env = os.environ if env is None else env
+    try:
+        if memory_off(env):
+            return HookResult(exit_code=0)
+        event = _parse_event(stdin)
+        name = str(event["hook_event_name"])
+        realm = env.get(REALM_ENV, "")
+        if not realm:
+            raise HookError(f"{REALM_ENV} is not set; set it to the trial's realm (there is no default realm)")
+        validate_realm(realm, field=REALM_ENV)
+        socket_path = env.get(SOCKET_ENV, "")
+        store_path = env.get(STORE_ENV, "")
+        if not socket_path and not store_path:
+            raise HookError(f"{STORE_ENV} is not set (nor {SOCKET_ENV}); set one to the run's replica file or served socket")
+        if name == "UserPromptSubmit":
+            query = _clip_query(event.get("prompt"))
+        else:
+            query = env.get(SESSION_QUERY_ENV, "")
+            if not query.strip():
+                return HookResult(exit_code=0)
+        if socket_path:
+            from tasks_lib.memory.delivery.server import MemoryClient  # not at import: `python -m ...server` imports this package
+
+            client = MemoryClient(socket_path, timeout=SOCKET_TIMEOUT_SECONDS)
+            served = client.ping().get("lanes")  # the served system's lanes, not the reference store's
+            if not isinstance(served, list) or not all(isinstance(lane, str) for lane in served):
+                raise HookError(f"{SOCKET_ENV}: the memory server's ping names no lanes; is it memtrial's memory server?")
+            lanes = active_lanes(tuple(served), None, env)
+            if not lanes:
+                return HookResult(exit_code=0)
+            hits = client.recall(realm, query, DEFAULT_K, lanes=lanes)
+        else:
+            with SqliteMemoryStore(store_path, read_only=True) as store:
+                lanes = active_lanes(store.LANES, None, env)
+                if not lanes:
+                    return HookResult(exit_code=0)
+                hits = store.recall(realm, query, DEFAULT_K, lanes=lanes)
+        if not hits:
+            return HookResult(exit_code=0)
+        channel = EVENTS[name]
+        block, ids = render(hits, channel)
+        if output == "json":
+            text = json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": block}}, ensure_ascii=False)
+        else:
+            text = block
+        return HookResult(exit_code=0, stdout=text + "\n", channel=channel, ids=ids)
+    except MemtrialError as error:
+        return HookResult(exit_code=HOOK_ERROR_EXIT, stderr=f"memtrial memory hook: {error}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m tasks_lib.memory.delivery.hook [--plain]`: run the hook on this process's stdin and env."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args not in ([], ["--plain"]):
+        sys.stderr.write("usage: python -m tasks_lib.memory.delivery.hook [--plain]\n")
+        return HOOK_ERROR_EXIT
+    result = run_hook(sys.stdin.buffer.read(), output="plain" if args else "json")
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

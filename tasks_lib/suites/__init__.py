@@ -1,0 +1,1 @@
+"""The memory suites: the recall sweep, the offline retrieval suite and the public-data suites."""

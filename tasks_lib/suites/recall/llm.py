@@ -1,0 +1,106 @@
+"""The model-backed `ask` step: an OpenAI-compatible chat completion over the session's context.
+
+The prompt holds the retained conversation and the recalled memories, each line marked with its
+turn number, then the question, and tells the model to answer briefly or say it does not know.
+Each sample is one request; the caller scores every sample and takes the majority verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+
+from tasks_lib.suites.recall.errors import RecallModelError
+from tasks_lib.suites.recall.retention import Turn
+
+SYSTEM_PROMPT = (
+    "You are an assistant continuing a long conversation. You are shown what you still have in "
+    "context and what your memory recalled. Answer the user's question in one short sentence using "
+    "only that information; if the most recent statement corrects an older one, use the most recent. "
+    "If the information is not there, answer exactly: I don't know."
+)
+"""The instruction sent with every question."""
+
+
+def render_prompt(question: str, retained: Sequence[Turn], recalled: Sequence[Turn]) -> str:
+    """The user message: retained context, recalled memories, then the question."""
+    lines = ["Conversation still in context:"]
+    lines += [f"[turn {t.index}] {t.speaker}: {t.text}" for t in retained] or ["(nothing)"]
+    lines.append("Recalled from memory:")
+    lines += [f"[turn {t.index}] {t.speaker}: {t.text}" for t in recalled] or ["(nothing)"]
+    lines.append(f"Question: {question}")
+    return "\n".join(lines)
+
+
+class ChatModelAsker:
+    """Asks an OpenAI-compatible `/chat/completions` endpoint; `samples` answers per question."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        samples: int = 1,
+        temperature: float = 0.0,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        timeout_seconds: float = 60.0,
+    ) -> None:
+        """Raises RecallModelError for a base URL that is not http(s), an empty model or samples < 1."""
+        if not base_url.startswith(("http://", "https://")):
+            raise RecallModelError(f"model base URL {base_url!r} must start with http:// or https://")
+        if not model.strip():
+            raise RecallModelError("model name is empty; give the model to ask")
+        if samples < 1 or timeout_seconds <= 0:
+            raise RecallModelError(f"samples must be >= 1 and the timeout positive, got {samples} and {timeout_seconds}")
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.samples = samples
+        self.temperature = temperature
+        self.api_key_env = api_key_env
+        self.timeout_seconds = timeout_seconds
+        self.calls = 0
+        """Requests made so far."""
+        self.tokens = 0
+        """Total tokens the endpoint reported so far."""
+
+    def answers(self, question: str, retained: Sequence[Turn], recalled: Sequence[Turn]) -> list[str]:
+        """One answer per sample; raises RecallModelError on a transport error or a malformed reply."""
+        body = {
+            "model": self.model,
+            "temperature": self.temperature,
+            "messages": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": render_prompt(question, retained, recalled)},
+            ],
+        }
+        return [self._complete(body) for _ in range(self.samples)]
+
+    def _complete(self, body: dict[str, object]) -> str:
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        request = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
+        self.calls += 1
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as error:
+            detail = error.read(300).decode("utf-8", "replace")
+            raise RecallModelError(f"POST {self.url}: HTTP {error.code}: {detail}") from None
+        except (urllib.error.URLError, OSError) as error:
+            raise RecallModelError(f"POST {self.url}: {getattr(error, 'reason', error)}; is the endpoint up?") from None
+        try:
+            reply = json.loads(raw)
+            content = reply["choices"][0]["message"]["content"]
+        except (json.JSONDecodeError, KeyError, IndexError, TypeError):
+            raise RecallModelError(f"POST {self.url}: the reply has no choices[0].message.content: {raw[:200]!r}") from None
+        if not isinstance(content, str):
+            raise RecallModelError(f"POST {self.url}: choices[0].message.content is {type(content).__name__}, not text")
+        usage = reply.get("usage") if isinstance(reply, dict) else None
+        if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
+            self.tokens += usage["total_tokens"]
+        return content

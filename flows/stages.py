@@ -48,6 +48,7 @@ from tasks_lib.arm.steps import (
     TaskSource,
     Workspace,
 )
+from tasks_lib.analysis.evidence import seal_run
 from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, open_store, run_key
 from tasks_lib.arm.audit import AuditReceipt
 from tasks_lib.contracts import PreparedCorpus, RunRecord
@@ -361,10 +362,13 @@ def _records_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:
 @task(name="store-records", cache_policy=CacheKeyFnPolicy(cache_key_fn=_records_key) + TASK_SOURCE, persist_result=True, retries=2, retry_delay_seconds=2,
       retry_condition_fn=retry_condition)
 def store_records(artifact_root: str, run_id: str, records: list[RunRecord]) -> str:
-    """Write the run's records table (idempotent: same key, same content); return its key."""
+    """Write the run's records table and seal the run's evidence with its manifest (idempotent: same key,
+    same content); return the table's key."""
     enter_stage("store-records")
     key = run_key(run_id, RECORDS_TABLE)
-    artifact_store(artifact_root).put_table(key, pa.Table.from_pylist([r.model_dump(mode="json") for r in records]))
+    store = artifact_store(artifact_root)
+    store.put_table(key, pa.Table.from_pylist([r.model_dump(mode="json") for r in records]))
+    seal_run(store, run_id)
     return key
 
 

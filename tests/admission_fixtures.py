@@ -16,6 +16,8 @@ from typing import Any
 
 import boto3
 
+from tasks_lib.analysis.evidence import seal_run
+from tasks_lib.arm.audit import AuditReceipt, Change, SnapshotEntry
 from tasks_lib.artifacts import ArtifactStore, S3Settings, open_store, run_key
 from tasks_lib.arm.comparability import record_fields
 from tasks_lib.contracts import RunRecord
@@ -54,9 +56,11 @@ def record(task_id: str, condition: str, trial: int, run: str, **overrides: Any)
     """A completed attempt of a bundled task with the comparability fields the arms would record."""
     fields: dict[str, Any] = {
         "run_id": run, "task_id": task_id, "condition": condition, "trial": trial, "agent": AGENT,
-        "corpus_id": "c" * 64, "outcome": "pass" if condition == "on" else "fail", "input_tokens": 1000,
+        "corpus_id": "c" * 64, "outcome": "pass" if condition == "on" else "fail", "check_exit_code": 0 if condition == "on" else 1,
+        "input_tokens": 1000,
         "output_tokens": 200, "cost_usd": 0.01, "wall_seconds": 3.0, "injection": "yes" if condition == "on" else "no",
         "build_under_test": "memtrial-reference/0.1.0", "transcript": run_key(run, "attempts", task_id, condition, f"t{trial}", "transcript.json"),
+        "audit_receipt": run_key(run, "attempts", task_id, condition, f"t{trial}", "audit.json"), "audit_passed": True,
         **record_fields(task(task_id), AGENT),
     }
     fields.update(overrides)
@@ -72,12 +76,25 @@ def record_key_of(r: RunRecord) -> str:
     return run_key(r.run_id, "attempts", r.task_id, r.condition.replace(":", "-"), f"t{r.trial}", "record.json")
 
 
+def audit_receipt(*, passed: bool) -> AuditReceipt:
+    """A receipt as the mutation audit writes it: clean, or with one file added outside the allowed paths."""
+    added = Change(path="stray.txt", kind="added", before=None, after=SnapshotEntry(path="stray.txt", type="file", mode=0o644, size=1, sha256="e" * 64))
+    return AuditReceipt(allowed_output_paths=("src",), before_digest="d" * 64, after_digest="d" * 64 if passed else "f" * 64,
+                        entries_before=1, entries_after=1 if passed else 2, violations=() if passed else (added,),
+                        allowed_changes=(), passed=passed)
+
+
 def store_records(store: ArtifactStore, records: Sequence[RunRecord]) -> None:
-    """Store records (and a small transcript each) the way the arms do."""
+    """Store records (with a small transcript and an audit receipt each) the way the arms do, then seal
+    each run's evidence with its manifest as the flow's store-records stage does."""
     for r in records:
         store.put_json(record_key_of(r), r)
         if r.transcript:
             store.put_bytes(r.transcript, b'{"schema_version": 1, "agent": "scripted", "steps": []}\n')
+        if r.audit_receipt:
+            store.put_json(r.audit_receipt, audit_receipt(passed=r.audit_passed is not False))
+    for run in sorted({r.run_id for r in records}):
+        seal_run(store, run)
 
 
 def s3_store(endpoint: str) -> ArtifactStore:

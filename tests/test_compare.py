@@ -40,8 +40,9 @@ def two_admitted_runs(store: ArtifactStore, **b_overrides: object) -> None:
     prereg = make_prereg(store)
     store_records(store, matrix(RUN_A))
     records_b = matrix(RUN_B, **b_overrides)
-    records_b = [r.model_copy(update={"outcome": "fail"}) if (r.condition, r.trial) == ("on", 1) else
-                 r.model_copy(update={"outcome": "pass"}) if (r.condition, r.trial) == ("off", 0) else r for r in records_b]
+    records_b = [r.model_copy(update={"outcome": "fail", "check_exit_code": 1}) if (r.condition, r.trial) == ("on", 1) else
+                 r.model_copy(update={"outcome": "pass", "check_exit_code": 0}) if (r.condition, r.trial) == ("off", 0) else r
+                 for r in records_b]
     store_records(store, records_b)
     admit_run(store, RUN_A, prereg)
     admit_run(store, RUN_B, prereg)

@@ -16,6 +16,7 @@ import pytest
 
 from tasks_lib.agents.base import Transcript, TranscriptStep
 from tasks_lib.arm.steps import run_matrix, schedule, select_tasks
+from tasks_lib.analysis.evidence import seal_run
 from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, LocalStore, run_key
 from tasks_lib.arm.audit import AuditReceipt
 from tasks_lib.contracts import RunRecord
@@ -77,6 +78,7 @@ def record(task: str, condition: str, trial: int, outcome: str, tokens: int, inj
         outcome=outcome, infra_failure=outcome == U, input_tokens=tokens - tokens // 10, output_tokens=tokens // 10,  # type: ignore[arg-type]
         cost_usd=0.0, wall_seconds=1.0 + tokens / 1000, injection=injection,  # type: ignore[arg-type]
         transcript=f"{prefix}/transcript.json", audit_receipt=f"{prefix}/audit.json", build_under_test="scripted/1",
+        check_exit_code={P: 0, F: 1}.get(outcome), audit_passed=None if outcome == U else True,
     )
 
 
@@ -107,6 +109,7 @@ def store_scenario(store: ArtifactStore, records: list[RunRecord], *, echo_task:
                 allowed_output_paths=("src",), before_digest=DIGEST, after_digest=DIGEST, entries_before=3,
                 entries_after=3, violations=(), allowed_changes=(), passed=True))
     store.put_table(run_key(run_id, RECORDS_TABLE), pa.Table.from_pylist([r.model_dump(mode="json") for r in records]))
+    seal_run(store, run_id)
 
 
 def _summary(records: list[RunRecord]) -> GradingSummary:

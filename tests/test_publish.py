@@ -25,6 +25,7 @@ from admission_fixtures import (
 
 from flows.cli.main import main
 from tasks_lib.analysis.admission import AdmissionError, admit_run
+from tasks_lib.analysis.evidence import seal_run
 from tasks_lib.arm.steps import run_matrix, schedule
 from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id, run_key
 from tasks_lib.contracts import load_document
@@ -94,6 +95,7 @@ def test_a_host_path_or_secret_in_a_transcript_refuses_the_release(store: LocalS
     admitted_run(store)
     transcript = record(TASK_A, "on", 1, RUN).transcript or ""
     store.put_bytes(transcript, json.dumps({"steps": [{"text": "ok"}, {"text": LEAKS[leak]}]}, indent=1).encode())
+    seal_run(store, RUN)  # the agent wrote the leak during the run: it is part of the sealed evidence
     out = tmp_path / "release"
     result = publish_run(store, RUN, out)
     assert not result.ok and not out.exists() and leftovers(tmp_path) == []
@@ -107,6 +109,7 @@ def test_a_secret_inside_a_compressed_parquet_cell_is_found(store: LocalStore, t
     rows = [r.model_dump(mode="json") for r in matrix(RUN)]
     rows[3]["failure_reason"] = "agent said: token " + "sk-ant-" + "z" * 30
     store.put_table(run_key(RUN, "records.parquet"), pa.Table.from_pylist(rows))
+    seal_run(store, RUN)  # stored by the run itself, so sealed with it
     result = publish_run(store, RUN, tmp_path / "release")
     assert result.problems == (f"runs/{RUN}/records.parquet: row 3: secret-shaped string (Anthropic API key, starts 'sk-ant-'...)",)
 
@@ -131,6 +134,7 @@ def test_an_admission_without_a_durable_record_refuses_the_release(store: LocalS
     admitted_run(store)
     gone = record(TASK_A, "off", 1, RUN)
     store.delete(record_key_of(gone))
+    seal_run(store, RUN)  # as if the record never reached the artifact root: the run sealed what it had
     result = publish_run(store, RUN, tmp_path / "release")
     assert result.problems == (f"runs/{RUN}/admissions.parquet: admitted {TASK_A}/off/1 has no durable record.json in the release",)
 

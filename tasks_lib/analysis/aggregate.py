@@ -25,6 +25,7 @@ import pyarrow as pa
 from pydantic import Field, ValidationError
 
 from tasks_lib.analysis.admission import AdmissionDecision, admissions_key, load_decisions
+from tasks_lib.analysis.evidence import verify_run, with_evidence
 from tasks_lib.agents.base import Transcript
 from tasks_lib.artifacts import RECORDS_TABLE, RUNS, ArtifactStore, run_key
 from tasks_lib.arm.audit import AuditReceipt
@@ -215,9 +216,13 @@ def aggregate_run(store: ArtifactStore, run_id: str, memory_texts: Mapping[str, 
     """Grade a stored run and write its tables and summary; return what was written.
 
     `memory_texts` (task -> planted memory texts) enables the v1 surface echo; without it the echo
-    is unknown. Raises RunNotFound for an unknown run, AggregateError/ContractError for bad tables.
+    is unknown. The run's manifest is verified first, and an attempt whose stored evidence does not
+    back its outcome is graded `ungradable` (`tasks_lib.analysis.evidence`). Raises RunNotFound for an
+    unknown run, TamperedRunError for evidence that changed, AggregateError/ContractError for bad tables.
     """
     records = load_records(store, run_id)
+    verify_run(store, run_id)
+    records = with_evidence(store, records)
     require_one_key_per_task(records, run_id)
     admissions = load_admissions(store, run_id)
     cohort, excluded = _cohort(records, admissions)

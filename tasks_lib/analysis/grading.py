@@ -36,6 +36,8 @@ LOW_DELIVERY_RATE = Fraction(9, 10)
 """Below this confirmed-delivery rate under `on`, the run is flagged: a human must see it."""
 HARNESS_GAP_LIMIT = Fraction(1, 5)
 """|success(ablate:all) - success(off)| above this is flagged as a harness problem."""
+MISSING_EVIDENCE = "missing evidence: "
+"""How a failure reason starts when the stored evidence did not back the recorded outcome (named per attempt)."""
 ECHO_CHARS = 40
 """Characters of a memory's opening text the v1 surface echo looks for."""
 
@@ -466,6 +468,8 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
     ungradable = sum(r.outcome == "ungradable" for r in records)
     if ungradable:
         warnings.append(f"{ungradable} attempt(s) are ungradable (no outcome); they are in no rate's denominator")
+    warnings.extend(f"{r.task_id}/{r.condition}/t{r.trial}: {r.failure_reason}" for r in records
+                    if r.outcome == "ungradable" and (r.failure_reason or "").startswith(MISSING_EVIDENCE))
     for d in deltas:
         if d.flagged and d.task_id == "*":
             warnings.append(f"harness check: success(ablate:all) - success(off) = {d.delta} (limit {HARNESS_GAP_LIMIT}); "

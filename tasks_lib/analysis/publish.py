@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from pydantic import Field, ValidationError
 
 from tasks_lib.analysis.admission import ADMISSIONS_TABLE, AdmissionDecision, load_decisions
+from tasks_lib.analysis.evidence import TamperedRunError, verify_run
 from tasks_lib.artifacts import RUNS, ArtifactStore, LocalStore, check_key
 from tasks_lib.contracts import (
     ContractModel,
@@ -245,10 +246,15 @@ def host_markers(store: ArtifactStore) -> list[str]:
 
 
 def publish_run(store: ArtifactStore, run_id: str, out_dir: Path, forbidden: Iterable[str] = ()) -> PublishResult:
-    """Build `out_dir` as the release of `run_id` if it passes `check_release`; otherwise leave nothing."""
+    """Build `out_dir` as the release of `run_id` if its evidence matches its manifest and it passes
+    `check_release`; otherwise leave nothing and return the problems."""
     out_dir = out_dir.absolute()
     if out_dir.exists():
         raise PublishError(f"{out_dir}: already exists; a release is written once, into a new folder")
+    try:
+        verify_run(store, run_id)
+    except TamperedRunError as error:
+        return PublishResult(out_dir, (str(error),), None)
     decisions = load_decisions(store, run_id)
     staging = out_dir.with_name(f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}")
     try:

@@ -13,6 +13,10 @@ describe what the toolchain writes (a lockfile, a build folder), not only what t
 
 Hashing runs on a thread pool (hashlib releases the GIL on buffers over 2 KiB), so all cores read
 and hash at once; a snapshot never follows a symlink.
+
+The audit of a finished workspace is bounded (`AuditLimits`: entries, file bytes by apparent size,
+seconds): an agent that leaves a million files or a few huge sparse ones gets a failed receipt that
+names the limit it crossed, never a stalled run.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import threading
+import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -53,6 +59,75 @@ BATCH_FILES = 32
 
 class AuditError(MemtrialError):
     """A tree could not be snapshotted or audited (unreadable entry, missing root, bad allowlist)."""
+
+
+class AuditLimits(ContractModel):
+    """What the audit of one finished workspace may read; crossing one fails the attempt by name."""
+
+    max_entries: int = Field(default=100_000, ge=1)
+    """Entries (files, folders, links, others) in the finished tree."""
+    max_bytes: int = Field(default=2 << 30, ge=0)
+    """Sum of the files' apparent sizes (a sparse file counts at its full length)."""
+    max_seconds: float = Field(default=60.0, gt=0)
+    """Wall time of reading and hashing the tree."""
+
+
+AuditLimit = Literal["entries", "bytes", "seconds"]
+
+
+class LimitBreach(ContractModel):
+    """The audit limit a finished tree crossed, and where the audit stopped."""
+
+    limit: AuditLimit
+    """Which limit."""
+    allowed: float = Field(ge=0)
+    """The limit's value."""
+    path: TreePath | None
+    """The entry being read when the limit was crossed (None when it is not one entry)."""
+
+    def describe(self) -> str:
+        """One line for a failure reason."""
+        where = f" at {self.path}" if self.path else ""
+        return f"the finished tree exceeds the audit limit on {self.limit} ({self.allowed:g}){where}"
+
+
+class _OverLimit(Exception):
+    """Raised inside a scan when a limit is crossed; carries the breach."""
+
+    def __init__(self, breach: LimitBreach) -> None:
+        super().__init__(breach.describe())
+        self.breach = breach
+
+
+class _Budget:
+    """The shared, thread-safe allowance of one bounded scan."""
+
+    def __init__(self, limits: AuditLimits) -> None:
+        self.limits = limits
+        self.deadline = time.monotonic() + limits.max_seconds
+        self.bytes = 0
+        self.breach: LimitBreach | None = None
+        self._lock = threading.Lock()
+
+    def stop(self, breach: LimitBreach) -> None:
+        """Record the first breach (every worker stops at its next check) and raise it."""
+        with self._lock:
+            self.breach = self.breach or breach
+        raise _OverLimit(self.breach)
+
+    def tick(self, path: str | None) -> None:
+        if self.breach is not None:
+            raise _OverLimit(self.breach)
+        if time.monotonic() > self.deadline:
+            self.stop(LimitBreach(limit="seconds", allowed=self.limits.max_seconds, path=path))
+
+    def take(self, size: int, path: str) -> None:
+        with self._lock:
+            self.bytes += size
+            over = self.bytes > self.limits.max_bytes
+        if over:
+            self.stop(LimitBreach(limit="bytes", allowed=self.limits.max_bytes, path=path))
+        self.tick(path)
 
 
 class SnapshotEntry(ContractModel):
@@ -115,12 +190,15 @@ class AuditReceipt(Document):
     """Changes outside the allowed paths, sorted by path then kind; any one fails the run."""
     allowed_changes: tuple[Change, ...]
     """Changes inside the allowed paths, for the record."""
+    limit_breach: LimitBreach | None = None
+    """Set when the finished tree crossed an audit limit: the audit stopped there and the run fails
+    (`after_digest`, `entries_after` and the changes then describe only what was read)."""
     passed: bool
-    """True only when there are no violations and at least one entry was compared."""
+    """True only when there are no violations, no limit was crossed and at least one entry was compared."""
 
     @model_validator(mode="after")
     def _passed_matches(self) -> AuditReceipt:
-        expected = not self.violations and (self.entries_before + self.entries_after) > 0
+        expected = not self.violations and self.limit_breach is None and (self.entries_before + self.entries_after) > 0
         if self.passed != expected:
             raise ValueError(f"passed={self.passed} contradicts the receipt; it must be {expected}")
         return self
@@ -129,8 +207,9 @@ class AuditReceipt(Document):
 # --------------------------------------------------------------------------- snapshot
 
 
-def _hash_file(root: str, rel: str) -> tuple[int, int, str]:
-    """(mode bits, size, sha256) of regular file `rel`, opened without following a symlink."""
+def _hash_file(root: str, rel: str, budget: _Budget | None = None) -> tuple[int, int, str]:
+    """(mode bits, size, sha256) of regular file `rel`, opened without following a symlink; with a
+    `budget`, its apparent size is charged before any byte is read and time is checked per chunk."""
     path = os.path.join(root, rel)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -140,20 +219,24 @@ def _hash_file(root: str, rel: str) -> tuple[int, int, str]:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise AuditError(f"{path}: changed type while the tree was being read; snapshot a tree nothing writes to")
+        if budget is not None:
+            budget.take(info.st_size, _shown(rel))
         hasher, size = hashlib.sha256(), 0
         want = min(info.st_size + 1, CHUNK)  # a small file is read in one call, then EOF
         while chunk := os.read(fd, want):
             hasher.update(chunk)
             size += len(chunk)
             want = CHUNK
+            if budget is not None:
+                budget.tick(_shown(rel))
         digest = hasher.hexdigest()
     finally:
         os.close(fd)
     return stat.S_IMODE(info.st_mode), size, digest
 
 
-def _hash_batch(root: str, rels: list[str]) -> list[tuple[int, int, str]]:
-    return [_hash_file(root, rel) for rel in rels]
+def _hash_batch(root: str, rels: list[str], budget: _Budget | None = None) -> list[tuple[int, int, str]]:
+    return [_hash_file(root, rel, budget) for rel in rels]
 
 
 def _shown(rel: str) -> str:
@@ -169,11 +252,12 @@ Row = tuple[str, EntryType, int, "str | None", "int | None", "str | None"]
 """An entry as plain values: (path, type, mode, sha256, size, link_target); the audit's fast form."""
 
 
-def _walk(root: str) -> tuple[list[Row], list[str]]:
+def _walk(root: str, budget: _Budget | None = None) -> tuple[list[Row], list[str]]:
     """Non-file entries described, and the path of every regular file to hash.
 
     Types come from the directory listing (no stat per file); the hashing workers fstat each file
-    they open, so the per-file system calls run in parallel too.
+    they open, so the per-file system calls run in parallel too. With a `budget`, the entry count and
+    the time are checked per folder.
     """
     described: list[Row] = []
     files: list[str] = []
@@ -185,6 +269,10 @@ def _walk(root: str) -> tuple[list[Row], list[str]]:
                 listing = list(items)
         except OSError as error:
             raise AuditError(f"{os.path.join(root, prefix)}: cannot list it for the audit ({error.strerror})") from error
+        if budget is not None:
+            if len(described) + len(files) + len(listing) > budget.limits.max_entries:
+                budget.stop(LimitBreach(limit="entries", allowed=budget.limits.max_entries, path=_shown(prefix.rstrip("/")) or None))
+            budget.tick(_shown(prefix.rstrip("/")) or None)
         for item in listing:
             rel = prefix + item.name
             if item.is_file(follow_symlinks=False):
@@ -228,19 +316,20 @@ def snapshot_digest(entries: Iterable[SnapshotEntry]) -> str:
     return _row_digest(_row(e) for e in entries)
 
 
-def _scan(root: Path, workers: int | None) -> list[Row]:
-    """Every entry under `root` as rows sorted by path, files hashed on a thread pool."""
+def _scan(root: Path, workers: int | None, budget: _Budget | None = None) -> list[Row]:
+    """Every entry under `root` as rows sorted by path, files hashed on a thread pool; raises
+    `_OverLimit` when a `budget` is given and the tree crosses it."""
     if not root.is_dir() or root.is_symlink():
         raise AuditError(f"{root}: not a directory; the audit snapshots a workspace folder")
     base = str(root)
-    described, files = _walk(base)
+    described, files = _walk(base, budget)
     batches = _batches(files)
     workers = workers or os.cpu_count() or 1
     if workers > 1 and len(batches) > 1:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="audit-hash") as pool:
-            hashed = [r for batch in pool.map(lambda b: _hash_batch(base, b), batches) for r in batch]
+            hashed = [r for batch in pool.map(lambda b: _hash_batch(base, b, budget), batches) for r in batch]
     else:
-        hashed = [r for b in batches for r in _hash_batch(base, b)]
+        hashed = [r for b in batches for r in _hash_batch(base, b, budget)]
     rows = described + [
         (_shown(rel), "file", mode, digest, size, None) for rel, (mode, size, digest) in zip(files, hashed, strict=True)
     ]
@@ -308,8 +397,10 @@ def diff_snapshots(before: TreeSnapshot, after: TreeSnapshot) -> list[Change]:
     return _diff_rows([_row(e) for e in before.entries], [_row(e) for e in after.entries])
 
 
-def audit(before: TreeSnapshot, after_root: Path, allowed_output_paths: Sequence[str]) -> AuditReceipt:
-    """Compare the finished tree at `after_root` with `before`; fail on any change outside the allowlist.
+def audit(before: TreeSnapshot, after_root: Path, allowed_output_paths: Sequence[str],
+          limits: AuditLimits | None = None) -> AuditReceipt:
+    """Compare the finished tree at `after_root` with `before`; fail on any change outside the allowlist,
+    and on a tree that crosses `limits` (default `AuditLimits()`), named in `limit_breach`.
 
     Raises:
         AuditError: an allowed path is not a portable relative path, or the tree cannot be read.
@@ -321,7 +412,14 @@ def audit(before: TreeSnapshot, after_root: Path, allowed_output_paths: Sequence
         except ValueError as error:
             raise AuditError(f"allowed_output_paths: {error}") from error
     allowed = sorted(set(allowed))
-    after = _scan(after_root, None)
+    try:
+        after = _scan(after_root, None, _Budget(limits or AuditLimits()))
+    except _OverLimit as over:
+        return AuditReceipt(
+            allowed_output_paths=tuple(allowed), before_digest=before.digest, after_digest=_row_digest(()),
+            entries_before=len(before.entries), entries_after=0, violations=(), allowed_changes=(),
+            limit_breach=over.breach, passed=False,
+        )
     violations: list[Change] = []
     permitted: list[Change] = []
     for change in _diff_rows([_row(e) for e in before.entries], after):

@@ -47,6 +47,7 @@ from tasks_lib.agents.base import Agent, AgentRun, AgentSession
 from tasks_lib.agents.calibration import CalibrationAgent
 from tasks_lib.agents.calibration_plan import key_texts
 from tasks_lib.agents.registry import get_agent
+from tasks_lib.analysis.evidence import seal_run
 from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
 from tasks_lib.arm.comparability import record_fields
@@ -324,6 +325,8 @@ def _grade(run: AgentRun, receipt: AuditReceipt | None, check_exit: int | None, 
     if receipt is None:
         return "ungradable", True, "the mutation audit did not run"
     if not receipt.passed:
+        if receipt.limit_breach is not None:
+            return "fail", False, f"mutation audit: {receipt.limit_breach.describe()}"
         return "fail", False, f"mutation audit: {len(receipt.violations)} change(s) outside the allowed paths"
     if not check_ran:
         return "ungradable", True, "the check command could not run"
@@ -479,7 +482,8 @@ def run_matrix(
 ) -> list[RunRecord]:
     """Run every attempt; return the records in schedule order (each is also stored as it ends).
 
-    Each task's fixture is built once into a template for the matrix and copied per attempt.
+    Each task's fixture is built once into a template for the matrix and copied per attempt; when every
+    attempt has ended, the run's evidence is sealed with its manifest (`tasks_lib.analysis.evidence`).
     With `workers` > 1, that many attempts run at once on threads (each has its own scratch root,
     store and realm); they start in schedule order, and `progress` is called as each one ends.
     """
@@ -499,6 +503,9 @@ def run_matrix(
             return record
 
         if workers == 1:
-            return [one(attempt) for attempt in attempts]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memtrial-arm") as pool:
-            return list(pool.map(one, attempts))
+            records = [one(attempt) for attempt in attempts]
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memtrial-arm") as pool:
+                records = list(pool.map(one, attempts))
+    seal_run(store, run_id)
+    return records

@@ -29,18 +29,20 @@ from tasks_lib.suites.public.groups import (
 )
 
 CATEGORY_NAMES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-"""LoCoMo's `category` numbers. Neither the README nor the paper gives the numbers; the evidence:
+"""LoCoMo's `category` numbers. Upstream documents no numbering; the evidence for this one:
 
 - the official scorer (snap-research/locomo `main` @ 3eb6f2c, `task_eval/evaluation.py`,
   `eval_question_answering`) scores categories 2, 3, 4 under the comment "single-hop, temporal,
   open-domain eval without splitting for sub-answers", 1 under "multi-hop eval by splitting
   entire phrase into sub-answers" and 5 under "adversarial eval"; `task_eval/evaluation_stats.py`
-  prints categories in the order 4, 1, 2, 3, 5, the paper's order (section 4.1: single-hop,
-  multi-hop, temporal, open-domain, adversarial), so 4 is single-hop, 2 temporal, 3 open-domain;
-- the data (locomo10.json, blob d95b872): 246 of the 321 category-2 questions start with "When";
-  269 of the 282 category-1 questions cite evidence in two or more sessions, 1 of the 841 in
-  category 4; 444 of the 446 category-5 items have only an `adversarial_answer`.
-The paper's own numbered list (1 single-hop, 2 multi-hop, ...) is not the file's numbering, nor is
+  prints categories in the order 4, 1, 2, 3, 5, the order in which the paper introduces the types
+  (section 4.1: single-hop, multi-hop, temporal, open-domain, adversarial). Upstream's (unmerged) PR #8
+  adds this same table to both files as `CATEGORY_MAPPING`;
+- the data (locomo10.json, blob d95b872, after the evidence rules): 246 of the 321 category-2
+  questions start with "When"; 269 of the 282 category-1 questions cite evidence in two or more
+  sessions, 1 of the 841 in category 4; 444 of the 446 category-5 items have only an
+  `adversarial_answer` (tests/test_public_locomo.py pins the first three).
+The paper's numbered list (1 single-hop, 2 multi-hop, ...) is not the file's numbering, nor is
 the table in mem0ai/mem0 issue #2609 (1 single-hop, 3 multi-hop, 4 open-domain).
 """
 

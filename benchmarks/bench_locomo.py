@@ -11,7 +11,7 @@ One store file per LoCoMo conversation; questions of categories 1-4 with parseab
   best turn's rank), any of the first k sessions holds evidence (LongMemEval's reading).
 Conversations at even positions of the file (conv-26, -41, -43, -47, -49) were used while
 developing; the odd ones (conv-30, -42, -44, -48, -50) are held out. Evidence cleaning rules
-and their counts: see tasks_lib.suites.public.bench. A plain FTS5 BM25 baseline runs in the
+and their counts: see tasks_lib.suites.public.locomo. A plain FTS5 BM25 baseline runs in the
 same process. Index time covers remember calls only (the MiniLM model load is timed apart);
 latency is per recall call; peak RSS is the process's maximum resident set. The reference
 store's wall time is printed beside the FTS5 baseline's, measured in the same process, because
@@ -40,7 +40,6 @@ from pathlib import Path
 from tasks_lib.memory.adapter import MemoryItem
 from tasks_lib.memory.embeddings import get_embedder
 from tasks_lib.suites.public.bench import (
-    CATEGORY_NAMES,
     KS,
     SystemRun,
     load_locomo,
@@ -49,6 +48,7 @@ from tasks_lib.suites.public.bench import (
     run_store,
 )
 from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.suites.public.locomo import CATEGORY_NAMES, DEFAULT_CATEGORIES
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 LONGMEMEVAL_FILES = (
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         base = run_fts_baseline(convs)
         report["fts5_locomo_wall_seconds"] = round(time.perf_counter() - started, 2)
-        cats = list(CATEGORY_NAMES.values())
+        cats = [CATEGORY_NAMES[c] for c in DEFAULT_CATEGORIES]
         report["locomo"] = [_summary(r, halves, cats) for r in (ours, base)]
         if not args.skip_longmemeval:
             files = [args.data / "longmemeval" / f for f in LONGMEMEVAL_FILES if (args.data / "longmemeval" / f).is_file()]

@@ -27,6 +27,7 @@ from flows.progress import reporter
 from flows.settings import PROJECT_ROOT
 from tasks_lib.artifacts import run_key
 from tasks_lib.errors import MemtrialError
+from tasks_lib.resources import bundled_folder
 from tasks_lib.runconfig import RunConfig
 from tasks_lib.trees import sha256_file
 
@@ -156,7 +157,7 @@ def _data_digest(name: str, options: dict[str, Any]) -> str:
     """
     if name == "external":
         return hashlib.sha256("".join(sha256_file(p) for paths in _external_files(options).values() for p in paths).encode()).hexdigest()
-    parts = [folder_digest(PROJECT_ROOT / "corpora" / name)]
+    parts = [folder_digest(bundled_folder(name))]
     if name == "recall":
         if options.get("cases_dir"):
             parts = [_path_digest(Path(str(options["cases_dir"])))]

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from tasks_lib.memory.adapter import MemoryItem
-from tasks_lib.suites.public.bench import EvidenceCounts, load_locomo, parse_evidence, run_fts_baseline, run_store
 from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.suites.public.bench import load_locomo, run_fts_baseline, run_store
+from tasks_lib.suites.public.locomo import CATEGORY_NAMES, EvidenceCounts, parse_evidence
+from tasks_lib.suites.public.locomo import load_locomo as load_groups
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo10.json"
 
@@ -64,3 +66,19 @@ def test_session_context_follows_forget(tmp_path: Path) -> None:
         assert ids[1] in [h.id for h in store.recall("test:ctx", "Zephyr greyhound", 5, lanes=["keyword"])]
         store.forget([ids[0]])
         assert store.recall("test:ctx", "Zephyr greyhound", 5, lanes=["keyword"]) == ()
+
+
+def test_benchmark_reads_the_suite_loader() -> None:
+    """The benchmark scorer and the public suite score the same turns, texts, categories and evidence.
+
+    Two loaders with their own category tables drifted apart once (category 5 had no name in one).
+    """
+    convs, counts = load_locomo(LOCOMO, categories=(1, 2, 3, 4, 5))
+    groups, log = load_groups(LOCOMO, categories=(1, 2, 3, 4, 5))
+    assert [c.conv_id for c in convs] == [g.group_id for g in groups] and [c.position for c in convs] == list(range(10))
+    assert all(c.turns == g.turns for c, g in zip(convs, groups))
+    assert [[(q.text, q.category, q.evidence_turns) for q in c.questions] for c in convs] == [
+        [(q.text, q.slice, q.relevant_turns) for q in g.questions] for g in groups
+    ]
+    assert {q.category for c in convs for q in c.questions} == set(CATEGORY_NAMES.values())
+    assert counts.questions_without_evidence_skipped == log["question_without_evidence_skipped"]

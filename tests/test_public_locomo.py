@@ -136,3 +136,26 @@ def test_bad_files_raise_one_clear_error(tmp_path: Path, content: str, message: 
     with pytest.raises(DatasetError, match=message) as error:
         load_locomo(path)
     assert str(path) in str(error.value)
+
+
+def test_category_table_matches_what_the_questions_ask(loaded: tuple[list[Any], Any]) -> None:
+    """A wrong category table (e.g. 1 single-hop, 3 multi-hop) would mislabel every slice: the data pins it.
+
+    Temporal questions mostly ask "When"; multi-hop questions cite evidence in several sessions and
+    single-hop ones almost never (see `CATEGORY_NAMES` for upstream's scorer, the other source).
+    """
+    by_slice: dict[str, list[Any]] = {}
+    for group in loaded[0]:
+        for question in group.questions:
+            by_slice.setdefault(question.slice, []).append(question)
+
+    def share(name: str, test: Any) -> float:
+        return sum(map(test, by_slice[name])) / len(by_slice[name])
+
+    def sessions(q: Any) -> int:
+        return len({t.split(":")[0] for t in q.relevant_turns})
+
+    assert share("temporal", lambda q: q.text.startswith("When")) > 0.7
+    assert share("multi-hop", lambda q: sessions(q) > 1) > 0.9
+    assert share("single-hop", lambda q: sessions(q) > 1) < 0.01
+    assert max(share(s, lambda q: q.text.startswith("When")) for s in ("multi-hop", "open-domain", "single-hop")) < 0.05

@@ -13,12 +13,9 @@ Scores, for the top-k recalled turns of each question:
   ranking (each session at its best turn's rank) and any of the first k sessions is an evidence
   session, the way LongMemEval scores session retrieval from a turn index.
 
-LoCoMo evidence is cleaned by these rules, each counted in `EvidenceCounts`: an entry holding
-several ids (`"D8:6; D9:17"`, `"D9:1 D4:4"`) is split on `;` and whitespace; a token that is not
-`D<session>:<turn>` (`"D"`, `"D:11:26"`) is dropped; zero padding is removed (`D30:05` ->
-`D30:5`); an id naming no turn of the conversation is dropped; a question left with no evidence
-is skipped. Categories 1-4 are scored (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop);
-category 5 (adversarial) has no answer to retrieve.
+LoCoMo is read by the public suite's loader (`locomo.read_locomo`): its quirk rules, evidence
+cleaning (counted in `locomo.EvidenceCounts`) and category table (`locomo.CATEGORY_NAMES`) apply
+here unchanged. Categories 1-4 are scored; category 5 (adversarial) has no answer to retrieve.
 """
 
 from __future__ import annotations
@@ -34,25 +31,11 @@ from pathlib import Path
 
 from tasks_lib.memory.adapter import MemoryItem
 from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.suites.public.groups import EvalGroup, EvalTurn
+from tasks_lib.suites.public.locomo import DEFAULT_CATEGORIES, EvidenceCounts, read_locomo
 
 KS: tuple[int, ...] = (1, 3, 5, 10)
 """Cut-offs scored."""
-
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-"""LoCoMo category numbers (undocumented upstream; the mapping most papers use)."""
-
-_ID = re.compile(r"D(\d+):(\d+)")
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One conversation turn, as stored."""
-
-    turn_id: str
-    session: str
-    speaker: str
-    text: str
-    timestamp: str
 
 
 @dataclass(frozen=True)
@@ -71,78 +54,22 @@ class Conversation:
 
     conv_id: str
     position: int
-    turns: tuple[Turn, ...]
+    turns: tuple[EvalTurn, ...]
     questions: tuple[Question, ...]
 
 
-@dataclass
-class EvidenceCounts:
-    """How the LoCoMo evidence quirks were handled (each rule counted)."""
-
-    questions_in_categories: int = 0
-    entries: int = 0
-    entries_split: int = 0
-    ids_from_splits: int = 0
-    tokens_unparseable_dropped: int = 0
-    ids_zero_padding_removed: int = 0
-    ids_not_in_conversation_dropped: int = 0
-    questions_without_evidence_skipped: int = 0
-    questions_kept: int = 0
+def load_locomo(path: Path, categories: Sequence[int] = DEFAULT_CATEGORIES) -> tuple[list[Conversation], EvidenceCounts]:
+    """LoCoMo conversations as `locomo.read_locomo` reads them, and its evidence counts."""
+    read = read_locomo(Path(path), categories)
+    return [_conversation(position, group) for position, group in enumerate(read.groups)], read.evidence
 
 
-def parse_evidence(entries: Sequence[str], known: set[str], counts: EvidenceCounts) -> frozenset[str]:
-    """The valid turn ids of one question's evidence list, by the module's rules."""
-    out: set[str] = set()
-    for entry in entries:
-        counts.entries += 1
-        tokens = [t for t in re.split(r"[;\s]+", str(entry)) if t]
-        if len(tokens) > 1:
-            counts.entries_split += 1
-            counts.ids_from_splits += len(tokens)
-        for token in tokens:
-            match = _ID.fullmatch(token)
-            if match is None:
-                counts.tokens_unparseable_dropped += 1
-                continue
-            turn_id = f"D{int(match[1])}:{int(match[2])}"
-            if turn_id != token:
-                counts.ids_zero_padding_removed += 1
-            if turn_id not in known:
-                counts.ids_not_in_conversation_dropped += 1
-                continue
-            out.add(turn_id)
-    return frozenset(out)
-
-
-def load_locomo(path: Path, categories: Sequence[int] = (1, 2, 3, 4)) -> tuple[list[Conversation], EvidenceCounts]:
-    """LoCoMo conversations with cleaned evidence, and the counts of each cleaning rule."""
-    counts = EvidenceCounts()
-    out = []
-    for position, raw in enumerate(json.loads(Path(path).read_text(encoding="utf-8"))):
-        conv = raw["conversation"]
-        numbers = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k))
-        turns = []
-        for n in numbers:
-            for t in conv[f"session_{n}"]:
-                caption = f" [shares a photo: {t['blip_caption']}]" if t.get("blip_caption") else ""
-                turns.append(Turn(t["dia_id"], f"session_{n}", t["speaker"], t["text"] + caption, conv[f"session_{n}_date_time"]))
-        known = {t.turn_id for t in turns}
-        session_of = {t.turn_id: t.session for t in turns}
-        questions = []
-        for qa in raw["qa"]:
-            if qa["category"] not in categories:
-                continue
-            counts.questions_in_categories += 1
-            evidence = parse_evidence(qa["evidence"], known, counts)
-            if not evidence:
-                counts.questions_without_evidence_skipped += 1
-                continue
-            counts.questions_kept += 1
-            questions.append(
-                Question(qa["question"], CATEGORY_NAMES.get(qa["category"], str(qa["category"])), evidence, frozenset(session_of[e] for e in evidence))
-            )
-        out.append(Conversation(raw["sample_id"], position, tuple(turns), tuple(questions)))
-    return out, counts
+def _conversation(position: int, group: EvalGroup) -> Conversation:
+    session_of = {t.turn_id: t.session for t in group.turns}
+    questions = tuple(
+        Question(q.text, q.slice, q.relevant_turns, frozenset(session_of[t] for t in q.relevant_turns)) for q in group.questions
+    )
+    return Conversation(group.group_id, position, group.turns, questions)
 
 
 def load_longmemeval(paths: Sequence[Path]) -> list[Conversation]:
@@ -161,7 +88,7 @@ def load_longmemeval(paths: Sequence[Path]) -> list[Conversation]:
             for sid, date, session in zip(rec["haystack_session_ids"], rec["haystack_dates"], rec["haystack_sessions"]):
                 for i, t in enumerate(session):
                     turn_id = f"{sid}:{i}"
-                    turns.append(Turn(turn_id, sid, t["role"], t["content"], date))
+                    turns.append(EvalTurn(turn_id, sid, t["role"], t["content"], date))
                     if t.get("has_answer"):
                         evidence.add(turn_id)
             if not evidence:

@@ -55,9 +55,10 @@ from tasks_lib.suites.recall.retention import Turn, make_policy
 from tasks_lib.suites.recall.scoring import Verdict, score_answer
 from tasks_lib.suites.recall.session import RecallSession
 from tasks_lib.analysis.stats import wilson
+from tasks_lib.resources import bundled_folder
 
-BUNDLED_CASES = Path(__file__).resolve().parents[3] / "corpora" / "recall"
-"""The authored cases and filler shipped with memtrial."""
+BUNDLED_CASES = bundled_folder("recall")
+"""The authored cases and filler shipped with memtrial (corpora/recall in a checkout)."""
 
 NO_MEMORY = "none"
 """`memory` value that runs the retention policy alone."""

@@ -33,6 +33,7 @@ from tasks_lib.contracts import (
     parse_document,
 )
 from tasks_lib.errors import ContractError, Violation
+from tasks_lib.resources import bundled_folder
 
 CaseClass = Literal[
     "direct", "paraphrase", "update", "temporal", "noise", "alternating", "duplicate", "entity-hop",
@@ -308,5 +309,5 @@ def case_set_digest(groups: Sequence[CaseGroup], background: Sequence[str] = ())
 
 
 def bundled_root() -> Path:
-    """`corpora/retrieval` of this checkout."""
-    return Path(__file__).resolve().parents[3] / "corpora" / "retrieval"
+    """The bundled retrieval data (`corpora/retrieval` in a checkout, package data in a wheel)."""
+    return bundled_folder("retrieval")

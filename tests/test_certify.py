@@ -370,16 +370,17 @@ DIFF = "--- a/{0}\n+++ b/{0}\n@@ -1 +1 @@\n-x\n+y\n"
         ({"CHANGELOG.md": "## 2.0\n\n```diff\n" + DIFF.format("src/app.py") + "```\n"}, [("CHANGELOG.md", 4)]),
         ({"CHANGELOG.md": "## 2.0\n\n```diff\n" + DIFF.format("config.yml") + "```\n"}, []),
         ({"docs/HISTORY.rst": "2.0\n\n    @@ -1 +1 @@\n    -timeout: 5\n    +timeout: 10\n"}, []),
+        ({"dist/docs.zip": zip_bytes({"CHANGELOG.md": DIFF.format("config.yml")})}, []),
         ({"docs/format.md": "A line like @@ -1,3 +1,4 @@ starts a hunk.\n"}, []),
         ({"docs/format.md": "@@ -1 +1 @@\n\nis how a hunk starts.\n"}, []),
     ],
     ids=[
         "hunk-only-patch", "diff-indented-in-markdown", "diff-quoted-in-mail", "indented-diff-git-line",
-        "changelog-diff-of-an-output-path", "changelog-diff-of-another-file", "changelog-hunk-names-no-path",
+        "changelog-diff-of-an-output-path", "changelog-diff-of-another-file", "changelog-hunk-names-no-path", "changelog-inside-an-archive",
         "hunk-header-quoted-inline", "hunk-header-without-a-hunk-line",
     ],
 )
-def test_diffs_fire_in_any_shape_except_a_changelog_quoting_another_file(tmp_path: Path, files: dict[str, str], expected: list[tuple[str, int]]) -> None:
+def test_diffs_fire_in_any_shape_except_a_changelog_quoting_another_file(tmp_path: Path, files: dict[str, str | bytes], expected: list[tuple[str, int]]) -> None:
     """A patch without headers or indented in Markdown used to pass; a changelog's upgrade diff no longer fails a real project."""
     report = certify_files(tmp_path, files, output_paths=("src/",))
     assert [(f.path, f.line) for f in report.findings] == expected

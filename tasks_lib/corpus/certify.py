@@ -60,8 +60,8 @@ ANNOUNCEMENTS: tuple[str, ...] = (
 # Stricter terms, checked only in identity fields the benchmark writes itself (graph project,
 # workspace, branch), never in bodies: "test fixtures" is ordinary prose in a real project.
 IDENTITY_TERMS: tuple[str, ...] = HARNESS_TERMS + (
-    r"treatment arm", r"tare (?:task|challenge)", r"fixtures?", r"control(?: arm| group)?", r"negative control", r"positive control", r"benchmark",
-    r"evals?", r"evaluation", r"experiment", r"trial", r"tare", r"calibration", r"ablat(?:e|ion)",
+    r"treatment arm", r"tare (?:task|challenge)", r"fixtures?", r"control(?: arm| group)?", r"negative control",
+    r"positive control", r"benchmark", r"evals?", r"evaluation", r"experiment", r"trial", r"tare", r"calibration", r"ablat(?:e|ion)",
     r"harness", r"treatment", r"holdout",
 )
 GRAPH_IDENTITY_FIELDS = ("project", "workspace", "branch", "name", "realm")
@@ -98,7 +98,7 @@ DIFF_HUNK = re.compile(
 # applied as the answer. A headerless hunk in a changelog names no path and never fires; every
 # changelog still goes through the answer-phrase rule, so a quoted diff that states the answer is
 # a solution leak.
-CHANGELOG = re.compile(r"(?:^|/)(?:change[-_]?log|changes|history|news|release[-_]?notes)(?:\.(?:md|markdown|rst|txt|adoc))?$", re.IGNORECASE)
+CHANGELOG = re.compile(r"(?:^|[/:])(?:change[-_]?log|changes|history|news|release[-_]?notes)(?:\.(?:md|markdown|rst|txt|adoc))?$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -300,29 +300,30 @@ def _zip_members(data: bytes, budget: _Budget) -> Iterator[_Member]:
 
 
 def _tar_members(archive: tarfile.TarFile, budget: _Budget) -> Iterator[_Member]:
-    while True:
-        try:
-            info = archive.next()
-        except ARCHIVE_ERRORS as error:
-            raise _Unreadable(f"is truncated or corrupt ({error})") from None
-        if info is None:
-            return
-        path = _member_path(info.name)
-        if info.isdir():
-            yield _Member(path, b"")
-        elif info.issym() or info.islnk():
-            yield _Member(path, info.linkname.encode())
-        elif not info.isreg():
-            yield _Member(path, b"", problem="is a device or fifo entry, which has no content to read")
-        else:
-            budget.spend(info.size)
+    with archive:
+        while True:
             try:
-                handle = archive.extractfile(info)
-                content = handle.read() if handle is not None else b""
+                info = archive.next()
             except ARCHIVE_ERRORS as error:
-                yield _Member(path, b"", problem=f"cannot be unpacked ({error})")
-                continue
-            yield _Member(path, content, regular=True)
+                raise _Unreadable(f"is truncated or corrupt ({error})") from None
+            if info is None:
+                return
+            path = _member_path(info.name)
+            if info.isdir():
+                yield _Member(path, b"")
+            elif info.issym() or info.islnk():
+                yield _Member(path, info.linkname.encode())
+            elif not info.isreg():
+                yield _Member(path, b"", problem="is a device or fifo entry, which has no content to read")
+            else:
+                budget.spend(info.size)
+                try:
+                    handle = archive.extractfile(info)
+                    content = handle.read() if handle is not None else b""
+                except ARCHIVE_ERRORS as error:
+                    yield _Member(path, b"", problem=f"cannot be unpacked ({error})")
+                    continue
+                yield _Member(path, content, regular=True)
 
 
 def _members(fmt: str, data: bytes, budget: _Budget) -> Iterator[_Member] | None:

@@ -176,3 +176,63 @@ def test_a_fresh_build_listing_gives_the_same_receipt_as_reading_the_tree(make_r
     build = build_tree(repo, commit, tmp_path / "one")
     build_tree(repo, commit, tmp_path / "two")
     assert redact_tree(tmp_path / "one", build.corpus_id, listing=build.files) == redact_tree(tmp_path / "two", build.corpus_id)
+
+
+
+def assert_redacted_by(tmp_path: Path, path: str, rule: str | None) -> None:
+    """Redacting a tree holding `path` removes exactly it under `rule`, or (rule None) keeps it."""
+    write_files(tmp_path, {path: "agent memory\n", "src/main.py": "print(1)\n"})
+    receipt = redact_tree(tmp_path, CORPUS_ID)
+    assert [(r.path, r.rule) for r in receipt.removed] == ([(path, rule)] if rule else [])
+    assert (tmp_path / path).exists() is (rule is None)
+
+
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        ("CLAUDE.md.bak", "CLAUDE.md"),
+        ("AGENTS.md~", "AGENTS.md"),
+        ("docs/GEMINI.md.orig", "GEMINI.md"),
+        (".cursorrules.old", ".cursorrules"),
+        ("CLAUDE.md.bak.bak", "CLAUDE.md"),
+        (".claude.bak/settings.json", ".claude/"),
+        ("CLAUDE.md.bak-notes/readme.txt", None),
+        ("notes.bak.md", None),
+        ("src/app.py.bak", None),
+        (".bak", None),
+    ],
+    ids=[
+        "bak-copy-of-claude-md", "tilde-copy-of-agents-md", "orig-copy-left-by-patch", "old-copy-of-cursorrules", "twice-backed-up-copy",
+        "backed-up-tool-folder", "folder-named-like-a-backup", "bak-inside-an-ordinary-name", "backup-of-ordinary-code", "bare-bak-file",
+    ],
+)
+def test_a_backup_copy_is_redacted_like_its_original(tmp_path: Path, path: str, rule: str | None) -> None:
+    """`CLAUDE.md.bak` or `AGENTS.md~` used to survive redaction and hand the agent the same memory."""
+    assert_redacted_by(tmp_path, path, rule)
+
+
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        ("opencode.json", "opencode.json"),
+        ("opencode.jsonc", "opencode.jsonc"),
+        (".continuerc.json", ".continuerc.json"),
+        (".idx/airules.md", ".idx/airules.md"),
+        ("memory-bank/activeContext.md", "memory-bank/"),
+        (".aider.chat.history.md", ".aider.chat.history.md"),
+        ("docs/opencode.md", None),
+        ("continuerc.json", None),
+        ("docs/airules.md", None),
+        ("docs/memory-bank.md", None),
+        ("src/memory_bank/store.py", None),
+        ("docs/aider.chat.history.md", None),
+    ],
+    ids=[
+        "opencode-config", "opencode-config-jsonc", "continue-workspace-config", "firebase-studio-rules", "cline-memory-bank",
+        "aider-transcript", "doc-about-opencode", "continuerc-without-dot", "airules-outside-idx", "doc-about-memory-banks",
+        "memory-bank-package-in-code", "aider-history-without-dot",
+    ],
+)
+def test_more_agents_memory_files_are_redacted(tmp_path: Path, path: str, rule: str | None) -> None:
+    """opencode, Continue, Firebase Studio, Cline and aider memory used to reach the agent; their namesakes stay."""
+    assert_redacted_by(tmp_path, path, rule)

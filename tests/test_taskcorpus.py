@@ -28,6 +28,7 @@ from tasks_lib.corpus.tasks import (
     compute_split,
     load_split,
     load_tasks,
+    scan_text,
     term_regex,
 )
 from tasks_lib.trees import sha256_file
@@ -114,6 +115,28 @@ def test_answer_terms_match_case_insensitively_at_word_edges(term: str, text: st
     assert bool(term_regex(term).search(text)) is hit
 
 
+@pytest.mark.parametrize(
+    ("text", "hit"),
+    [
+        ("critical level: \uff19\uff12", True),
+        ("critical level: 9\u200b2", True),
+        ("critical level: 9\u20602 percent", True),
+        ("intro\nlook back 36\u00a0hours", True),
+        ("critical level: \uff19\uff12\uff10", False),
+        ("copyright \uff12\uff10\uff19\uff12", False),
+    ],
+    ids=[
+        "fullwidth-digits-hide-the-answer", "zero-width-space-hides-the-answer", "word-joiner-hides-the-answer", "nbsp-hides-a-phrase",
+        "fullwidth-longer-number-is-another-number", "fullwidth-year-holds-no-answer",
+    ],
+)
+def test_answer_scan_folds_fullwidth_and_zero_width_characters(text: str, hit: bool) -> None:
+    """Invariant 4 reads text as certification does: `９２` and `9\u200b2` used to hide the answer 92."""
+    failures = scan_text("t", "fixture/README.md", text, ["92", "36 hours"], set(), code=False)
+    assert bool(failures) is hit
+    assert all(f.invariant == "no-answer-leak" for f in failures)
+
+
 # --------------------------------------------------------------------------- broken copies
 
 
@@ -129,6 +152,11 @@ def leak_answer(task: Path) -> str:
     script = task / "fixture" / "diskwatch.sh"
     script.write_text(script.read_text().replace("warn=80\n", "warn=80\n# storage wants the critical level at 92\n"))
     return "fixture/diskwatch.sh:"
+
+
+def leak_answer_in_utf16(task: Path) -> str:
+    (task / "fixture" / "NOTES.txt").write_bytes("storage wants the critical level at 92\n".encode("utf-16"))
+    return "fixture/NOTES.txt:1"
 
 
 def narrate_memory(task: Path) -> str:
@@ -185,6 +213,7 @@ def plant_agent_memory(task: Path) -> str:
 
 BREAKS: list[tuple[Callable[[Path], str], str]] = [
     (leak_answer, "no-answer-leak"),
+    (leak_answer_in_utf16, "no-answer-leak"),
     (narrate_memory, "no-answer-leak"),
     (break_solution, "passes-with-solution"),
     (pass_untouched, "fails-on-fixture"),

@@ -8,6 +8,11 @@ Rule forms, matched case-insensitively so a case-folding file system cannot slip
              symlink or file of that name, which could stand in for the directory);
 - `A/B/`     consecutive directory components, anywhere;
 - `A/NAME`   a path suffix: that file inside that directory, anywhere.
+
+A backup copy matches as its original does: each path component is compared with one of
+`BACKUP_SUFFIXES` stripped (`CLAUDE.md.bak`, `AGENTS.md~`, `.claude.old/`), because an agent can
+read the copy as easily as the original. Only these editor and tool conventions are stripped, so
+`CLAUDE.md.bak-notes/` or `notes.bak.md` stay ordinary names.
 """
 
 from __future__ import annotations
@@ -26,12 +31,41 @@ AUTO_LOADED_CONTEXT_RULES: tuple[str, ...] = (
     ".cursorrules", ".clinerules", ".windsurfrules", ".roorules", ".roomodes", ".goosehints",
     ".rules", ".augment-guidelines", ".aider.conf.yml", ".mcp.json",
     ".vscode/mcp.json", ".cursor/mcp.json",
+    # tool configs that carry instructions; exact names, so `docs/opencode.md` or `airules.md` elsewhere stay
+    "opencode.json", "opencode.jsonc", ".continuerc.json", ".idx/airules.md",
+    # an agent's own transcript of earlier sessions
+    ".aider.chat.history.md",
     # whole directories of rules, skills, memories, settings and hooks
     ".claude/", ".codex/", ".cursor/", ".continue/", ".gemini/", ".windsurf/", ".devin/",
     ".clinerules/", ".cline/", ".roo/", ".kilocode/", ".amazonq/", ".kiro/", ".junie/",
     ".augment/", ".qwen/", ".agents/", ".opencode/", ".openhands/", ".trae/", ".tabnine/", ".crush/",
     ".github/instructions/", ".github/prompts/", ".github/chatmodes/", ".github/agents/",
+    # Cline's memory bank: a whole folder of notes the agent reads back; the hyphenated name is the tool's own
+    "memory-bank/",
 )
+BACKUP_SUFFIXES: tuple[str, ...] = (".bak", ".backup", ".old", ".orig", ".save", "~")
+"""Suffixes editors, patch tools and people add to a copy they keep (checked lowercased)."""
+
+
+def unbacked(name: str) -> str:
+    """`name` (lowercased) without its backup suffixes: `claude.md.bak~` -> `claude.md`; never empty."""
+    stripped = True
+    while stripped:
+        stripped = False
+        for suffix in BACKUP_SUFFIXES:
+            if name.endswith(suffix) and len(name) > len(suffix):
+                name, stripped = name[: -len(suffix)], True
+    return name
+
+
+def path_parts(rel_path: str) -> list[str]:
+    """The lowercased components of `rel_path` as rules compare them, backup suffixes stripped."""
+    return [unbacked(part) for part in rel_path.lower().split("/")]
+
+
+def within(path: str, prefix: str) -> bool:
+    """True when `path` is `prefix` or lies under the folder `prefix` (relative POSIX paths)."""
+    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
 
 @dataclass(frozen=True)
@@ -50,7 +84,7 @@ class PathRule:
 
     def matches(self, rel_path: str) -> bool:
         """True when the rule covers the file at `rel_path` (POSIX, relative)."""
-        parts = rel_path.lower().split("/")
+        parts = path_parts(rel_path)
         n = len(self.parts)
         if self.directory:
             return any(tuple(parts[i : i + n]) == self.parts for i in range(len(parts) - n + 1))
@@ -82,7 +116,7 @@ class RuleSet:
     def first_match(self, rel_path: str) -> str | None:
         """The text of the first rule (in list order) covering `rel_path`, or None."""
         by_last, by_first = self._index
-        parts = rel_path.lower().split("/")
+        parts = path_parts(rel_path)
         best: tuple[int, str] | None = None
         for position, rule in by_last.get(parts[-1], ()):
             if rule.matches(rel_path) and (best is None or position < best[0]):

@@ -10,8 +10,10 @@ proves, for every task of a committed revision, that:
 3. `hidden-unreachable`    no hidden file or verifier is reachable from the fixture (same path,
                            same content digest, nested folder, or a symlink escaping the tree);
 4. `no-answer-leak`        no visible file, instruction or follow-up contains an answer term
-                           (case-insensitive, bounded by non-alphanumerics), and no code comment
-                           narrates the answer or repeats a planted memory;
+                           (case-insensitive, bounded by non-alphanumerics, read as certification
+                           reads text: UTF-16 and NUL padding decoded, fullwidth and zero-width
+                           characters folded), and no code comment narrates the answer or
+                           repeats a planted memory;
 5. `certification-clean`   the built, redacted fixture certifies clean and redaction removed nothing;
 6. `digests-match`         every digest a manifest pins matches its file.
 
@@ -39,13 +41,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from tasks_lib.corpus.certify import certify
+from tasks_lib.corpus.certify import certify, decode_text, fold_text
 from tasks_lib.contracts import (
     CertificationReport, ContractModel, GitOid, Identifier, MemorySpec, RelPath, Sha256, TaskManifest, load_document,
 )
 from tasks_lib.corpus.build import build_tree
 from tasks_lib.errors import ContractError, CorpusError, MemtrialError
 from tasks_lib.corpus.redact import redact_tree
+from tasks_lib.corpus.rules import within
 from tasks_lib.trees import sha256_bytes, sha256_file, walk_files
 
 MANIFEST_NAME = "task.json"
@@ -54,7 +57,6 @@ SPLIT_SALT = "memtrial-task-split-v1"
 HOLDOUT_PER_MILLE = 250
 OUTPUT_TAIL_CHARS = 600
 NARRATION_NGRAM = 6
-BINARY_SNIFF = 8000
 
 Invariant = Literal[
     "layout", "fails-on-fixture", "passes-with-solution", "hidden-unreachable", "no-answer-leak",
@@ -329,10 +331,6 @@ def build_workspace(repo: Path, commit: str, task: LoadedTask, task_subdir: str,
 # --------------------------------------------------------------------------- invariants
 
 
-def _within(path: str, prefix: str) -> bool:
-    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
-
-
 def check_check_runs(task: LoadedTask, fixture_run: CheckRun, solution_run: CheckRun) -> list[CorpusFailure]:
     """Invariants 1 and 2 from the two runs."""
     out = []
@@ -343,7 +341,7 @@ def check_check_runs(task: LoadedTask, fixture_run: CheckRun, solution_run: Chec
         status = "timed out or could not start" if solution_run.exit_code is None else f"exits {solution_run.exit_code}"
         out.append(_failure(tid, "passes-with-solution", m.solution_dir, f"the check {status} with solution/ and hidden/ applied: {solution_run.output_tail.strip()[-300:]!r}"))
     for rel in walk_files(task.solution_dir):
-        if not any(_within(rel, allowed) for allowed in m.allowed_output_paths):
+        if not any(within(rel, allowed) for allowed in m.allowed_output_paths):
             out.append(_failure(tid, "passes-with-solution", f"{m.solution_dir}/{rel}", "the solution writes outside allowed_output_paths, so the mutation audit would void it"))
     return out
 
@@ -394,7 +392,8 @@ def check_hidden_unreachable(task: LoadedTask, workspace: Path) -> tuple[list[Co
 
 
 def term_regex(term: str) -> re.Pattern[str]:
-    """Case-insensitive pattern for an answer term: whitespace-tolerant, not inside a longer word or number."""
+    """Case-insensitive pattern for an answer term (folded as text is): whitespace-tolerant, not inside a longer word or number."""
+    term = fold_text(term).strip()
     body = r"\s+".join(re.escape(w) for w in term.split())
     head = r"(?<![A-Za-z0-9])" if term[:1].isalnum() else ""
     tail = r"(?![A-Za-z0-9])" if term[-1:].isalnum() else ""
@@ -424,15 +423,13 @@ def _memory_ngrams(memories: Iterable[MemorySpec]) -> set[tuple[str, ...]]:
 
 
 def _text_of(path: Path) -> str | None:
-    data = path.read_bytes()
-    if b"\0" in data[:BINARY_SNIFF]:
-        return None
-    return data.decode("utf-8", errors="replace")
+    return decode_text(path.read_bytes())
 
 
 def scan_text(task_id: str, where: str, text: str, terms: Sequence[str], memory_grams: set[tuple[str, ...]], code: bool) -> list[CorpusFailure]:
-    """Answer terms anywhere in `text`; for code files, comments that repeat a planted memory."""
+    """Answer terms anywhere in `text` (folded first); for code files, comments that repeat a planted memory."""
     out = []
+    text = fold_text(text)
     patterns = [(t, term_regex(t)) for t in terms if t.strip()]
     for number, line in enumerate(text.splitlines(), start=1):
         for term, pattern in patterns:
@@ -469,7 +466,7 @@ def check_certification(task: LoadedTask, workspace: Path, removed: list[str]) -
     texts = {"instruction": m.instruction}
     texts.update({f"follow_up_prompts[{i}]": p for i, p in enumerate(m.follow_up_prompts)})
     try:
-        report = certify(workspace, challenge_texts=texts, runner_owned_names=(PurePosixPath(m.verifier.asset.path).name,))
+        report = certify(workspace, challenge_texts=texts, runner_owned_names=(PurePosixPath(m.verifier.asset.path).name,), output_paths=m.allowed_output_paths)
     except MemtrialError as error:
         return None, out + [_failure(tid, "certification-clean", m.fixture, f"certification could not run: {error}")]
     for finding in report.findings:

@@ -163,32 +163,27 @@ def test_a_backend_that_only_stores_and_recalls_is_answered_in_artifact_ids(
     assert code == 0 and not SnapshotResponse.model_validate_json(out).state.exists
 
 
-def test_a_server_that_fails_to_start_leaves_no_project(
-        tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """A restore whose server never came up must not leave a half-live project that a retry would refuse."""
-    monkeypatch.setenv(SERVE_ENV, "1")
-    code, out, err = answer(ToyBackend(), "restore", restore_request(tmp_path), monkeypatch, capsys)
-    assert (code, out) == (EXIT_FAILED, "")
-    assert err == "restore: failed: MemtrialError: toy: the server did not start\n"
-    assert list((state / "projects").iterdir()) == [], "the failed restore left its project (or staging folder)"
-
-
-def test_an_always_serving_backend_refuses_mode_0_before_storing_anything(
-        tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv(SERVE_ENV, "0")
-    code, out, err = answer(AlwaysServedToy(), "restore", restore_request(tmp_path), monkeypatch, capsys)
-    assert (code, out) == (EXIT_BAD_REQUEST, "")
-    assert err == "restore: bad request: MEMTRIAL_PROVISIONER_SERVE: this provisioner always serves; use ro (the default) or 1\n"
-    assert not (state / "projects").exists()
-
-
-def test_a_malformed_artifact_is_a_bad_request_that_leaves_no_staging_folder(
-        tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    request = restore_request(tmp_path, evidence=EVIDENCE + '{"id": "doc-2"}\n')
-    code, out, err = answer(ToyBackend(), "restore", request, monkeypatch, capsys)
-    assert (code, out) == (EXIT_BAD_REQUEST, "")
-    assert err.startswith("restore: bad request: evidence_corpus line 2") and "text" in err, err
-    assert list((state / "projects").iterdir()) == [], "the refused restore left its staging folder"
+@pytest.mark.parametrize(
+    ("backend", "serve", "evidence", "code", "message"),
+    [
+        (ToyBackend(), "1", EVIDENCE, EXIT_FAILED, "restore: failed: MemtrialError: toy: the server did not start\n"),
+        (AlwaysServedToy(), "0", EVIDENCE, EXIT_BAD_REQUEST, "restore: bad request: MEMTRIAL_PROVISIONER_SERVE: "
+         "this provisioner always serves; use ro (the default) or 1\n"),
+        (ToyBackend(), "0", EVIDENCE + '{"id": "doc-2"}\n', EXIT_BAD_REQUEST, "restore: bad request: evidence_corpus line 2"),
+    ],
+    ids=["server-fails-to-start", "mode-0-on-an-always-serving-backend", "malformed-artifact"],
+)
+def test_a_refused_or_failed_restore_leaves_no_project(
+        tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        backend: ProvisionerBackend, serve: str, evidence: str, code: int, message: str) -> None:
+    """A half-built project (or its staging folder) would make the retry of the same run identity
+    be refused as already restored; an always-serving backend refuses mode 0 before it stores anything."""
+    monkeypatch.setenv(SERVE_ENV, serve)
+    exit_code, out, err = answer(backend, "restore", restore_request(tmp_path, evidence), monkeypatch, capsys)
+    assert (exit_code, out) == (code, "")
+    assert err.startswith(message) and err.endswith("\n") and err.count("\n") == 1, err
+    projects = state / "projects"
+    assert not projects.exists() or list(projects.iterdir()) == [], "the restore left its project or staging folder"
 
 
 def test_a_verb_outside_the_protocol_names_the_backends_module(capsys: pytest.CaptureFixture[str]) -> None:

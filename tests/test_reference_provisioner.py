@@ -16,7 +16,7 @@ import pytest
 
 from tasks_lib.contracts import ArmArtifacts, ArtifactRef
 from tasks_lib.errors import MemtrialError
-from tasks_lib.memory.provisioner.reference import SERVE_FILE, STATE_ENV
+from tasks_lib.memory.provisioner.verbs import SERVE_FILE, STATE_ENV
 from tasks_lib.memory.reference.replica import REPLICA_FILE_NAME
 from tasks_lib.memory.delivery.server import MemoryClient, ServedReplica
 from tasks_lib.memory.reference.store import SqliteMemoryStore

@@ -323,21 +323,9 @@ class _Checks:
             self.record("responses-are-strict-json", True, f"all {len(self.p.parsed)} responses were single strict JSON objects")
 
 
-async def check_provisioner_async(
-    argv: Sequence[str],
-    fixture_root: Path,
-    *,
-    env: Mapping[str, str] | None = None,
-    cases: tuple[CheckCase, CheckCase] | None = None,
-    timeout_seconds: float = 60.0,
-    output_limit_bytes: int = DEFAULT_OUTPUT_LIMIT_BYTES,
-) -> list[CheckResult]:
-    """Run every conformance check against the provisioner `argv`; see `check_provisioner`."""
-    fixture_root.mkdir(parents=True, exist_ok=True)
-    a, b = cases if cases is not None else write_check_fixture(fixture_root)
-    config = ProvisionerConfig(argv=tuple(argv), fixture_root=fixture_root, env=dict(env or {}),
-                               timeout_seconds=timeout_seconds, output_limit_bytes=output_limit_bytes)
-    return await _Checks(_RecordingProvisioner(config), a, b).run()
+async def run_checks(config: ProvisionerConfig, cases: tuple[CheckCase, CheckCase]) -> list[CheckResult]:
+    """Run every conformance check against the provisioner `config` describes, restoring `cases`; see `check_provisioner`."""
+    return await _Checks(_RecordingProvisioner(config), *cases).run()
 
 
 def check_provisioner(
@@ -353,10 +341,13 @@ def check_provisioner(
 
     Without `cases` the built-in fixture is written under `fixture_root/memtrial-check/`. `env`
     is added to the provisioner's environment. Only a `ProvisionerError` counts as the
-    provisioner's failure; anything else is a bug here and propagates.
+    provisioner's failure; anything else is a bug here and propagates. Inside a running event
+    loop, await `run_checks` instead.
     """
-    return asyncio.run(check_provisioner_async(argv, fixture_root, env=env, cases=cases,
-                                               timeout_seconds=timeout_seconds, output_limit_bytes=output_limit_bytes))
+    fixture_root.mkdir(parents=True, exist_ok=True)
+    config = ProvisionerConfig(argv=tuple(argv), fixture_root=fixture_root, env=dict(env or {}),
+                               timeout_seconds=timeout_seconds, output_limit_bytes=output_limit_bytes)
+    return asyncio.run(run_checks(config, cases if cases is not None else write_check_fixture(fixture_root)))
 
 
 def format_results(results: Sequence[CheckResult]) -> str:

@@ -48,7 +48,7 @@ from tasks_lib.arm.steps import (
     TaskSource,
     Workspace,
 )
-from tasks_lib.analysis.evidence import seal_run
+from tasks_lib.manifest import seal_run
 from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, open_store, run_key
 from tasks_lib.arm.audit import AuditReceipt
 from tasks_lib.contracts import PreparedCorpus, RunRecord

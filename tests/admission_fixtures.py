@@ -16,7 +16,7 @@ from typing import Any
 
 import boto3
 
-from tasks_lib.analysis.evidence import seal_run
+from tasks_lib.manifest import seal_run
 from tasks_lib.arm.audit import AuditReceipt, Change, SnapshotEntry
 from tasks_lib.artifacts import ArtifactStore, S3Settings, open_store, run_key
 from tasks_lib.arm.comparability import record_fields

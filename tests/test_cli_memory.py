@@ -154,11 +154,11 @@ def test_provisioner_check_passes_the_example(tmp_path: Path, capsys: pytest.Cap
             "--env", f"MINIMAL_PROVISIONER_STATE={tmp_path / 'state'}", "--", sys.executable, str(EXAMPLE)]
     assert main(args) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 10 and all(line.startswith("PASS  ") for line in lines[:9])
-    assert lines[-1] == "9/9 checks passed: ok"
+    assert len(lines) == 11 and all(line.startswith("PASS  ") for line in lines[:10])
+    assert lines[-1] == "10/10 checks passed: ok"
 
 
 def test_provisioner_check_fails_with_exit_1_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["provisioner", "check", "--fixture-root", str(tmp_path), "--json", "--", "/bin/false"]) == 1
     report = json.loads(capsys.readouterr().out)
-    assert report["ok"] is False and len(report["checks"]) == 9 and not any(c["passed"] for c in report["checks"])
+    assert report["ok"] is False and len(report["checks"]) == 10 and not any(c["passed"] for c in report["checks"])

@@ -16,7 +16,7 @@ import pytest
 
 from tasks_lib.agents.base import Transcript, TranscriptStep
 from tasks_lib.arm.steps import run_matrix, schedule, select_tasks
-from tasks_lib.analysis.evidence import seal_run
+from tasks_lib.manifest import seal_run
 from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, LocalStore, run_key
 from tasks_lib.arm.audit import AuditReceipt
 from tasks_lib.contracts import RunRecord

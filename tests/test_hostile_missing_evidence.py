@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from flows.cli.main import main
-from tasks_lib.analysis.evidence import seal_run
+from tasks_lib.manifest import seal_run
 from tasks_lib.artifacts import LocalStore
 
 TASK = "logship-partial-exit"

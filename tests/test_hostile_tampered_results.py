@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from flows.cli.main import main
-from tasks_lib.analysis.evidence import MANIFEST_JSON, RunManifest, verify_run
+from tasks_lib.manifest import MANIFEST_JSON, RunManifest, verify_run
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.contracts import load_document
 

@@ -128,7 +128,7 @@ BROKEN_EXAMPLES = [
      {"snapshot-after-destroy-shows-nothing"}),
     ("restores-empty-graph",
      "m.load_graph = lambda path: {'nodes': [], 'edges': []}",
-     {"snapshot-finds-planted-probes", "restore-isolates-run-identity", "destroy-is-scoped"}),
+     {"snapshot-finds-planted-probes", "restore-isolates-run-identity", "restore-isolates-trials", "destroy-is-scoped"}),
     ("answers-from-nowhere",
      "m.run_probe = lambda probe, items, graph: {'name': probe['name'], 'hits': [{'id': 'x', 'text': "
      "str(probe.get('expect_text'))}], 'found': probe.get('expect_text') is not None}",

@@ -25,7 +25,7 @@ from admission_fixtures import (
 
 from flows.cli.main import main
 from tasks_lib.analysis.admission import AdmissionError, admit_run
-from tasks_lib.analysis.evidence import seal_run
+from tasks_lib.manifest import seal_run
 from tasks_lib.arm.steps import run_matrix, schedule
 from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id, run_key
 from tasks_lib.contracts import load_document

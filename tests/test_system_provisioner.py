@@ -108,7 +108,8 @@ def test_the_check_reports_the_lane_a_system_lacks(tmp_path: Path) -> None:
     results = check_provisioner(list(ARGV), tmp_path / "fixture", timeout_seconds=180,
                                 env={SYSTEM_ENV: "chroma", STATE_ENV: str(tmp_path / "state")})
     failed = {r.name: r.why for r in results if not r.passed}
-    assert set(failed) == {"snapshot-finds-planted-probes", "restore-isolates-run-identity", "destroy-is-scoped"}, \
+    assert set(failed) == {"snapshot-finds-planted-probes", "restore-isolates-run-identity", "restore-isolates-trials",
+                           "destroy-is-scoped"}, \
         format_results(results)
     assert all("graph" in why or "0 edges" in why for why in failed.values()), failed
     assert list((tmp_path / "state" / "projects").iterdir()) == []

@@ -25,7 +25,8 @@ import pyarrow as pa
 from pydantic import Field, ValidationError
 
 from tasks_lib.analysis.admission import AdmissionDecision, admissions_key, load_decisions
-from tasks_lib.analysis.evidence import verify_run, with_evidence
+from tasks_lib.analysis.evidence import with_evidence
+from tasks_lib.manifest import verify_run
 from tasks_lib.agents.base import Transcript
 from tasks_lib.artifacts import RECORDS_TABLE, RUNS, ArtifactStore, run_key
 from tasks_lib.arm.audit import AuditReceipt

@@ -17,7 +17,8 @@ from typing import Literal
 from pydantic import Field
 
 from tasks_lib.analysis.admission import load_decisions, load_records
-from tasks_lib.analysis.evidence import verify_run, with_evidence
+from tasks_lib.analysis.evidence import with_evidence
+from tasks_lib.manifest import verify_run
 from tasks_lib.artifacts import ArtifactStore
 from tasks_lib.arm.comparability import (
     ComparabilityKey,

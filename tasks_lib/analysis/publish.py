@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from pydantic import Field, ValidationError
 
 from tasks_lib.analysis.admission import ADMISSIONS_TABLE, AdmissionDecision, load_decisions
-from tasks_lib.analysis.evidence import TamperedRunError, verify_run
+from tasks_lib.manifest import TamperedRunError, verify_run
 from tasks_lib.artifacts import RUNS, ArtifactStore, LocalStore, check_key
 from tasks_lib.contracts import (
     ContractModel,

@@ -47,7 +47,7 @@ from tasks_lib.agents.base import Agent, AgentRun, AgentSession
 from tasks_lib.agents.calibration import CalibrationAgent
 from tasks_lib.agents.calibration_plan import key_texts
 from tasks_lib.agents.registry import get_agent
-from tasks_lib.analysis.evidence import seal_run
+from tasks_lib.manifest import seal_run
 from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
 from tasks_lib.arm.comparability import record_fields
@@ -483,7 +483,7 @@ def run_matrix(
     """Run every attempt; return the records in schedule order (each is also stored as it ends).
 
     Each task's fixture is built once into a template for the matrix and copied per attempt; when every
-    attempt has ended, the run's evidence is sealed with its manifest (`tasks_lib.analysis.evidence`).
+    attempt has ended, the run's evidence is sealed with its manifest (`tasks_lib.manifest`).
     With `workers` > 1, that many attempts run at once on threads (each has its own scratch root,
     store and realm); they start in schedule order, and `progress` is called as each one ends.
     """

@@ -20,6 +20,12 @@ are the ids written in these files. Each case plants one distinctive phrase ("sa
 
 A provisioner for a system with its own artifact format converts these files on restore, or the
 caller passes `cases` built from fixtures in that format.
+
+Two trials of one task restore the same fixture and arm under two run identities, so
+`restore-isolates-trials` does exactly that and requires two separate live states: different
+projects; each snapshot reporting the case's state exactly (nothing accumulated from the other
+restore); a memory written through the first (into its replica, when the restore names the reference
+replica file) never found through the second; and the second intact after the first is destroyed.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ CHECK_NAMES = (
     "snapshot-finds-planted-probes",
     "snapshot-misses-absent-memory",
     "restore-isolates-run-identity",
+    "restore-isolates-trials",
     "destroy-ok",
     "snapshot-after-destroy-shows-nothing",
     "destroy-is-scoped",
@@ -162,6 +169,26 @@ def write_check_fixture(fixture_root: Path) -> tuple[CheckCase, CheckCase]:
 
 
 # --------------------------------------------------------------------------- running the checks
+
+WRITTEN_TEXT = "indigo pelican migrates through the quarry"
+"""What the trials check writes through one project's replica (no case plants it)."""
+
+
+def _write_through(restored: RestoreResponse) -> Probe | None:
+    """Write one memory into the restored project's reference replica file, when its env names one, and
+    return the probe that finds it; None when the project is reachable only through a server."""
+    from tasks_lib.memory.delivery.hook import REALM_ENV, STORE_ENV
+    from tasks_lib.memory.reference.store import SqliteMemoryStore
+
+    path, realm = restored.env.get(STORE_ENV), restored.env.get(REALM_ENV)
+    if not path or not realm or not Path(path).is_file():
+        return None
+    store = SqliteMemoryStore(Path(path), create=False)
+    try:
+        store.remember(realm, [WRITTEN_TEXT])
+    finally:
+        store.close()
+    return Probe(name="written-through-another-trial", lane="fulltext", query="indigo pelican quarry", expect_text="indigo pelican")
 
 T = TypeVar("T")
 
@@ -270,7 +297,51 @@ class _Checks:
             self.record("restore-isolates-run-identity", False, f"second restore failed: {error}")
             return None
         self.record("restore-isolates-run-identity", *await self.isolation(restored_a, restored_b))
+        self.record("restore-isolates-trials", *await self.trials_isolated())
         return restored_b
+
+    async def trials_isolated(self) -> tuple[bool, str]:
+        """Case `a` restored twice more, under two fresh run identities, as two trials of one task are."""
+        first, error = await _attempt(self.p.restore(self.a.fixture, self.a.arm, f"{self.a.run_identity}-trial1"))
+        if first is None:
+            return False, f"restore of a second trial failed: {error}"
+        second, error = await _attempt(self.p.restore(self.a.fixture, self.a.arm, f"{self.a.run_identity}-trial2"))
+        try:
+            if second is None:
+                return False, f"restore of a third trial failed: {error}"
+            return await self._separate(first, second)
+        finally:
+            for restored in (first, second):
+                if restored is not None:
+                    await _attempt(self.p.destroy(restored.project))
+
+    async def _separate(self, first: RestoreResponse, second: RestoreResponse) -> tuple[bool, str]:
+        if first.project == second.project:
+            return False, f"two run identities of one fixture and arm got the same project {first.project!r}"
+        names = _names(self.a)
+        for restored in (first, second):
+            snap, error = await _attempt(self.p.snapshot(restored.project, self.a.probes))
+            if snap is None:
+                return False, f"snapshot of {restored.project!r} failed: {error}"
+            problem = _state_matches(snap, self.a)
+            if problem:
+                return False, f"project {restored.project!r}: {problem} (live state shared or accumulated across trials?)"
+        written = _write_through(first)
+        if written is not None:
+            snap, error = await _attempt(self.p.snapshot(second.project, (written,)))
+            if snap is None:
+                return False, f"snapshot of {second.project!r} failed: {error}"
+            if _found(snap, [written.name]):
+                return False, f"a memory written through {first.project!r} was found through {second.project!r}: one live state"
+        _, error = await _attempt(self.p.destroy(first.project))
+        if error is not None:
+            return False, f"destroy of {first.project!r} failed: {error}"
+        snap, error = await _attempt(self.p.snapshot(second.project, self.a.probes))
+        missing = _missing(snap, names) if snap else None
+        if snap is None or missing or _state_matches(snap, self.a):
+            return False, f"destroying {first.project!r} changed {second.project!r}: {error or missing or _state_matches(snap, self.a)}"
+        how = "a write through one was not seen by the other, " if written else ""
+        return True, f"two trials got {first.project!r} and {second.project!r}: {how}each kept exactly its own state"
 
     async def isolation(self, restored_a: RestoreResponse, restored_b: RestoreResponse) -> tuple[bool, str]:
         if restored_a.project == restored_b.project:

@@ -13,13 +13,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from flows.cli.main import JsonFlag, app, emit_json, out
+from flows.cli.common import JsonFlag, emit_json, out
 from tasks_lib.errors import MemtrialError
 
 CONFIG_ENV = "MEMTRIAL_BUDGET_CONFIG"
 
 budget_app = typer.Typer(help="The budget guard (money fence): check a key and its headroom before paying.", no_args_is_help=True)
-app.add_typer(budget_app, name="budget")
 
 
 @budget_app.command("check")

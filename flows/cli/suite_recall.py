@@ -8,8 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from flows.cli.main import JsonFlag, emit_json, err, out
-from flows.cli.suite import suite_app
+from flows.cli.common import JsonFlag, emit_json, err, out
 from tasks_lib.errors import MemtrialError
 
 
@@ -30,7 +29,6 @@ def _cell(rate: object) -> str:
     return f"{value:.2f} ({k}/{n}) [{lower:.2f}, {upper:.2f}]"
 
 
-@suite_app.command("recall")
 def recall(
     sweep: Annotated[bool, typer.Option("--sweep", help="Run every length of --lengths and report the curve and its knee.")] = False,
     lengths: Annotated[str, typer.Option(help="Comma-separated burial lengths (filler turns) for --sweep.")] = "10,40,100,250",

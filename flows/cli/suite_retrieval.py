@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.table import Table
 
-from flows.cli.main import JsonFlag, emit_json, err, out
-from flows.cli.suite import suite_app
+from flows.cli.common import JsonFlag, emit_json, err, out
 from tasks_lib.errors import MemtrialError
 
 if TYPE_CHECKING:
@@ -60,7 +59,6 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
-@suite_app.command("retrieval")
 def suite_retrieval(
     memory: Annotated[str, typer.Option("--memory", help="Memory system from the registry: reference, chroma, mcp-memory.")] = "reference",
     embedder: Annotated[str, typer.Option(help="Embedder the memory system is opened with: hashed (offline default) or minilm.")] = "hashed",

@@ -8,14 +8,13 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from flows.cli.main import JsonFlag, app, emit_json, out
+from flows.cli.common import JsonFlag, emit_json, out
 from tasks_lib.errors import MemtrialError
 
 SHOWN = 6
 """Snapshots shown in the table (the plot shows all)."""
 
 
-@app.command()
 def trend(
     suite: Annotated[str, typer.Option(help="Curve to show: a suite name (retrieval, recall, ...) or a name given with --curve.")] = "retrieval",
     artifacts: Annotated[Optional[str], typer.Option(help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")] = None,

@@ -86,13 +86,12 @@ def recall(
     failures = gate_failures(result, min_recall=min_score, max_staleness=max_staleness, max_false_recall=max_false_recall)
     trend = None
     if artifacts:
-        from flows.cli.suite_retrieval import build_under_test
-        from flows.settings import PROJECT_ROOT
+        from flows.settings import build_under_test
         from tasks_lib.artifacts import open_store
         from tasks_lib.suites.recall.snapshot import recall_snapshot
         from tasks_lib.analysis.trend import append_snapshot, now
 
-        key = append_snapshot(open_store(artifacts), recall_snapshot(result, build_under_test(PROJECT_ROOT), now()), curve)
+        key = append_snapshot(open_store(artifacts), recall_snapshot(result, build_under_test(), now()), curve)
         trend = f"{artifacts.rstrip('/')}/{key}"
     if as_json:
         emit_json({**result.model_dump(mode="json"), "gate_failures": failures, "trend": trend})

@@ -1,6 +1,6 @@
 """`memtrial budget ...`: run the money fence's preflight by hand, and fingerprint a key.
 
-Registered through `flows.cli.main.COMMAND_MODULES`. Library errors become one line and exit 2; a
+Registered in `flows.cli.main` as the `budget` group. Library errors become one line and exit 2; a
 refused preflight exits 1.
 """
 

@@ -1,0 +1,1 @@
+"""memtrial's orchestration: Prefect flows over `tasks_lib` (prepare, paired arms, suites, nightly) and the `memtrial` CLI."""

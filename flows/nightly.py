@@ -9,7 +9,6 @@ config at `runs/R/run-config.json` (and a local copy under `$MEMTRIAL_HOME/runs/
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from flows.settings import configure_prefect
@@ -28,6 +27,7 @@ from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_stage, trend_sn
 from tasks_lib.artifacts import new_run_id, open_store, run_key
 from tasks_lib.contracts import RunRecord, dump_document
 from tasks_lib.runconfig import RunConfig, load_run_config
+from tasks_lib.trees import write_atomically
 from tasks_lib.corpus.tasks import load_tasks
 
 DEFAULT_CONFIG = "configs/default.yaml"
@@ -94,11 +94,7 @@ def save_run_config(config: RunConfig, run_id: str) -> str:
     """Store the resolved config in the artifact store and locally (atomic writes); return its key."""
     key = run_key(run_id, RUN_CONFIG_JSON)
     open_store(config.artifact_root or default_artifact_root()).put_json(key, config)
-    target = local_config_copy(run_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f".{target.name}.partial")
-    staging.write_bytes(dump_document(config))
-    os.replace(staging, target)
+    write_atomically(local_config_copy(run_id), dump_document(config), "the local run config")
     return key
 
 

@@ -1,4 +1,4 @@
-"""Where memtrial keeps its local state, and Prefect's offline local mode.
+"""Where memtrial keeps its local state, which build is under test, and Prefect's offline local mode.
 
 Prefect reads its settings from the environment, so `configure_prefect()` must run before the
 first `import prefect`. Values the user already set win.
@@ -7,6 +7,7 @@ first `import prefect`. Values the user already set win.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -21,6 +22,22 @@ def memtrial_home() -> Path:
 def default_artifact_root() -> str:
     """$MEMTRIAL_ARTIFACT_ROOT (a folder or s3://bucket/prefix), else `<home>/artifacts`."""
     return os.environ.get("MEMTRIAL_ARTIFACT_ROOT") or str(memtrial_home() / "artifacts")
+
+
+def build_under_test(project_root: Path = PROJECT_ROOT) -> str:
+    """`memtrial <version>+<commit>` of this checkout (`.dirty` when it has changes), or `+unknown` outside git."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("memtrial")
+    except PackageNotFoundError:
+        release = "0"
+    try:
+        commit = subprocess.run(["git", "-C", str(project_root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(project_root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return f"memtrial {release}+unknown"
+    return f"memtrial {release}+{commit[:12]}{'.dirty' if dirty else ''}"
 
 
 def configure_prefect() -> None:

@@ -24,7 +24,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from flows import stages
 from flows.progress import reporter
-from flows.settings import PROJECT_ROOT
+from flows.settings import PROJECT_ROOT, build_under_test
 from tasks_lib.artifacts import run_key
 from tasks_lib.errors import MemtrialError
 from tasks_lib.resources import bundled_folder
@@ -230,7 +230,6 @@ def trend_snapshot(artifact_root: str, run_id: str, suite: str, result_key: str,
     the regression messages.
     """
     stages.enter_stage("trend-snapshot", suite)
-    from flows.cli.suite_retrieval import build_under_test
     from tasks_lib.analysis.trend import (
         TrendError,
         append_snapshot,
@@ -245,12 +244,12 @@ def trend_snapshot(artifact_root: str, run_id: str, suite: str, result_key: str,
         from tasks_lib.suites.recall import SweepResult
         from tasks_lib.suites.recall.snapshot import recall_snapshot
 
-        snapshot = recall_snapshot(store.get_json(result_key, SweepResult), build_under_test(PROJECT_ROOT), now())
+        snapshot = recall_snapshot(store.get_json(result_key, SweepResult), build_under_test(), now())
     else:
         from tasks_lib.suites.retrieval import RetrievalResult
         from tasks_lib.suites.retrieval.snapshot import retrieval_snapshot
 
-        snapshot = retrieval_snapshot(store.get_json(result_key, RetrievalResult), build_under_test(PROJECT_ROOT), now())
+        snapshot = retrieval_snapshot(store.get_json(result_key, RetrievalResult), build_under_test(), now())
     curve = trend_curve(suite, embedder)
     try:
         key = append_snapshot(store, snapshot, curve)

@@ -13,7 +13,6 @@ import io
 import json
 import os
 import secrets
-import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,14 +24,13 @@ import pyarrow.parquet as pq
 
 from tasks_lib.contracts import Document, check_rel_path, dump_document, parse_document
 from tasks_lib.errors import ArtifactError, ArtifactNotFound
-from tasks_lib.trees import sha256_bytes
+from tasks_lib.trees import TEMP_MARK, sha256_bytes, write_atomically
 
 D = TypeVar("D", bound=Document)
 
 RUNS = "runs"
 BLOBS = "blobs/sha256"
 RECORDS_TABLE = "records.parquet"
-TEMP_MARK = ".partial-"
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
 
 
@@ -133,19 +131,7 @@ class LocalStore(ArtifactStore):
         return self.root / check_key(key)
 
     def put_bytes(self, key: str, data: bytes) -> None:
-        target = self._path(key)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            staging = target.with_name(f".{target.name}{TEMP_MARK}{uuid.uuid4().hex[:8]}")
-            with open(staging, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(staging, target)
-        except OSError as error:
-            if "staging" in locals():
-                staging.unlink(missing_ok=True)
-            raise ArtifactError(f"{target}: cannot write artifact ({error.strerror})") from None
+        write_atomically(self._path(key), data, "artifact")
 
     def get_bytes(self, key: str) -> bytes:
         path = self._path(key)

@@ -1,17 +1,20 @@
-"""Listing and digesting a packaged tree on disk."""
+"""Files on disk: listing and digesting a packaged tree, and writing one file atomically."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import stat
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
 from tasks_lib.contracts import TreeEntry
-from tasks_lib.errors import CorpusError
+from tasks_lib.errors import ArtifactError, CorpusError
 
 READ_CHUNK = 1 << 20
+TEMP_MARK = ".partial-"
+"""Marks the temporary sibling of a file being written (`.<name>.partial-<hex>`); listings skip it."""
 
 
 def sha256_file(path: Path) -> str:
@@ -26,6 +29,27 @@ def sha256_file(path: Path) -> str:
 def sha256_bytes(data: bytes) -> str:
     """SHA-256 of bytes."""
     return hashlib.sha256(data).hexdigest()
+
+
+def write_atomically(path: Path, data: bytes, what: str = "file") -> None:
+    """Write `data` to `path` through a flushed temporary sibling and a rename: a reader sees the old
+    file or the new one, never part of one. The file gets the usual permissions (0o666 less the umask).
+
+    Raises ArtifactError naming the path, `what` it is and the folder to fix; the sibling is removed.
+    """
+    staging = path.with_name(f".{path.name}{TEMP_MARK}{uuid.uuid4().hex[:8]}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(staging, path)
+    except BaseException as error:
+        staging.unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise ArtifactError(f"{path}: cannot write {what} ({error.strerror}); check that {path.parent} is writable") from None
+        raise
 
 
 def entry_for(root: Path, rel: str) -> TreeEntry:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from tasks_lib import artifacts
 from tasks_lib.artifacts import ArtifactStore, LocalStore, S3Settings, S3Store, open_store, run_key
 from tasks_lib.contracts import ChallengeManifest, ContractError, RunRecord, parse_document
 from tasks_lib.errors import ArtifactError, ArtifactNotFound
+from tasks_lib.trees import write_atomically
 
 RECORD = {
     "schema_version": 1,
@@ -112,6 +115,29 @@ def test_local_write_failure_leaves_no_partial_and_keeps_the_old_object(tmp_path
         store.put_bytes("runs/r/dir.json", b"new")
     assert store.get_bytes("runs/r/x.json") == b"old"
     assert sorted(p.name for p in (tmp_path / "runs/r").iterdir()) == ["dir.json", "x.json"]
+
+
+def test_atomic_file_write_failure_names_the_file_and_leaves_no_partial(tmp_path: Path) -> None:
+    """A failed write (here: a folder stands at the path) is one error naming the file and the fix, and no temp sibling stays."""
+    target = tmp_path / "out" / "report.json"
+    target.mkdir(parents=True)
+    with pytest.raises(ArtifactError, match=f"{target}: cannot write the report .*; check that {target.parent} is writable"):
+        write_atomically(target, b"new", "the report")
+    assert [p.name for p in target.parent.iterdir()] == ["report.json"]
+
+
+def test_atomic_file_write_is_not_owner_only(tmp_path: Path) -> None:
+    """The retrieval report and the trend PNG went through mkstemp, so they came out 0600; the umask decides now."""
+    path = tmp_path / "plots" / "trend.png"
+    previous = os.umask(0o022)
+    try:
+        write_atomically(path, b"old")
+        write_atomically(path, b"new")
+    finally:
+        os.umask(previous)
+    assert path.read_bytes() == b"new"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert [p.name for p in path.parent.iterdir()] == ["trend.png"]
 
 
 def test_local_partial_files_are_never_listed(tmp_path: Path) -> None:

@@ -10,8 +10,10 @@ from typing import Any
 
 import boto3
 import pytest
+from gitrepo import MakeRepo, write_files
 
 from flows.cli.main import main
+from flows.settings import build_under_test
 from tasks_lib.artifacts import ArtifactStore, S3Settings, open_store
 from tasks_lib.analysis.trend import Snapshot, TrendError, append_snapshot, comparability_key, curve_folder, curve_key, load_trend, regressions
 
@@ -174,3 +176,15 @@ def test_trend_command_on_s3(s3_env: str, capsys: pytest.CaptureFixture[str]) ->
     output = capsys.readouterr().out
     assert "REGRESSION retrieval: knee moved from 100 to 40" in output and "knee" in output
     assert remote.exists("trend/retrieval.png")
+
+
+def test_build_under_test_names_the_commit_and_a_dirty_tree(make_repo: MakeRepo, tmp_path: Path) -> None:
+    """A snapshot's build says which commit ran, marks uncommitted changes, and never guesses outside git."""
+    repo, commit = make_repo({"a.py": "x = 1\n"})
+    clean = build_under_test(repo)
+    assert clean.startswith("memtrial ") and clean.endswith(f"+{commit[:12]}")
+    write_files(repo, {"a.py": "x = 2\n"})
+    assert build_under_test(repo) == f"{clean}.dirty"
+    outside = tmp_path / "not-a-repo"
+    outside.mkdir()
+    assert build_under_test(outside).endswith("+unknown")

@@ -1,6 +1,6 @@
 """`memtrial budget ...`: run the money fence's preflight by hand, and fingerprint a key.
 
-Registered through `flows.cli.main.COMMAND_MODULES`. Library errors become one line and exit 2; a
+Registered in `flows.cli.main` as the `budget` group. Library errors become one line and exit 2; a
 refused preflight exits 1.
 """
 
@@ -13,13 +13,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from flows.cli.main import JsonFlag, app, emit_json, out
+from flows.cli.common import JsonFlag, emit_json, out
 from tasks_lib.errors import MemtrialError
 
 CONFIG_ENV = "MEMTRIAL_BUDGET_CONFIG"
 
 budget_app = typer.Typer(help="The budget guard (money fence): check a key and its headroom before paying.", no_args_is_help=True)
-app.add_typer(budget_app, name="budget")
 
 
 @budget_app.command("check")

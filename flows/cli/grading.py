@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from flows.cli.main import JsonFlag, app, emit_json, err, out
+from flows.cli.common import JsonFlag, emit_json, err, out
 
 if TYPE_CHECKING:
     from tasks_lib.artifacts import ArtifactStore
@@ -31,7 +31,6 @@ def _split(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-@app.command()
 def prereg(
     name: Annotated[str, typer.Argument(help="Name of the study (lowercase identifier).")],
     tasks: Annotated[str, typer.Option(help="Comma-separated task ids to freeze (bundled corpus).")],
@@ -73,7 +72,6 @@ def prereg(
         out.print(f"run {run_id}: admitted records now excluded (apparatus_correction)")
 
 
-@app.command()
 def admit(
     run_id: Annotated[str, typer.Argument(help="The run to decide on.")],
     prereg_ref: Annotated[str, typer.Option("--prereg", help="Preregistration NAME (latest version) or NAME@vN.")],
@@ -101,7 +99,6 @@ def admit(
     out.print(f"{admitted} admitted, {len(decisions) - admitted} excluded; {store.uri.rstrip('/')}/{admissions_key(run_id)}")
 
 
-@app.command()
 def publish(
     run_id: Annotated[str, typer.Argument(help="The admitted run to release.")],
     out_dir: Annotated[Path, typer.Option("--out", help="New folder for the release (must not exist).")],
@@ -126,7 +123,6 @@ def publish(
         raise typer.Exit(1)
 
 
-@app.command()
 def compare(
     run_a: Annotated[str, typer.Argument(help="The first run.")],
     run_b: Annotated[str, typer.Argument(help="The second run.")],

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from flows.cli.common import JsonFlag
 from tasks_lib.errors import MemtrialError
 
 memory_app = typer.Typer(
@@ -26,7 +27,6 @@ memory_app = typer.Typer(
 )
 provisioner_app = typer.Typer(help="Check a memory system's provisioner (restore, snapshot, destroy).", no_args_is_help=True)
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="Memory store file (a live store or a run's replica).")]
 SocketOpt = Annotated[Optional[str], typer.Option("--socket", help="Socket of a served replica, instead of --store (default $MEMTRIAL_MEMORY_SOCKET when --store is not given).")]
 RealmOpt = Annotated[str, typer.Option("--realm", help="Realm, '<namespace>:<name>' (e.g. trial:run-1.task-a.on.t0).")]
@@ -281,8 +281,3 @@ def provisioner_check(
     if not ok:
         raise typer.Exit(1)
 
-
-from flows.cli.main import app  # noqa: E402  (registration: flows.cli.main imports this module at its end)
-
-app.add_typer(memory_app, name="memory")
-app.add_typer(provisioner_app, name="provisioner")

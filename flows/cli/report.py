@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from flows.cli.main import JsonFlag, app, emit_json, err, out
+from flows.cli.common import JsonFlag, emit_json, err, out
 
 
 def bundled_memory_texts() -> dict[str, list[str]] | None:
@@ -25,7 +25,6 @@ def bundled_memory_texts() -> dict[str, list[str]] | None:
     return {t.task_id: [m.text for m in t.manifest.memories] for t in load_tasks(root)}
 
 
-@app.command()
 def report(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, as printed by 'memtrial paired' (runs/<RUN>/records.parquet).")],
     artifacts: Annotated[str | None, typer.Option(help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")] = None,

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli.main import JsonFlag, _summary_table, app, emit_json, err, out
+from flows.cli.common import JsonFlag, emit_json, err, out, summary_table
 from tasks_lib.errors import MemtrialError
 
 COLUMNS = ["task", "condition", "passes", "runs", "injected", "mean_tokens"]
@@ -67,7 +67,7 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
             raise typer.Exit(1)
         return
     for agent in result.agents:
-        out.print(_summary_table(agent.cells, COLUMNS, f"{agent.agent}: {agent.passes}/{agent.attempts} passed, {agent.arms_cached} arms from cache (run {agent.run_id})"))
+        out.print(summary_table(agent.cells, COLUMNS, f"{agent.agent}: {agent.passes}/{agent.attempts} passed, {agent.arms_cached} arms from cache (run {agent.run_id})"))
     for name, reason in sorted(result.excluded.items()):
         out.print(f"excluded {name}: {reason}")
     from flows.suites import suite_headline
@@ -86,7 +86,6 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
         raise typer.Exit(1)
 
 
-@app.command()
 def run(
     config: Annotated[Path | None, typer.Option("--config", help="Run config (YAML/JSON; default configs/default.yaml: the embedded default).")] = None,
     artifacts: ArtifactsOpt = None,
@@ -101,7 +100,6 @@ def run(
     _run_nightly(path, new_run_id("run"), artifacts, plain, as_json)
 
 
-@app.command()
 def rerun(
     run_id: Annotated[str, typer.Argument(help="Id of the run to re-run with its stored parameters.")],
     artifacts: ArtifactsOpt = None,
@@ -150,7 +148,6 @@ def _provisioner_option(command: str | None, env: list[str]) -> dict[str, object
     return {"memory_system": "provisioner", "provisioner": {"argv": argv, "env": variables}}
 
 
-@app.command()
 def paired(
     agent: Annotated[str, typer.Option(help="Agent adapter: calibration, claude-code, openai-chat, command.")] = "calibration",
     tasks: Annotated[str | None, typer.Option(help="Comma-separated task ids (default: every bundled task).")] = None,
@@ -208,7 +205,7 @@ def paired(
     if as_json:
         emit_json({"run_id": run_id, "artifacts": location, "records": result.records_key, "cells": cells, "excluded": result.excluded})
         return
-    out.print(_summary_table(cells, COLUMNS, f"paired run {run_id} ({agent})"))
+    out.print(summary_table(cells, COLUMNS, f"paired run {run_id} ({agent})"))
     for name, reason in sorted(result.excluded.items()):
         out.print(f"excluded {name}: {reason}")
     out.print(f"records: {root.rstrip('/')}/{result.records_key}")

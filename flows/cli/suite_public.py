@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from flows.cli.main import JsonFlag, emit_json, out
-from flows.cli.suite import suite_app
+from flows.cli.common import JsonFlag, emit_json, out
 from tasks_lib.errors import MemtrialError
 
 if TYPE_CHECKING:
@@ -68,7 +67,6 @@ def _emit(result: PublicResult, as_json: bool) -> None:
         raise MemtrialError(f"{', '.join(result.dataset_files)}: no question could be scored; see the quirk counts (--json)")
 
 
-@suite_app.command("locomo")
 def locomo(
     dataset: Annotated[Path, typer.Option("--dataset", help="LoCoMo's locomo10.json.")],
     memory: MemoryOpt = "reference",
@@ -86,7 +84,6 @@ def locomo(
     _emit(result, as_json)
 
 
-@suite_app.command("longmemeval")
 def longmemeval(
     dataset: Annotated[list[Path], typer.Option("--dataset", help="A LongMemEval JSON file (repeatable; a repeated question_id is counted and skipped).")],
     memory: MemoryOpt = "reference",

@@ -8,8 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from flows.cli.main import JsonFlag, emit_json, err, out
-from flows.cli.suite import suite_app
+from flows.cli.common import JsonFlag, emit_json, err, out
 from tasks_lib.errors import MemtrialError
 
 
@@ -30,7 +29,6 @@ def _cell(rate: object) -> str:
     return f"{value:.2f} ({k}/{n}) [{lower:.2f}, {upper:.2f}]"
 
 
-@suite_app.command("recall")
 def recall(
     sweep: Annotated[bool, typer.Option("--sweep", help="Run every length of --lengths and report the curve and its knee.")] = False,
     lengths: Annotated[str, typer.Option(help="Comma-separated burial lengths (filler turns) for --sweep.")] = "10,40,100,250",
@@ -88,13 +86,12 @@ def recall(
     failures = gate_failures(result, min_recall=min_score, max_staleness=max_staleness, max_false_recall=max_false_recall)
     trend = None
     if artifacts:
-        from flows.cli.suite_retrieval import build_under_test
-        from flows.settings import PROJECT_ROOT
+        from flows.settings import build_under_test
         from tasks_lib.artifacts import open_store
         from tasks_lib.suites.recall.snapshot import recall_snapshot
         from tasks_lib.analysis.trend import append_snapshot, now
 
-        key = append_snapshot(open_store(artifacts), recall_snapshot(result, build_under_test(PROJECT_ROOT), now()), curve)
+        key = append_snapshot(open_store(artifacts), recall_snapshot(result, build_under_test(), now()), curve)
         trend = f"{artifacts.rstrip('/')}/{key}"
     if as_json:
         emit_json({**result.model_dump(mode="json"), "gate_failures": failures, "trend": trend})

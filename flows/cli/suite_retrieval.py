@@ -2,53 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from flows.cli.main import JsonFlag, emit_json, err, out
-from flows.cli.suite import suite_app
+from flows.cli.common import JsonFlag, emit_json, err, out
 from tasks_lib.errors import MemtrialError
 
 if TYPE_CHECKING:
     from tasks_lib.suites.retrieval.result import RetrievalResult
-
-
-def build_under_test(project_root: Path) -> str:
-    """`memtrial <version>+<commit>` of this checkout (`+dirty` when it has changes), or `+unknown` outside git."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        release = version("memtrial")
-    except PackageNotFoundError:
-        release = "0"
-    try:
-        commit = subprocess.run(["git", "-C", str(project_root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(project_root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return f"memtrial {release}+unknown"
-    return f"memtrial {release}+{commit[:12]}{'.dirty' if dirty else ''}"
-
-
-def write_atomically_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary sibling and a rename; MemtrialError naming the path on failure."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    except OSError as error:
-        raise MemtrialError(f"{path}: cannot write ({error.strerror}); choose a writable path") from None
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temp, path)
-    except OSError as error:
-        Path(temp).unlink(missing_ok=True)
-        raise MemtrialError(f"{path}: cannot write ({error.strerror}); choose a writable path") from None
 
 
 def default_curve(memory: str, embedder: str) -> str:
@@ -60,7 +24,6 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
-@suite_app.command("retrieval")
 def suite_retrieval(
     memory: Annotated[str, typer.Option("--memory", help="Memory system from the registry: reference, chroma, mcp-memory.")] = "reference",
     embedder: Annotated[str, typer.Option(help="Embedder the memory system is opened with: hashed (offline default) or minilm.")] = "hashed",
@@ -72,8 +35,8 @@ def suite_retrieval(
     as_json: JsonFlag = False,
 ) -> None:
     """Run the deterministic offline retrieval suite in a disposable store; exit 1 when a gate or --min-score fails."""
-    from flows.settings import PROJECT_ROOT
-    from tasks_lib.artifacts import open_store
+    from flows.settings import build_under_test
+    from tasks_lib.artifacts import open_store, write_atomically
     from tasks_lib.memory.registry import get_memory_system, open_memory_system
     from tasks_lib.suites.retrieval import (
         RetrievalGates,
@@ -94,10 +57,10 @@ def suite_retrieval(
         graph_cases=graph, policy=policy, adapter_name=memory, embedder=embedder,
     )
     if report:
-        write_atomically_bytes(report, (result.model_dump_json(indent=2) + "\n").encode())
+        write_atomically(report, (result.model_dump_json(indent=2) + "\n").encode())
     snapshot_key = None
     if artifacts:
-        snapshot = retrieval_snapshot(result, build_under_test(PROJECT_ROOT), now())
+        snapshot = retrieval_snapshot(result, build_under_test(), now())
         snapshot_key = append_snapshot(open_store(artifacts), snapshot, curve or default_curve(memory, embedder))
     below = min_score is not None and result.score < min_score
     if as_json:

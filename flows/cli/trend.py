@@ -8,14 +8,13 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from flows.cli.main import JsonFlag, app, emit_json, out
+from flows.cli.common import JsonFlag, emit_json, out
 from tasks_lib.errors import MemtrialError
 
 SHOWN = 6
 """Snapshots shown in the table (the plot shows all)."""
 
 
-@app.command()
 def trend(
     suite: Annotated[str, typer.Option(help="Curve to show: a suite name (retrieval, recall, ...) or a name given with --curve.")] = "retrieval",
     artifacts: Annotated[Optional[str], typer.Option(help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")] = None,
@@ -23,9 +22,8 @@ def trend(
     as_json: JsonFlag = False,
 ) -> None:
     """Show a suite's scores over time; exit 1 when the latest snapshot regresses against the previous one."""
-    from flows.cli.suite_retrieval import write_atomically_bytes
     from flows.settings import default_artifact_root
-    from tasks_lib.artifacts import open_store
+    from tasks_lib.artifacts import open_store, write_atomically
     from tasks_lib.analysis.trend import (
         TREND_PREFIX,
         curve_folder,
@@ -43,7 +41,7 @@ def trend(
     failures = regressions(snapshots[-2], latest, latest.gated) if len(snapshots) > 1 else []
     png = render_trend_png(snapshots, f"{suite}: {latest.adapter}, cases {latest.case_set_digest[:10]}")
     if out_file is not None:
-        write_atomically_bytes(out_file, png)
+        write_atomically(out_file, png)
         plot = str(out_file)
     else:
         key = f"{TREND_PREFIX}/{suite}.png"

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -23,6 +21,7 @@ from typing import Any, Mapping
 from tasks_lib.budget.contracts import BalanceReading, BudgetConfig, Ledger, LedgerEntry
 from tasks_lib.budget.errors import BalanceUnavailable, BudgetConfigError, KeyRejected
 from tasks_lib.contracts import dump_document, load_document
+from tasks_lib.trees import write_atomically
 
 DEFAULT_BASE_URLS = {
     "openrouter": "https://openrouter.ai",
@@ -79,15 +78,7 @@ def load_ledger(path: Path) -> Ledger:
 
 def write_ledger(path: Path, ledger: Ledger) -> None:
     """Write a ledger atomically (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(dump_document(ledger))
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, dump_document(ledger), "the ledger")
 
 
 def append_ledger_entry(path: Path, usd: float, note: str = "") -> Ledger:

@@ -7,8 +7,6 @@ a copy to a local file.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,7 +14,7 @@ from pathlib import Path
 
 from tasks_lib.analysis.aggregate import Aggregate, aggregate_run
 from tasks_lib.artifacts import ArtifactStore, run_key
-from tasks_lib.errors import ArtifactError
+from tasks_lib.trees import write_atomically
 
 REPORT_HTML = "report.html"
 
@@ -36,16 +34,7 @@ class BuiltReport:
 
 def write_local(path: Path, text: str) -> None:
     """Write `text` to `path` atomically (temp file in the same folder, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.chmod(staging, 0o644)
-        os.replace(staging, path)
-    except OSError as error:
-        Path(staging).unlink(missing_ok=True)
-        raise ArtifactError(f"{path}: cannot write the report ({error.strerror})") from None
+    write_atomically(path, text.encode("utf-8"), "the report")
 
 
 def build_report(

@@ -23,10 +23,6 @@ KNOWN_CYCLES = {
     # hook imports server's MemoryClient (inside a function) and server imports hook's REALM_ENV and
     # SOCKET_ENV; another change is removing this cycle. Delete the entry when it is gone.
     frozenset({"tasks_lib.memory.delivery.hook", "tasks_lib.memory.delivery.server"}),
-    # arm.steps seals a finished run with analysis.evidence.seal_run, while analysis (aggregate,
-    # compare, prereg, evidence) reads arm.audit receipts and arm.comparability keys. Sealing (or the
-    # audit and comparability contracts) belongs below both stages; delete the entry once it moves.
-    frozenset({"tasks_lib.arm", "tasks_lib.analysis"}),
 }
 """Import cycles that exist today; the test requires exactly these, so a new one fails and a removed one must be deleted here."""
 

@@ -32,7 +32,7 @@ from bench_prepare import GIT_ENV, fetch_sdist
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript
 from tasks_lib.agents.registry import register_agent
-from tasks_lib.arm.steps import run_attempt, schedule
+from tasks_lib.arm.steps import ArmSetup, TaskSource, run_attempt, schedule
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.arm.workspace import WorkspaceTemplates
@@ -115,8 +115,9 @@ def main() -> int:
             shutil.rmtree(work / f"floor{round_}")
             for series, cache in ((built, None), (copied, templates)):
                 start = time.perf_counter()
-                record = run_attempt(attempt, run_id=f"bench-{round_}-{len(series)}", repo_root=repo, commit=commit,
-                                     tasks_subdir="tasks", agent_name="noop", store=LocalStore(work / "artifacts"), templates=cache)
+                setup = ArmSetup(run_id=f"bench-{round_}-{len(series)}", source=TaskSource(repo, commit, "tasks"),
+                                 agent_name="noop", store=LocalStore(work / "artifacts"))
+                record = run_attempt(attempt, setup, templates=cache)
                 series.append(time.perf_counter() - start)
                 outcomes.add(f"{record.outcome} (audit passed: {record.audit_passed})")
     floor_m, built_m, copied_m = (statistics.median(x) for x in (floor, built, copied))

@@ -3,9 +3,10 @@ and arms/hour with 1 vs 2 parallel workers, on the calibration matrix of the bun
 
     .venv/bin/python benchmarks/bench_orchestration.py [--tasks N] [--rounds R]
 
-1. Overhead per task: the same arms run (a) by calling the stage function directly and (b) as the
-   Prefect `run-arm` task with its nested step tasks (persisted result, cache lookup), one at a
-   time, inside one flow; overhead = (b - a) / arms, also per Prefect task run (7 per arm).
+1. Overhead per task: the same arms run (a) through `run_attempt` with every step called directly
+   and (b) as the Prefect `run-arm` task, the same `run_attempt` with its steps as nested tasks
+   (persisted result, cache lookup), one at a time, inside one flow; overhead = (b - a) / arms,
+   also per Prefect task run (7 per arm).
 2. Rerun after a late failure: the nightly flow on the default matrix (every bundled task x off,
    on, ablate:all; no suites) fails in its last stage (report); `nightly` is re-run with the same
    run id; the rerun's time as a fraction of the failed run's.
@@ -42,6 +43,7 @@ from flows import stages
 from flows.nightly import nightly
 from flows.paired import arm_specs, paired_flow, prepare_tasks
 from flows.runners import task_runner
+from tasks_lib.arm.steps import run_attempt
 from tasks_lib.artifacts import new_run_id
 from tasks_lib.runconfig import RunConfig, RunnerSpec
 from tasks_lib.corpus.tasks import load_tasks
@@ -69,24 +71,13 @@ def overhead_flow(config: RunConfig, artifact_root: str) -> tuple[list[float], l
     arm = stages.run_arm.with_options(result_storage=storage)
     for spec in specs(new_run_id("direct")):
         started = time.perf_counter()
-        _direct_arm(spec)
+        run_attempt(*stages.arm_attempt(spec))
         direct.append(time.perf_counter() - started)
     for spec in specs(new_run_id("wrapped")):
         started = time.perf_counter()
         arm(spec)
         wrapped.append(time.perf_counter() - started)
     return direct, wrapped
-
-
-def _direct_arm(spec):  # type: ignore[no-untyped-def]
-    """The arm's stage functions with no Prefect at all (tasks_lib.arm.steps.run_attempt)."""
-    from tasks_lib.arm.steps import Attempt, run_attempt
-    from tasks_lib.corpus.tasks import load_task
-
-    attempt = Attempt(load_task(Path(spec.task_folder)), spec.condition, spec.trial, spec.order)
-    return run_attempt(attempt, run_id=spec.run_id, repo_root=Path(spec.repo_root), commit=spec.commit,
-                       tasks_subdir=spec.tasks_subdir, agent_name=spec.agent.name, store=stages.artifact_store(spec.artifact_root),
-                       agent_options=dict(spec.agent.options), embedder=spec.embedder, sandbox=spec.sandbox)
 
 
 def rerun_fraction(tasks: list[str], root: Path) -> tuple[float, float]:

@@ -154,8 +154,8 @@ def prepare_tasks(config: RunConfig, repo_root: str, storage: stages.ArtifactRes
     )
 
 
-def run_matrix(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_id: str, artifact_root: str,
-               storage: stages.ArtifactResultStorage) -> tuple[list[RunRecord], int, str]:
+def fan_out_arms(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_id: str, artifact_root: str,
+                 storage: stages.ArtifactResultStorage) -> tuple[list[RunRecord], int, str]:
     """One agent's arms fanned out on the task runner (a paid agent's one at a time behind the budget
     guard), then its records table. Returns (records, arms from cache, records key). Call inside a flow."""
     progress = reporter()
@@ -204,7 +204,7 @@ def paired_flow(config: RunConfig, run_id: str, repo_root: str, artifact_root: s
     storage = stages.result_storage(artifact_root, config.result_root)
     reporter().plan([PREPARE, INVARIANTS, arm_stage(agent), records_stage(agent)])
     tasks = prepare_tasks(config, repo_root, storage)
-    records, cached, key = run_matrix(config, agent, tasks, run_id, artifact_root, storage)
+    records, cached, key = fan_out_arms(config, agent, tasks, run_id, artifact_root, storage)
     return PairedResult(run_id=run_id, artifact_root=artifact_root, records_key=key, records=records,
                         excluded=tasks.excluded, arms_cached=cached)
 
@@ -223,7 +223,7 @@ def matrix_flow(config: RunConfig, run_id: str, repo_root: str, artifact_root: s
     results = []
     for agent in config.all_agents:
         sub_run = agent_run_id(run_id, agent)
-        records, cached, key = run_matrix(config, agent, tasks, sub_run, artifact_root, storage)
+        records, cached, key = fan_out_arms(config, agent, tasks, sub_run, artifact_root, storage)
         results.append(PairedResult(run_id=sub_run, artifact_root=artifact_root, records_key=key, records=records,
                                     excluded=tasks.excluded, arms_cached=cached))
     return results

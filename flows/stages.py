@@ -21,12 +21,14 @@ appends one line per stage execution (a cache hit executes nothing), and
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import os
 import threading
+from collections.abc import Callable
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar, cast
 
 from flows.settings import configure_prefect
 
@@ -40,21 +42,12 @@ from prefect.filesystems import WritableFileSystem
 
 import tasks_lib
 from tasks_lib.arm import steps as arms
-from tasks_lib.agents.base import AgentRun
-from tasks_lib.arm.steps import (
-    Attempt,
-    CheckOutcome,
-    ProvisionedMemory,
-    TaskSource,
-    Workspace,
-)
+from tasks_lib.arm.steps import ArmSetup, Attempt, StepName, StepWrapper, TaskSource
 from tasks_lib.manifest import seal_run
 from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, open_store, run_key
-from tasks_lib.arm.audit import AuditReceipt
 from tasks_lib.contracts import PreparedCorpus, RunRecord
 from tasks_lib.errors import MemtrialError
 from tasks_lib.corpus.prepare import prepare_task
-from tasks_lib.memory.provisioner.client import ProvisionerSpec
 from tasks_lib.runconfig import ArmSpec
 from tasks_lib.corpus.tasks import CorpusCheckReport, check_corpus, load_task
 
@@ -63,12 +56,17 @@ FAIL_STAGE_ENV = "MEMTRIAL_FAIL_STAGE"
 FAIL_ONCE_ENV = "MEMTRIAL_FAIL_ONCE"
 RESULTS_FOLDER = "prefect-results"
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 __all__ = [
     "ArtifactResultStorage",
     "InjectedFailure",
     "aggregate",
+    "arm_attempt",
     "check_invariants",
     "code_digest",
+    "prefect_steps",
     "prepare_code_digest",
     "prepare_task_corpus",
     "records_digest",
@@ -278,80 +276,46 @@ def _arm_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:
     return f"arm-{spec.cache_identity()}"
 
 
-def _step(name: str):  # type: ignore[no-untyped-def]
-    """A sub-stage of one arm: runs inside the arm's task (same process, same scratch folder),
-    so it is never cached on its own and never retried (the arm is the unit of cache and retry)."""
-    return task(name=name, cache_policy=NO_CACHE, persist_result=False, retries=0)
+def prefect_steps(agent_label: str) -> StepWrapper:
+    """`run_attempt`'s steps as nested task runs of one arm, each named after its step and marked with
+    `enter_stage` (the agent step with the arm's label). They run inside the arm's task (same process,
+    same scratch folder), so none is cached on its own or retried: the arm is the unit of cache and retry."""
+
+    def wrap(name: StepName, step: Callable[P, R], /) -> Callable[P, R]:
+        @functools.wraps(step)
+        def traced(*args: P.args, **kwargs: P.kwargs) -> R:
+            enter_stage(name, agent_label if name == "run-agent" else "")
+            return step(*args, **kwargs)
+
+        return cast(Callable[P, R], task(traced, name=name, cache_policy=NO_CACHE, persist_result=False, retries=0))
+
+    return wrap
 
 
-@_step("materialize-workspace")
-def materialize_step(attempt: Attempt, source: TaskSource) -> Workspace:
-    """Build the fixture from git objects, redact it, snapshot it."""
-    enter_stage("materialize-workspace")
-    return arms.materialize_workspace(attempt, source)
-
-
-@_step("provision-memory")
-def provision_step(attempt: Attempt, run_id: str, workspace: Workspace, embedder: str,
-                   provisioner: ProvisionerSpec | None = None) -> ProvisionedMemory:
-    """Plant the task's memories in the trial's realm (nothing under `off`)."""
-    enter_stage("provision-memory")
-    return arms.provision_memory(attempt, run_id, workspace.root, embedder, provisioner)
-
-
-@_step("run-agent")
-def agent_step(attempt: Attempt, workspace: Workspace, memory: ProvisionedMemory, spec: ArmSpec) -> AgentRun:
-    """Run the agent over the visible prompts (the only step that can spend money)."""
-    enter_stage("run-agent", spec.label)
-    return arms.run_agent(attempt, workspace, memory, spec.agent.name, agent_options=dict(spec.agent.options), sandbox=spec.sandbox)
-
-
-@_step("audit-mutations")
-def audit_step(attempt: Attempt, workspace: Workspace) -> AuditReceipt:
-    """The mutation audit against the pre-run snapshot."""
-    enter_stage("audit-mutations")
-    return arms.audit_workspace(attempt, workspace)
-
-
-@_step("check-workspace")
-def check_step(attempt: Attempt, workspace: Workspace, receipt: AuditReceipt, run: AgentRun) -> CheckOutcome:
-    """Apply hidden/ and run the check command (only after a passed audit)."""
-    enter_stage("check-workspace")
-    return arms.check_workspace(attempt, workspace, receipt, run)
-
-
-@_step("record-arm")
-def record_step(attempt: Attempt, spec: ArmSpec, workspace: Workspace, memory: ProvisionedMemory, run: AgentRun,
-                receipt: AuditReceipt, check: CheckOutcome) -> RunRecord:
-    """Grade the attempt, confirm injection, store transcript, receipt and record."""
-    enter_stage("record-arm")
-    return arms.record_attempt(attempt, run_id=spec.run_id, workspace=workspace, memory=memory, run=run, receipt=receipt,
-                               check=check, agent_name=spec.agent.name, store=artifact_store(spec.artifact_root))
+def arm_attempt(spec: ArmSpec) -> tuple[Attempt, ArmSetup]:
+    """The attempt an arm spec describes and its setup: what `run_arm` hands to `run_attempt`. No
+    workspace templates (each arm builds its fixture from git objects: an arm is a cached unit that
+    may run in another process) and the task's own agent timeout (covered by the manifest digest)."""
+    attempt = Attempt(load_task(Path(spec.task_folder)), spec.condition, spec.trial, spec.order)
+    setup = ArmSetup(run_id=spec.run_id, source=TaskSource(Path(spec.repo_root), spec.commit, spec.tasks_subdir),
+                     agent_name=spec.agent.name, store=artifact_store(spec.artifact_root), agent_options=dict(spec.agent.options),
+                     embedder=spec.embedder, sandbox=spec.sandbox, provisioner=spec.provisioner)
+    return attempt, setup
 
 
 @task(name="run-arm", cache_policy=CacheKeyFnPolicy(cache_key_fn=_arm_key) + TASK_SOURCE, persist_result=True, retries=0)
 def run_arm(spec: ArmSpec) -> RunRecord:
-    """One arm end to end, its sub-stages as nested task runs: materialize, provision, run the agent,
-    release the memories (always), audit, check, record, tear down (always).
+    """One arm end to end (`tasks_lib.arm.steps.run_attempt`), its steps as nested task runs
+    (`prefect_steps`): materialize, provision, run the agent, release the memories (always), audit,
+    check, record, tear down (always).
 
     Cached on the arm's identity (run id, task digests, condition, trial, agent, config and code
     digests), so a rerun of the same run never runs a completed arm again. No retries here: the
     flow gives free agents one retry via `with_options`, never paid ones.
     """
     enter_stage("run-arm", spec.label)
-    attempt = Attempt(load_task(Path(spec.task_folder)), spec.condition, spec.trial, spec.order)
-    workspace = materialize_step(attempt, TaskSource(Path(spec.repo_root), spec.commit, spec.tasks_subdir))
-    try:
-        memory = provision_step(attempt, spec.run_id, workspace, spec.embedder, spec.provisioner)
-        try:
-            run = agent_step(attempt, workspace, memory, spec)
-        finally:
-            arms.release_memory(memory, spec.embedder)
-        receipt = audit_step(attempt, workspace)
-        check = check_step(attempt, workspace, receipt, run)
-        return record_step(attempt, spec, workspace, memory, run, receipt, check)
-    finally:
-        arms.teardown_workspace(workspace)
+    attempt, setup = arm_attempt(spec)
+    return arms.run_attempt(attempt, setup, wrap=prefect_steps(spec.label))
 
 
 def _records_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:

@@ -25,6 +25,8 @@ from tasks_lib.agents.calibration_plan import (
 )
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.arm.steps import (
+    STEP_NAMES,
+    ArmSetup,
     ArmsError,
     runner_owned_paths,
     TaskSource,
@@ -38,6 +40,7 @@ from tasks_lib.arm.steps import (
     record_attempt,
     release_memory,
     run_agent,
+    run_attempt,
     run_matrix,
     schedule,
     select_tasks,
@@ -273,6 +276,52 @@ def test_stages_called_one_by_one_give_the_composed_record(tmp_path: Path) -> No
     assert not workspace.root.exists()
     assert record.model_dump(exclude={"wall_seconds"}) == composed.model_dump(exclude={"wall_seconds"})
     assert store.exists(record.transcript or "") and store.exists(record.audit_receipt or "")
+
+
+def test_a_step_wrapper_sees_every_step_once_in_order_and_changes_no_record(tmp_path: Path) -> None:
+    """An orchestrator wrapping the steps (as flows.stages does with Prefect tasks) runs the same
+    composition as a direct call: same steps, same order, same record; it cannot drift from it."""
+    attempt = schedule(select_tasks(TASKS, ["logship-partial-exit"]), ["on"], 1)[0]
+    setup = ArmSetup(run_id="test-run", source=TaskSource(REPO, HEAD, "corpora/tasks"), agent_name="calibration",
+                     store=LocalStore(tmp_path / "direct"))
+    direct = run_attempt(attempt, setup)
+    seen: list[str] = []
+
+    def wrap(name, step):  # type: ignore[no-untyped-def]
+        def called(*args, **kwargs):  # type: ignore[no-untyped-def]
+            seen.append(name)
+            return step(*args, **kwargs)
+        return called
+
+    wrapped = run_attempt(attempt, ArmSetup(**{**vars(setup), "store": LocalStore(tmp_path / "wrapped")}), wrap=wrap)
+    assert tuple(seen) == STEP_NAMES
+    assert wrapped.model_dump(exclude={"wall_seconds"}) == direct.model_dump(exclude={"wall_seconds"})
+
+
+def test_a_failing_wrapped_step_still_forgets_the_memories_and_removes_the_scratch_root(tmp_path: Path) -> None:
+    """Release and teardown are not the wrapper's to skip: an orchestrator's step that fails (an
+    injected failure, a crashed task run) leaves no planted memory and no scratch folder behind."""
+    attempt = schedule(select_tasks(TASKS, ["logship-partial-exit"]), ["on"], 1)[0]
+    setup = ArmSetup(run_id="test-run", source=TaskSource(REPO, HEAD, "corpora/tasks"), agent_name="calibration",
+                     store=LocalStore(tmp_path / "artifacts"))
+    made: dict[str, object] = {}
+
+    def wrap(name, step):  # type: ignore[no-untyped-def]
+        def called(*args, **kwargs):  # type: ignore[no-untyped-def]
+            if name == "run-agent":
+                raise RuntimeError("orchestrator lost the agent")
+            made[name] = result = step(*args, **kwargs)
+            if name == "provision-memory":  # a second name for the store file, to read it after teardown
+                (tmp_path / "memory.sqlite").hardlink_to(result.store_path)
+            return result
+        return called
+
+    with pytest.raises(RuntimeError, match="orchestrator lost the agent"):
+        run_attempt(attempt, setup, wrap=wrap)
+    workspace, memory = made["materialize-workspace"], made["provision-memory"]
+    assert len(memory.planted_ids) == 2 and not workspace.root.exists()
+    with SqliteMemoryStore(tmp_path / "memory.sqlite", "hashed") as store:
+        assert store.live_ids(memory.realm) == ()
 
 
 def test_a_failed_materialization_leaves_no_scratch_folder(tmp_path: Path) -> None:

@@ -9,25 +9,29 @@ store the transcript, the audit receipt and the record; and, in a finalizer, for
 id by exact id and remove the workspace. Conditions are interleaved within each task so that no
 condition always runs first.
 
-Stage entry points (each typed, none imports Prefect; `run_attempt` is exactly their composition,
-so an orchestrator can wrap each one as its own task):
+Stage entry points (each typed, none imports Prefect). `run_attempt` is their one composition; an
+orchestrator passes a `StepWrapper` to run each wrapped step (`STEP_NAMES`) its own way, e.g. as a
+Prefect task (`flows.stages.run_arm`), instead of composing the stages again:
 
 1. `materialize_workspace(attempt, source, templates=...) -> Workspace`: scratch root, redacted
    fixture, HOME, pre-run snapshot; pass one `WorkspaceTemplates` per matrix so each task's
    fixture is built from git objects once and copied per attempt (`run_matrix` does).
+   Wrapped as `materialize-workspace`.
 2. `provision_memory(attempt, run_id, workspace.root, embedder, provisioner) -> ProvisionedMemory`:
    realm, planted ids and the agent's memory environment (nothing planted under `off`); with a
    `ProvisionerSpec` the memory system's provisioner restores the memories instead of the
    embedded store, and proves them present before the agent runs (see `provisioned_arm`).
-3. `run_agent(attempt, workspace, memory, agent_name, ...) -> AgentRun`.
+   Wrapped as `provision-memory`.
+3. `run_agent(attempt, workspace, memory, agent_name, ...) -> AgentRun`, within the task's
+   `agent_timeout_seconds` (part of its manifest, so of the arm's identity). Wrapped as `run-agent`.
 4. `release_memory(memory, embedder)`: forget the planted ids by exact id, or destroy the
-   provisioner's project (call it in a finally).
-5. `audit_workspace(attempt, workspace) -> AuditReceipt`.
+   provisioner's project (call it in a finally; never wrapped).
+5. `audit_workspace(attempt, workspace) -> AuditReceipt`. Wrapped as `audit-mutations`.
 6. `check_workspace(attempt, workspace, receipt, run) -> CheckOutcome`: `hidden/` then the check,
-   only after a passed audit and no infrastructure failure.
+   only after a passed audit and no infrastructure failure. Wrapped as `check-workspace`.
 7. `record_attempt(attempt, ..., store) -> RunRecord`: grade, confirm injection, store the
-   transcript, receipt and record.
-8. `teardown_workspace(workspace)`: remove the scratch root (call it in a finally).
+   transcript, receipt and record. Wrapped as `record-arm`.
+8. `teardown_workspace(workspace)`: remove the scratch root (call it in a finally; never wrapped).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, ParamSpec, Protocol, TypeVar, get_args
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession
 from tasks_lib.agents.calibration import CalibrationAgent
@@ -72,6 +77,14 @@ MEMORY_FILE = "memory.sqlite"
 """The attempt's memory store, in the runner-owned scratch root (never inside the workspace)."""
 
 
+StepName = Literal["materialize-workspace", "provision-memory", "run-agent", "audit-mutations", "check-workspace", "record-arm"]
+STEP_NAMES: tuple[StepName, ...] = get_args(StepName)
+"""The stages `run_attempt` calls through its `StepWrapper`, in the order they run."""
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
 class ArmsError(MemtrialError):
     """A paired run cannot be set up (bad condition, unknown task, ...)."""
 
@@ -97,6 +110,28 @@ class TaskSource:
     def fixture_subdir(self, task: LoadedTask) -> str:
         """The task's fixture folder inside the repository."""
         return f"{self.tasks_subdir}/{task.root.name}/{task.manifest.fixture}"
+
+
+@dataclass(frozen=True)
+class ArmSetup:
+    """What every attempt of one run shares: the run, the fixtures' source, the agent, the memory side, the store."""
+
+    run_id: str
+    """Run the attempts belong to (artifacts under runs/<run_id>/; trial realms derive from it)."""
+    source: TaskSource
+    """Repository, commit and tasks folder the fixtures are built from."""
+    agent_name: str
+    """Registry name of the agent (`calibration` is built from the task's runner-owned files)."""
+    store: ArtifactStore
+    """Where transcripts, audit receipts and records go."""
+    agent_options: Mapping[str, object] = field(default_factory=dict)
+    """Keyword options the agent is built with."""
+    embedder: str = "hashed"
+    """Embedder of the embedded reference store."""
+    sandbox: str = "local"
+    """Where the agent's commands run."""
+    provisioner: ProvisionerSpec | None = None
+    """A memory system's provisioner that holds the memories instead of the embedded store."""
 
 
 @dataclass(frozen=True)
@@ -280,9 +315,9 @@ def run_agent(
     *,
     agent_options: Mapping[str, object] | None = None,
     sandbox: str = "local",
-    timeout_seconds: float | None = None,
 ) -> AgentRun:
-    """Stage 3: run the agent over the visible prompt(s); its wall time is measured here when it reports none."""
+    """Stage 3: run the agent over the visible prompt(s) within the task's `agent_timeout_seconds`;
+    its wall time is measured here when it reports none."""
     task = attempt.task
     agent = make_agent(agent_name, task, agent_options or {})
     session = AgentSession(
@@ -291,7 +326,7 @@ def run_agent(
         prompts=(task.manifest.instruction, *task.manifest.follow_up_prompts),
         env=dict(memory.env),
         hook_argv=HOOK_ARGV,
-        timeout_seconds=timeout_seconds or task.manifest.agent_timeout_seconds,
+        timeout_seconds=task.manifest.agent_timeout_seconds,
         sandbox=sandbox,
         hidden_paths=runner_owned_paths(task),
     )
@@ -399,36 +434,39 @@ def teardown_workspace(workspace: Workspace) -> None:
     shutil.rmtree(workspace.root, ignore_errors=True)
 
 
-def run_attempt(
-    attempt: Attempt,
-    *,
-    run_id: str,
-    repo_root: Path,
-    commit: str,
-    tasks_subdir: str,
-    agent_name: str,
-    store: ArtifactStore,
-    agent_options: dict[str, object] | None = None,
-    embedder: str = "hashed",
-    sandbox: str = "local",
-    timeout_seconds: float | None = None,
-    templates: WorkspaceTemplates | None = None,
-    provisioner: ProvisionerSpec | None = None,
-) -> RunRecord:
-    """Run one attempt end to end (the stages in order) and store its transcript, receipt and record."""
-    source = TaskSource(repo_root=repo_root, commit=commit, tasks_subdir=tasks_subdir)
-    workspace = materialize_workspace(attempt, source, templates=templates)
+class StepWrapper(Protocol):
+    """How `run_attempt` calls each stage of `STEP_NAMES`: `wrap(name, step)` returns a callable with
+    the step's own signature (the default, `call_step`, returns the step itself; `flows.stages` returns
+    it as a nested Prefect task named `name`). The callable must call `step` once with the arguments it
+    gets and return its result, or raise; whatever it raises, `run_attempt` still releases the
+    memories and tears the workspace down."""
+
+    def __call__(self, name: StepName, step: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+def call_step(name: StepName, step: Callable[P, R], /) -> Callable[P, R]:
+    """The default `StepWrapper`: every stage called as it is."""
+    return step
+
+
+def run_attempt(attempt: Attempt, setup: ArmSetup, *, templates: WorkspaceTemplates | None = None,
+                wrap: StepWrapper = call_step) -> RunRecord:
+    """Run one attempt end to end (the stages in order, each of `STEP_NAMES` through `wrap`) and store
+    its transcript, receipt and record; release and teardown always run, unwrapped."""
+    workspace = wrap("materialize-workspace", materialize_workspace)(attempt, setup.source, templates=templates)
     try:
-        memory = provision_memory(attempt, run_id, workspace.root, embedder, provisioner)
+        memory = wrap("provision-memory", provision_memory)(attempt, setup.run_id, workspace.root, setup.embedder,
+                                                            setup.provisioner)
         try:
-            run = run_agent(attempt, workspace, memory, agent_name, agent_options=agent_options, sandbox=sandbox,
-                            timeout_seconds=timeout_seconds)
+            run = wrap("run-agent", run_agent)(attempt, workspace, memory, setup.agent_name,
+                                               agent_options=setup.agent_options, sandbox=setup.sandbox)
         finally:
-            release_memory(memory, embedder)
-        receipt = audit_workspace(attempt, workspace)
-        check = check_workspace(attempt, workspace, receipt, run)
-        return record_attempt(attempt, run_id=run_id, workspace=workspace, memory=memory, run=run, receipt=receipt,
-                              check=check, agent_name=agent_name, store=store)
+            release_memory(memory, setup.embedder)
+        receipt = wrap("audit-mutations", audit_workspace)(attempt, workspace)
+        check = wrap("check-workspace", check_workspace)(attempt, workspace, receipt, run)
+        return wrap("record-arm", record_attempt)(attempt, run_id=setup.run_id, workspace=workspace, memory=memory,
+                                                 run=run, receipt=receipt, check=check, agent_name=setup.agent_name,
+                                                 store=setup.store)
     finally:
         teardown_workspace(workspace)
 
@@ -489,15 +527,13 @@ def run_matrix(
     """
     if workers < 1:
         raise ArmsError(f"workers: must be at least 1, got {workers}")
+    setup = ArmSetup(run_id=run_id, source=TaskSource(repo_root, commit, tasks_subdir), agent_name=agent_name, store=store,
+                     agent_options=dict(agent_options or {}), embedder=embedder, sandbox=sandbox, provisioner=provisioner)
     with tempfile.TemporaryDirectory(prefix="memtrial-templates-") as cache:
         templates = WorkspaceTemplates(Path(cache))
 
         def one(attempt: Attempt) -> RunRecord:
-            record = run_attempt(
-                attempt, run_id=run_id, repo_root=repo_root, commit=commit, tasks_subdir=tasks_subdir,
-                agent_name=agent_name, store=store, agent_options=agent_options, embedder=embedder, sandbox=sandbox,
-                templates=templates, provisioner=provisioner,
-            )
+            record = run_attempt(attempt, setup, templates=templates)
             if progress:
                 progress(record)
             return record

@@ -26,6 +26,7 @@ from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home
 from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_stage, trend_snapshots
 from tasks_lib.artifacts import new_run_id, open_store, run_key
 from tasks_lib.contracts import RunRecord, dump_document
+from tasks_lib.preflight import preflight
 from tasks_lib.runconfig import RunConfig, load_run_config
 from tasks_lib.trees import write_atomically
 from tasks_lib.corpus.tasks import load_tasks
@@ -123,7 +124,8 @@ def nightly(config_path: str = DEFAULT_CONFIG, run_id: str | None = None, artifa
     """Everything: every agent's paired matrix, the configured suites, grading, aggregation and the
     report of each agent's run. `run_id` reruns a run (completed stages come from cache);
     `artifact_root` overrides the config's."""
-    config, _ = resolve_config(config_path, artifact_root)
+    config, path = resolve_config(config_path, artifact_root)
+    preflight(config, PROJECT_ROOT, str(path))
     run_id = run_id or new_run_id("nightly")
     artifact_root = config.artifact_root or default_artifact_root()  # resolved: never None here
     progress = reporter()

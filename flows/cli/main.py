@@ -26,6 +26,21 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+def _version(show: bool) -> None:
+    if show:
+        from flows.settings import build_under_test
+
+        print(build_under_test())
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", help="Print memtrial's version and commit, then exit.", callback=_version, is_eager=True),
+) -> None:
+    """Measure whether a memory system makes an AI agent better."""
+
+
 app.command("validate")(validate.validate)
 app.command("certify")(corpus.certify)
 app.command("prereg")(grading.prereg)

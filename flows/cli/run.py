@@ -51,7 +51,11 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
     from flows.nightly import nightly, resolve_config
     from flows.progress import reporting
 
-    config, _ = resolve_config(config_path, artifacts)
+    from flows.settings import PROJECT_ROOT
+    from tasks_lib.preflight import preflight
+
+    config, path = resolve_config(config_path, artifacts)
+    preflight(config, PROJECT_ROOT, str(path))
     err.print(f"memtrial: run {run_id} ({config.name}); Prefect's local server can take ~20 s to start")
     try:
         with reporting(err, live=False if plain or as_json else None):
@@ -189,6 +193,9 @@ def paired(
         from tasks_lib.contracts import violations_of
 
         raise ContractError(violations_of(error, "memtrial paired options")) from None  # type: ignore[arg-type]
+    from tasks_lib.preflight import preflight
+
+    preflight(config, PROJECT_ROOT, "memtrial paired options")
     root = artifacts or default_artifact_root()
     run_id = new_run_id("paired")
     spec = next(a for a in config.all_agents if a.name == agent)

@@ -30,20 +30,39 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from pydantic import Field
 
 from tasks_lib.analysis.stats import MIN_ATTEMPTS_FOR_TEST, mcnemar_exact, sign_flip_test
 from tasks_lib.contracts import Condition, ContractModel
 
-if TYPE_CHECKING:
-    from tasks_lib.analysis.grading import AttemptGrade
-
 SHARE = (0, 1)
 """Range of a per-task share (MUI components)."""
 DIFFERENCE = (-1, 1)
 """Range of a per-task difference of shares (success difference, net MUI)."""
+
+
+class Graded(Protocol):
+    """What the headline reads of a graded attempt; `tasks_lib.analysis.grading.AttemptGrade` has it
+    (a protocol, so this module does not import grading, which imports it)."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def condition(self) -> str: ...
+    @property
+    def trial(self) -> int: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def wall_seconds(self) -> float: ...
+    @property
+    def mui_credit(self) -> str: ...
+    @property
+    def harm(self) -> bool: ...
 
 
 # --------------------------------------------------------------------------- contracts
@@ -194,10 +213,10 @@ def task_effect(values: Sequence[Fraction], unit: str, bounds: tuple[int, int] |
                   exploratory=False, exact=result.exact, assignments=result.assignments)
 
 
-Cells = dict[tuple[str, str], list["AttemptGrade"]]
+Cells = dict[tuple[str, str], list[Graded]]
 
 
-def _gradable_cells(grades: Sequence[AttemptGrade]) -> tuple[Cells, Cells]:
+def _gradable_cells(grades: Sequence[Graded]) -> tuple[Cells, Cells]:
     """(every attempt, gradable attempts) by (task, condition)."""
     every: Cells = defaultdict(list)
     gradable: Cells = defaultdict(list)
@@ -208,19 +227,19 @@ def _gradable_cells(grades: Sequence[AttemptGrade]) -> tuple[Cells, Cells]:
     return every, gradable
 
 
-def _mean(rows: Sequence[AttemptGrade], value: Callable[[AttemptGrade], Fraction]) -> Fraction:
+def _mean(rows: Sequence[Graded], value: Callable[[Graded], Fraction]) -> Fraction:
     return sum((value(g) for g in rows), Fraction(0)) / len(rows)
 
 
-def _passed(g: AttemptGrade) -> Fraction:
+def _passed(g: Graded) -> Fraction:
     return Fraction(g.outcome == "pass")
 
 
-def _tokens(g: AttemptGrade) -> Fraction:
+def _tokens(g: Graded) -> Fraction:
     return Fraction(g.tokens)
 
 
-def _wall(g: AttemptGrade) -> Fraction:
+def _wall(g: Graded) -> Fraction:
     return Fraction(g.wall_seconds)
 
 
@@ -231,9 +250,9 @@ def _figures(effect: Effect) -> tuple[float, float, float]:
     return effect.estimate, effect.low, effect.high
 
 
-def mui_effect(grades: Sequence[AttemptGrade]) -> MuiEffect | None:
+def mui_effect(grades: Sequence[Graded]) -> MuiEffect | None:
     """MUI v2 with harm over the tasks of the gradable `on` attempts; None without any."""
-    by_task: dict[str, list[AttemptGrade]] = defaultdict(list)
+    by_task: dict[str, list[Graded]] = defaultdict(list)
     for g in grades:
         if g.condition == "on" and g.outcome != "ungradable":
             by_task[g.task_id].append(g)
@@ -260,7 +279,7 @@ def mui_effect(grades: Sequence[AttemptGrade]) -> MuiEffect | None:
     )
 
 
-def trial_mcnemar(grades: Sequence[AttemptGrade], a: str, b: str) -> TrialMcNemar | None:
+def trial_mcnemar(grades: Sequence[Graded], a: str, b: str) -> TrialMcNemar | None:
     """The trial-level reference test of a vs b; None without gradable pairs."""
     side_b = {(g.task_id, g.trial): g for g in grades if g.condition == b and g.outcome != "ungradable"}
     pairs = [(g, side_b[(g.task_id, g.trial)]) for g in grades
@@ -272,15 +291,15 @@ def trial_mcnemar(grades: Sequence[AttemptGrade], a: str, b: str) -> TrialMcNema
     return TrialMcNemar(pairs=len(pairs), a_only=a_only, b_only=b_only, p_value=mcnemar_exact(a_only, b_only).pvalue)
 
 
-def compare(grades: Sequence[AttemptGrade], kind: Literal["memory-effect", "ablation", "versus-off"], a: str, b: str) -> Comparison:
+def compare(grades: Sequence[Graded], kind: Literal["memory-effect", "ablation", "versus-off"], a: str, b: str) -> Comparison:
     """The headline of a minus b over the tasks both conditions graded."""
     every, gradable = _gradable_cells(grades)
     tasks = sorted({t for t, c in gradable if c == a and (t, b) in gradable})
 
-    def per_task(value: Callable[[AttemptGrade], Fraction]) -> list[Fraction]:
+    def per_task(value: Callable[[Graded], Fraction]) -> list[Fraction]:
         return [_mean(gradable[(t, a)], value) - _mean(gradable[(t, b)], value) for t in tasks]
 
-    def count(condition: str, cells: Cells, keep: Callable[[AttemptGrade], bool] = lambda g: True) -> int:
+    def count(condition: str, cells: Cells, keep: Callable[[Graded], bool] = lambda g: True) -> int:
         return sum(keep(g) for t in tasks for g in cells[(t, condition)])
 
     return Comparison(
@@ -307,6 +326,6 @@ def compared_pairs(conditions: Sequence[str]) -> list[tuple[Literal["memory-effe
     return pairs
 
 
-def headline(grades: Sequence[AttemptGrade], conditions: Sequence[str]) -> list[Comparison]:
+def headline(grades: Sequence[Graded], conditions: Sequence[str]) -> list[Comparison]:
     """One Comparison per compared pair of the run's conditions (canonical order)."""
     return [compare(grades, kind, a, b) for kind, a, b in compared_pairs(conditions)]

@@ -243,11 +243,11 @@ def _wall(g: Graded) -> Fraction:
     return Fraction(g.wall_seconds)
 
 
-def _figures(effect: Effect) -> tuple[float, float, float]:
-    """(estimate, low, high) of an effect tested on a bounded range, where none of them is None."""
-    if effect.estimate is None or effect.low is None or effect.high is None:
-        raise ValueError(f"an effect on a bounded range lacks a figure: {effect}")
-    return effect.estimate, effect.low, effect.high
+def _figures(effect: Effect) -> tuple[float, float, float, float]:
+    """(estimate, low, high, p) of an effect tested on a bounded range, where none of them is None."""
+    if effect.estimate is None or effect.low is None or effect.high is None or effect.p_value is None:
+        raise ValueError(f"an effect tested on a bounded range lacks a figure: {effect}")
+    return effect.estimate, effect.low, effect.high, effect.p_value
 
 
 def mui_effect(grades: Sequence[Graded]) -> MuiEffect | None:
@@ -263,15 +263,14 @@ def mui_effect(grades: Sequence[Graded]) -> MuiEffect | None:
     saving = [_mean(r, lambda g: Fraction(g.mui_credit == "cost-saving")) for r in rows]
     harm = [_mean(r, lambda g: Fraction(g.harm)) for r in rows]
     unit = "share of on attempts"
-    lift_, lift_low, lift_high = _figures(task_effect(lift, unit, SHARE))
-    saving_, saving_low, saving_high = _figures(task_effect(saving, unit, SHARE))
-    harm_, harm_low, harm_high = _figures(task_effect(harm, unit, SHARE))
+    lift_, lift_low, lift_high, _ = _figures(task_effect(lift, unit, SHARE))
+    saving_, saving_low, saving_high, _ = _figures(task_effect(saving, unit, SHARE))
+    harm_, harm_low, harm_high, _ = _figures(task_effect(harm, unit, SHARE))
     net_effect = task_effect([a + b - c for a, b, c in zip(lift, saving, harm, strict=True)], unit, DIFFERENCE)
-    net, low, high = _figures(net_effect)
+    net, low, high, p = _figures(net_effect)
     flat = [g for r in rows for g in r]
     return MuiEffect(
-        success_lift=lift_, cost_saving=saving_, harm=harm_, net=net, low=low, high=high,
-        p_value=1.0 if net_effect.p_value is None else net_effect.p_value, method=net_effect.method,
+        success_lift=lift_, cost_saving=saving_, harm=harm_, net=net, low=low, high=high, p_value=p, method=net_effect.method,
         success_lift_low=lift_low, success_lift_high=lift_high, cost_saving_low=saving_low,
         cost_saving_high=saving_high, harm_low=harm_low, harm_high=harm_high,
         tasks=len(rows), on_attempts=len(flat), success_lifts=sum(g.mui_credit == "success-lift" for g in flat),

@@ -3,6 +3,7 @@ read back with pandas and DuckDB; admission exclusions; clear errors for unknown
 
 from __future__ import annotations
 
+import json
 import uuid
 from fractions import Fraction
 from pathlib import Path
@@ -56,6 +57,37 @@ def test_tables_are_written_and_readable_with_pandas_and_duckdb(tmp_path: Path) 
     summary = store.get_json(run_key(RUN, SUMMARY_JSON), GradingSummary)
     assert summary == result.summary
     assert Fraction(next(t for t in summary.mui if t.task_id == "*").mui) == Fraction(3, 7)
+
+
+def test_summary_json_carries_a_headline_of_plain_numbers(tmp_path: Path) -> None:
+    """summary.json: a headline per compared pair, numbers as JSON numbers, raw counts, the method named."""
+    store = _local(tmp_path)
+    aggregate_run(store, RUN, TEXTS)
+    data = json.loads((tmp_path / "artifacts" / "runs" / RUN / SUMMARY_JSON).read_text())
+    first = data["headline"][0]
+    assert (first["condition_a"], first["condition_b"], first["tasks"], first["gradable_a"], first["passes_a"]) == ("on", "off", 4, 7, 6)
+    for name in ("success_difference", "token_difference"):
+        assert {"estimate", "low", "high", "p_value", "method"} <= set(first[name])
+    success = first["success_difference"]
+    assert all(isinstance(success[k], float) for k in ("estimate", "low", "high", "p_value")), "numbers, never text"
+    assert "sign-flip permutation test" in success["method"]
+    mui = first["mui"]
+    assert {k: mui[k] for k in ("success_lift", "cost_saving", "harm", "net", "low", "high")} == {
+        "success_lift": 0.25, "cost_saving": 0.125, "harm": 0.125, "net": 0.25, "low": -1.0, "high": 1.0}
+    assert data["mcnemar"]["pvalue"] == "5/8", "the exact trial-level reference is kept"
+    assert {(r["condition"], r["k"]) for r in data["pass_at_k"]} >= {("off", 1), ("on", 1), ("ablate:all", 2)}
+
+
+def test_a_summary_stored_before_the_headline_still_loads(tmp_path: Path) -> None:
+    """Regression: summary.json files written before `headline` and `pass_at_k` existed must still parse."""
+    store = _local(tmp_path)
+    aggregate_run(store, RUN, TEXTS)
+    path = tmp_path / "artifacts" / "runs" / RUN / SUMMARY_JSON
+    old = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("headline", "pass_at_k")}
+    old["mui"] = [{k: v for k, v in t.items() if k not in ("harm", "harm_share", "net")} for t in old["mui"]]
+    path.write_text(json.dumps(old))
+    loaded = store.get_json(run_key(RUN, SUMMARY_JSON), GradingSummary)
+    assert loaded.headline == () and loaded.mui[-1].harm is None, "harm never counted reads unknown, never 0"
 
 
 def test_aggregation_on_s3(s3_env: str) -> None:

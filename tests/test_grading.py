@@ -7,6 +7,7 @@ real calibration agent run over bundled tasks, whose effect follows from the cor
 
 from __future__ import annotations
 
+import random
 import subprocess
 from fractions import Fraction
 from pathlib import Path
@@ -20,9 +21,18 @@ from tasks_lib.manifest import seal_run
 from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, LocalStore, run_key
 from tasks_lib.arm.audit import AuditReceipt
 from tasks_lib.contracts import RunRecord
-from tasks_lib.analysis.grading import GradingSummary, delivery_rates, grade_attempts, mui_credit, summarize, surface_echo
+from tasks_lib.analysis.grading import (
+    GradingSummary,
+    delivery_rates,
+    grade_attempts,
+    mui_credit,
+    mui_harm,
+    summarize,
+    surface_echo,
+)
+from tasks_lib.analysis.headline import Comparison
 from tasks_lib.memory.delivery.provenance import wrap_block
-from tasks_lib.analysis.stats import sign_test, wilcoxon_signed_rank_exact
+from tasks_lib.analysis.stats import mcnemar_exact, sign_test, wilcoxon_signed_rank_exact
 from tasks_lib.corpus.tasks import load_tasks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -216,6 +226,112 @@ def test_mui_credit_rules(on: tuple[str, int, str], off: tuple[str, int, str], c
     assert mui_credit(record("t", "on", 0, *on), record("t", "off", 0, *off))[0] == credit
 
 
+@pytest.mark.parametrize(
+    ("on", "off", "harm"),
+    [
+        ((F, 1000, "yes"), (P, 1000, "no"), True),
+        ((F, 1000, "no"), (P, 1000, "no"), True),
+        ((P, 1500, "yes"), (P, 1000, "no"), True),
+        ((P, 1499, "yes"), (P, 1000, "no"), False),
+        ((F, 1000, "yes"), (F, 1000, "no"), False),
+        ((P, 9000, "yes"), (F, 1000, "no"), False),
+        ((P, 10, "yes"), (P, 0, "no"), False),
+        ((F, 1000, "yes"), (U, 0, "no"), False),
+    ],
+    ids=["failed-where-off-passed", "harm-needs-no-confirmed-delivery", "exactly-1.5x-a-passing-off-is-harm",
+         "just-under-1.5x-is-no-harm", "both-failed-is-no-harm", "tokens-of-a-failed-off-do-not-count",
+         "off-reporting-no-tokens-cannot-show-harm", "ungradable-off-is-no-harm"],
+)
+def test_mui_harm_rules(on: tuple[str, int, str], off: tuple[str, int, str], harm: bool) -> None:
+    assert (mui_harm(record("t", "on", 0, *on), record("t", "off", 0, *off)) is not None) == harm
+
+
+def _headline(summary: GradingSummary, a: str = "on", b: str = "off") -> Comparison:
+    return next(c for c in summary.headline if (c.condition_a, c.condition_b) == (a, b))
+
+
+def test_hand_built_scenario_headline_is_the_mean_over_tasks() -> None:
+    """Per task (on - off): alpha 1, beta 0, gamma 0, delta 1 -> 1/2. MUI per task: alpha lift 1,
+    beta saving 1/2, gamma harm 1/2 (t1: off passed, on failed), delta 0 -> lift 1/4, saving 1/8,
+    harm 1/8, net 1/4. Four tasks can reject nothing at 95%: the intervals are the whole range."""
+    summary = _summary(scenario_records())
+    on_off = _headline(summary)
+    assert (on_off.kind, on_off.tasks, on_off.attempts_a, on_off.gradable_a, on_off.passes_a, on_off.gradable_b, on_off.passes_b) == (
+        "memory-effect", 4, 8, 7, 6, 7, 3), "raw counts, never reduced"
+    success = on_off.success_difference
+    assert (success.estimate, success.low, success.high, success.p_value) == (0.5, -1.0, 1.0, 0.5)
+    assert "all 2^4 = 16 sign assignments" in success.method and "inverting the test" in success.method
+    assert on_off.token_difference.exploratory and on_off.token_difference.p_value is None
+    # mean on - mean off per task: alpha 925 - 2550, beta 1500 - 2200, gamma 1250 - 1750, delta 1100 - 2200
+    assert on_off.token_difference.estimate == (-1625 - 700 - 500 - 1100) / 4
+    mui = on_off.mui
+    assert mui is not None
+    assert (mui.success_lift, mui.cost_saving, mui.harm, mui.net, mui.low, mui.high) == (0.25, 0.125, 0.125, 0.25, -1.0, 1.0)
+    assert (mui.on_attempts, mui.success_lifts, mui.cost_savings, mui.harms) == (7, 2, 1, 1)
+    assert on_off.trial_level_mcnemar is not None and on_off.trial_level_mcnemar.p_value == 0.625, "kept as a reference"
+    pooled = next(t for t in summary.mui if t.task_id == "*")
+    assert (pooled.harm, Fraction(pooled.harm_share), Fraction(pooled.net)) == (1, Fraction(1, 7), Fraction(2, 7))
+    harmed = [(g.task_id, g.trial) for g in grade_attempts(scenario_records()) if g.harm]
+    assert harmed == [("gamma", 1)]
+    assert [(c.kind, c.condition_a, c.condition_b) for c in summary.headline] == [
+        ("memory-effect", "on", "off"), ("ablation", "on", "ablate:all"), ("ablation", "on", "ablate:keyword"),
+        ("ablation", "on", "ablate:semantic"), ("versus-off", "ablate:all", "off"), ("versus-off", "ablate:keyword", "off"),
+        ("versus-off", "ablate:semantic", "off")]
+    assert all(c.mui is None for c in summary.headline[1:])
+    keyword = _headline(summary, "on", "ablate:keyword").success_difference
+    assert keyword.estimate == float(Fraction(1 + 0 + Fraction(1, 2) + 0, 4)), "alpha 1, beta 0, gamma 1/2 - 0, delta 0"
+    at_k = {(r.condition, r.k): (Fraction(r.pass_at_k), Fraction(r.pass_hat_k)) for r in summary.pass_at_k}
+    assert at_k[("ablate:semantic", 2)] == (1, Fraction(3, 4)), "alpha: one of two passes; every other task both"
+    assert ("on", 2) not in at_k, "delta has one gradable on attempt: k stops at 1"
+
+
+BUNDLED = REPO / "corpora" / "tasks"
+
+
+def _bundled_task_ids() -> list[str]:
+    return sorted(t.task_id for t in load_tasks(BUNDLED))
+
+
+def test_an_agent_that_ignores_memory_shows_no_effect() -> None:
+    """Regression: a coin-flip agent that ignores memory read "MUI 26%". Over the bundled tasks x
+    off/on x 3 trials, the success difference's interval and net MUI's interval both contain 0."""
+    rng = random.Random(1616)
+    tasks = _bundled_task_ids()
+    records = [record(task, condition, trial, P if rng.random() < 0.5 else F, rng.randint(800, 4000),
+                      "yes" if condition == "on" else "no", run_id="coin-run")
+               for task in tasks for condition in ("off", "on") for trial in range(3)]
+    summary = summarize("coin-run", records, grade_attempts(records))
+    on_off = _headline(summary)
+    assert on_off.tasks == len(tasks) >= 10 and on_off.attempts_a == on_off.attempts_b == 3 * len(tasks)
+    success, mui = on_off.success_difference, on_off.mui
+    assert mui is not None and success.low is not None and success.high is not None
+    assert success.low <= 0 <= success.high and success.p_value is not None and success.p_value > 0.05
+    assert mui.low <= 0 <= mui.high and mui.p_value > 0.05
+    assert mui.harms > 0 and mui.harm > 0, "the other direction is counted"
+    assert Fraction(next(t for t in summary.mui if t.task_id == "*").mui) > Fraction(1, 5), "the one-sided MUI still looks like a benefit"
+    assert not on_off.token_difference.exploratory and on_off.token_difference.low is not None
+
+
+def test_repeating_a_deterministic_trial_adds_no_evidence() -> None:
+    """Regression: 7 of 13 tasks won by memory, the same outcome in each of 3 trials, read p = 1/1,048,576
+    by trial-level McNemar; clustered by task it is p = 1/64, exactly what one trial gives, and with one
+    trial the task-level test is McNemar itself."""
+    tasks = _bundled_task_ids()[:13]
+
+    def run(trials: int) -> Comparison:
+        records = [record(task, condition, trial, P if condition == "on" or i >= 7 else F, 1000,
+                          "yes" if condition == "on" else "no", run_id=f"repeat-{trials}")
+                   for i, task in enumerate(tasks) for condition in ("off", "on") for trial in range(trials)]
+        return _headline(summarize(f"repeat-{trials}", records, grade_attempts(records)))
+
+    one, three = run(1), run(3)
+    assert three.success_difference.p_value == one.success_difference.p_value == 1 / 64
+    assert (three.success_difference.low, three.success_difference.high) == (one.success_difference.low, one.success_difference.high)
+    assert three.trial_level_mcnemar is not None and three.trial_level_mcnemar.p_value == 1 / 1_048_576
+    assert one.trial_level_mcnemar is not None and one.trial_level_mcnemar.p_value == mcnemar_exact(7, 0).pvalue == 1 / 64
+    assert three.mui is not None and three.mui.net == 7 / 13 and three.mui.low > 0, "7 of 13 tasks is an effect"
+
+
 def test_surface_echo_counts_only_the_agents_own_words() -> None:
     text = MEMORY_TEXTS["alpha"]
     delivered_only = Transcript(agent="a", steps=(TranscriptStep(source="hook", kind="context", text=wrap_block("prompt-time", ["m"], text[0])),))
@@ -257,3 +373,21 @@ def test_calibration_agent_scenario_grades_exactly(tmp_path: Path) -> None:
     assert delivery == {"off": 0, "on": 1, "ablate:all": 0, "ablate:keyword": 1}
     assert summary.calibration and any("calibration run" in w for w in summary.warnings)
     assert not [w for w in summary.warnings if "calibration run" not in w]
+
+    # The same effect, task-clustered and with intervals: three tasks can reject nothing at 95%.
+    on_off = _headline(summary)
+    assert (on_off.success_difference.estimate, on_off.success_difference.p_value) == (1 / 3, 1.0)
+    assert (on_off.success_difference.low, on_off.success_difference.high) == (-1.0, 1.0)
+    assert on_off.mui is not None
+    assert (on_off.mui.success_lift, on_off.mui.cost_saving, on_off.mui.harm, on_off.mui.net) == (1 / 3, 1 / 3, 0.0, 2 / 3)
+    assert (on_off.mui.low, on_off.mui.high, on_off.mui.harms) == (-1.0, 1.0, 0)
+    assert on_off.token_difference.exploratory, "three tasks: tokens are described, not tested"
+    assert {(c.condition_a, c.condition_b): c.success_difference.estimate for c in summary.headline} == {
+        ("on", "off"): 1 / 3, ("on", "ablate:all"): 1 / 3, ("on", "ablate:keyword"): 0.0,
+        ("ablate:all", "off"): 0.0, ("ablate:keyword", "off"): 1 / 3}
+    # The agent is deterministic: two more identical trials change no task-level figure.
+    tripled = [r.model_copy(update={"trial": t}) for r in records for t in range(3)]
+    again = _headline(summarize("calib-run", tripled, grade_attempts(tripled)))
+    assert again.success_difference == on_off.success_difference and again.mui == on_off.mui.model_copy(
+        update={"on_attempts": 9, "success_lifts": 3, "cost_savings": 3})
+    assert again.trial_level_mcnemar is not None and again.trial_level_mcnemar.p_value == 0.25 < on_off.success_difference.p_value

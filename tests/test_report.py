@@ -33,6 +33,10 @@ LIFT_GREEN = (0x2C, 0xA0, 0x2C)
 """The success-lift bars of the MUI plot."""
 WARNING_PINK = (0xFD, 0xE2, 0xE1)
 """Background of the warning banners (CSS)."""
+HEADLINE_BLUE = (0xEE, 0xF4, 0xFB)
+"""Background of the headline block (CSS)."""
+HARM_RED = (0xA9, 0x32, 0x26)
+"""The harm bars of the MUI plot."""
 
 
 @pytest.fixture
@@ -62,6 +66,22 @@ def test_report_shows_every_required_section(report_html: Path) -> None:
     assert "marginal contributions: do not sum them" in page
     assert "No admission decisions recorded for this run" in page
     assert "MISSING" in page, "the lost audit receipt is shown"
+
+
+def test_report_opens_with_the_headline_in_units_with_intervals(report_html: Path) -> None:
+    """The figures a team would quote come first, with units, intervals, rounded p-values and the method."""
+    page = report_html.read_text(encoding="utf-8")
+    assert page.index('id="headline"') < page.index('id="warnings"') < page.index(">Layer 1: memory delivered")
+    block = page[page.index('id="headline"'):page.index('id="warnings"')]
+    assert "Net MUI +25.0% of on attempts, 95% CI [-100.0%, +100.0%], p = 0.75" in block
+    assert "success lift 25.0%" in block and "cost saving 12.5%" in block and "harm 12.5%" in block
+    assert "2 lift(s), 1 saving(s), 1 harm(s) in 7 gradable on attempts over 4 task(s)" in block
+    assert "+50.0 pp, 95% CI [-100.0, +100.0]" in block and "6 of 7 vs 3 of 7" in block, "raw counts, never reduced"
+    assert "-981 tokens/attempt (exploratory" in block and "s/attempt" in block
+    assert "sign-flip permutation test over 4 tasks, all 2^4 = 16 sign assignments" in block and "inverting the test" in block
+    assert "trial-level exact McNemar over 6 pairs, p = 0.62" in block and "Reference only" in block
+    assert ">harm share<" in page and ">net MUI<" in page and "2/7 (29%)" in page, "the MUI table shows harm and net"
+    assert ">pass@k<" in page and ">pass^k<" in page
 
 
 def test_report_escapes_text_from_artifacts(tmp_path: Path) -> None:
@@ -148,6 +168,10 @@ def test_report_renders_offline_in_headless_chromium_with_plots(report_html: Pat
     assert blue > 2000 and blue_colours > 20, "the pass-rate and MUI plots drew their bars"
     assert green > 500 and green_colours > 20, "the MUI plot drew its success-lift bars"
     assert _mask(pixels, WARNING_PINK).sum() > 5000, "the delivery warning banner is visible"
+    headline_rows = np.nonzero(_mask(pixels, HEADLINE_BLUE).any(axis=1))[0]
+    warning_rows = np.nonzero(_mask(pixels, WARNING_PINK).any(axis=1))[0]
+    assert len(headline_rows) > 100 and headline_rows[0] < warning_rows[0], "the headline block is drawn first"
+    assert _mask(pixels, HARM_RED).sum() > 200, "the MUI plot drew harm below zero"
 
 
 def test_the_rendering_check_fails_when_plots_do_not_render(report_html: Path, tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ def test_report_tables_show_up_as_prefect_artifacts(prefect_harness: None, tmp_p
     summary = stored[f"memtrial-{RUN}-summary"]
     assert summary.type == "markdown"
     assert "delivery confirmed on only 7 of 8" in str(summary.data) and "| * | 7 | 2/7 | 1/7 | 3/7 |" in str(summary.data)
+    assert "| on - off | 4 | 0.5 | -1 | 1 | 0.5 | -981 | 0.25 | -1 | 1 |" in str(summary.data), "the headline reaches Prefect"
     mui = stored[f"memtrial-{RUN}-mui"]
     assert mui.type == "table" and "3/7" in str(mui.data)
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from fractions import Fraction
-from itertools import product
+from itertools import combinations, product
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +25,17 @@ from scipy import stats as sps
 from tasks_lib.errors import MemtrialError
 from tasks_lib.analysis.stats import (
     MIN_ATTEMPTS_FOR_TEST,
+    SIGN_FLIP_DRAWS,
+    SIGN_FLIP_EXACT_MAX,
     Interval,
     StatsError,
     clopper_pearson,
     mcnemar_exact,
     normal_ppf,
     paired_continuous_summary,
+    pass_at_k,
+    pass_hat_k,
+    sign_flip_test,
     sign_test,
     wilcoxon_signed_rank_exact,
     wilson,
@@ -379,6 +384,12 @@ ERRORS: list[tuple[str, Callable[[], Any], str]] = [
     ("summary-text-item", lambda: paired_continuous_summary([1, "2"]), "diffs[1]: must be a real number, got '2'"),
     ("diffs-string", lambda: sign_test("123"), "diffs: must be a sequence of numbers, got str"),
     ("ppf-zero", lambda: normal_ppf(0.0), "p: must be a probability strictly between 0 and 1, got 0.0"),
+    ("sign-flip-empty", lambda: sign_flip_test([]), "diffs: a sign-flip test needs at least one difference, got none"),
+    ("sign-flip-nan", lambda: sign_flip_test([1, math.nan]), "diffs[1]: must be finite, got nan"),
+    ("sign-flip-no-draws", lambda: sign_flip_test([1, 2, 3], exact_max=2, draws=0), "draws: 3 units exceed exact_max=2"),
+    ("pass-at-k-zero-k", lambda: pass_at_k(3, 1, 0), "k: must be between 1 and the attempts n=3, got k=0"),
+    ("pass-hat-k-above-n", lambda: pass_hat_k(3, 1, 4), "k: must be between 1 and the attempts n=3, got k=4"),
+    ("pass-at-k-c-above-n", lambda: pass_at_k(2, 3, 1), "c: passes cannot exceed attempts, got c=3 > n=2"),
 ]
 
 
@@ -388,6 +399,111 @@ def test_invalid_input_names_the_argument_and_the_problem(call: Callable[[], Any
         call()
     assert message in str(caught.value)
     assert isinstance(caught.value, MemtrialError)
+
+
+# --------------------------------------------------------------------------- sign flips over tasks
+
+
+def scipy_sign_flip_p(rows: np.ndarray) -> np.ndarray:
+    """SciPy's exact paired permutation test of mean(x - y) = 0, one row of differences per test."""
+    result = sps.permutation_test((rows, np.zeros_like(rows)), lambda x, y, axis: np.mean(x - y, axis=axis),
+                                  permutation_type="samples", vectorized=True, n_resamples=np.inf, axis=-1)
+    return np.atleast_1d(result.pvalue)
+
+
+def random_task_differences(rng: random.Random, n: int) -> list[Fraction]:
+    """Per-task differences as a run makes them: of pass rates over 1-3 trials, or of mean tokens."""
+    if rng.random() < 0.7:
+        trials = rng.randint(1, 3)
+        return [Fraction(rng.randint(0, trials) - rng.randint(0, trials), trials) for _ in range(n)]
+    return [Fraction(rng.randint(-2000, 2000), rng.choice((1, 2, 3))) for _ in range(n)]
+
+
+def test_sign_flip_test_and_interval_match_scipy_permutation_test_on_random_draws() -> None:
+    """1,350 random draws of 2-10 tasks: our exact p equals SciPy's, and each interval bound is where
+    SciPy's test of diffs - m stops rejecting (p > 0.05 at the bound, p <= 0.05 just outside)."""
+    rng = random.Random(16)
+    assert sign_flip_test([Fraction(-2, 3)]).pvalue == 1.0, "one task can never show an effect"
+    for n in range(2, 11):
+        draws = [random_task_differences(rng, n) for _ in range(150)]
+        results = [sign_flip_test(d) for d in draws]
+        rows = np.array([[float(v) for v in d] for d in draws])
+        assert np.allclose([r.pvalue for r in results], scipy_sign_flip_p(rows), rtol=1e-12, atol=0)
+        assert all(r.exact and r.assignments == 2**n and r.estimate_exact == sum(d) / n for r, d in zip(results, draws, strict=True))
+        bounded = [i for i, r in enumerate(results) if r.lower_exact is not None]
+        assert (len(bounded) == len(results)) if n >= 6 else not bounded, "at 95% only n >= 6 tasks can reject anything"
+        if not bounded:
+            assert all(r.lower == -math.inf and r.upper == math.inf for r in results)
+            continue
+        width = max(abs(float(v)) for d in draws for v in d) + 1
+        eps = 1e-6 * width
+        low = np.array([[float(results[i].lower_exact)] for i in bounded])
+        high = np.array([[float(results[i].upper_exact)] for i in bounded])
+        sub = rows[bounded]
+        assert (scipy_sign_flip_p(sub - low) > 0.05).all() and (scipy_sign_flip_p(sub - high) > 0.05).all()
+        assert (scipy_sign_flip_p(sub - (low - eps)) <= 0.05).all() and (scipy_sign_flip_p(sub - (high + eps)) <= 0.05).all()
+        for i in bounded:
+            r = results[i]
+            assert r.lower <= r.lower_exact <= r.estimate_exact <= r.upper_exact <= r.upper, "floats round outward"
+            assert (r.pvalue <= 0.05) == (not r.lower_exact <= 0 <= r.upper_exact), "the interval is the test, inverted"
+
+
+MCNEMAR_TABLE = [(b, c, zeros) for b, c, zeros in [
+    (0, 0, 4), (1, 0, 0), (5, 0, 8), (7, 0, 6), (6, 1, 6), (3, 3, 0), (2, 9, 2), (10, 0, 3), (4, 1, 15), (0, 12, 1)]]
+
+
+@pytest.mark.parametrize(("b", "c", "zeros"), MCNEMAR_TABLE, ids=[f"b{b}-c{c}-ties{z}" for b, c, z in MCNEMAR_TABLE])
+def test_sign_flip_with_one_trial_per_task_is_exact_mcnemar(b: int, c: int, zeros: int) -> None:
+    """One trial per task makes each difference -1, 0 or 1: flipping tasks is then McNemar's exact test."""
+    diffs = [1] * b + [-1] * c + [0] * zeros
+    assert sign_flip_test(diffs).pvalue_exact == mcnemar_exact(b, c).pvalue_exact
+
+
+def test_sign_flip_rejects_at_most_five_percent_of_coin_flip_runs() -> None:
+    """An agent that ignores memory (both arms coin flips, 3 trials per task): the interval holds 0
+    in at least 95% of runs, up to sampling error over the 1,000 runs drawn."""
+    rng = random.Random(7)
+    rejected = 0
+    for _ in range(1000):
+        diffs = [Fraction(sum(rng.random() < 0.5 for _ in range(3)) - sum(rng.random() < 0.5 for _ in range(3)), 3) for _ in range(9)]
+        result = sign_flip_test(diffs)
+        assert (result.pvalue <= 0.05) == (not result.lower_exact <= 0 <= result.upper_exact)
+        rejected += result.pvalue <= 0.05
+    assert rejected <= 50 + 3 * math.sqrt(1000 * 0.05 * 0.95)
+
+
+def test_sign_flip_above_the_exact_limit_is_a_seeded_monte_carlo_that_says_so() -> None:
+    n = SIGN_FLIP_EXACT_MAX + 10
+    diffs = [1] * 20 + [-1] * 7 + [0] * (n - 27)
+    result = sign_flip_test(diffs)
+    assert (result.exact, result.assignments, result.seed) == (False, SIGN_FLIP_DRAWS + 1, 0)
+    assert f"{SIGN_FLIP_DRAWS} seeded random sign assignments (seed 0)" in result.method
+    exact_p = mcnemar_exact(20, 7).pvalue
+    assert abs(result.pvalue - exact_p) < 4 * math.sqrt(exact_p * (1 - exact_p) / SIGN_FLIP_DRAWS) + 2 / SIGN_FLIP_DRAWS
+    assert sign_flip_test(diffs) == result, "the same seed draws the same assignments"
+    assert result.lower_exact is not None and 0 < result.lower_exact < result.estimate_exact < result.upper_exact
+
+
+def test_sign_flip_interval_has_zero_width_when_every_task_moves_alike() -> None:
+    """Documented, not hidden: the interval is the test's, and the test assumes symmetry about the mean."""
+    result = sign_flip_test([1] * 13)
+    assert (result.lower_exact, result.upper_exact, result.pvalue_exact) == (1, 1, Fraction(2, 2**13))
+
+
+def brute_force_pass_k(n: int, c: int, k: int) -> tuple[Fraction, Fraction]:
+    """(pass@k, pass^k) by listing every k-subset of n attempts of which the first c pass."""
+    draws = [set(s) for s in combinations(range(n), k)]
+    any_pass = sum(1 for s in draws if any(i < c for i in s))
+    all_pass = sum(1 for s in draws if all(i < c for i in s))
+    return Fraction(any_pass, len(draws)), Fraction(all_pass, len(draws))
+
+
+def test_pass_at_k_and_pass_hat_k_are_exact_counts_over_every_draw_of_k_attempts() -> None:
+    for n in range(1, 8):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                assert (pass_at_k(n, c, k), pass_hat_k(n, c, k)) == brute_force_pass_k(n, c, k), (n, c, k)
+    assert pass_at_k(5, 2, 1) == pass_hat_k(5, 2, 1) == Fraction(2, 5), "k = 1 is the pass rate"
 
 
 # --------------------------------------------------------------------------- determinism
@@ -402,6 +518,8 @@ SAMPLE = """[
     wilcoxon_signed_rank_exact([3.5, -1.0, 0.0, 2.0, 2.0, -2.0, 7.25, 1.0, 0.0, 4.0]),
     paired_continuous_summary([3.5, -1.0, 0.0, 2.0, 2.0, -2.0, 7.25, 1.0, 0.0, 4.0]),
     normal_ppf(0.975),
+    sign_flip_test([Fraction(2, 3), -1, 0, 1, Fraction(1, 3), 1, 0.5, 2]),
+    sign_flip_test([1] * 18 + [-1] * 4 + [0] * 3),
 ]"""
 
 

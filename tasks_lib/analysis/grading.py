@@ -4,14 +4,20 @@ Layer one, **delivered**: the record's `injection == "yes"` (confirmed from non-
 steps). Layer two/three, **MUI v2**: a memory-on attempt earns credit only if its planted memory
 was confirmed delivered, it passed, and the memory-off attempt of the same task and trial either
 failed (a *success lift*) or passed using at least 1.5x its tokens (a *cost saving*). The two
-credits are mutually exclusive, so they sum to MUI. The v1 *surface echo* (the memory's opening
-text in the agent's own words) is kept as a reference figure only.
+credits are mutually exclusive, so they sum to MUI. *Harm* counts the other direction, whether or
+not delivery was confirmed: the paired off attempt passed and the on attempt failed, or both passed
+and on used at least 1.5x off's tokens; net MUI = success lift + cost saving - harm. The v1
+*surface echo* (the memory's opening text in the agent's own words) is kept as a reference figure only.
 
 Per-lane ablation deltas, success(on) - success(ablate:<lane>), are marginal contributions: lanes
 overlap, so they are never summed. success(ablate:all) - success(off) is a harness check (far from
 zero means the ablation switch misses an injection path), never a memory effect.
 
 Every ratio is an exact `Fraction`, so a summary can be re-derived from the attempts it records.
+The pooled figures here count attempts; the summary's `headline` (`tasks_lib.analysis.headline`)
+is the task-clustered inference a team can publish: per compared pair of conditions, the mean
+over tasks with a sign-flip test and its inverted 95% interval, and MUI v2 with harm.
+The trial-level McNemar test (`mcnemar`) treats trials as independent and is kept as a reference.
 Ungradable attempts (missing evidence, infrastructure failure) are counted and shown but are in no
 denominator: they are not outcomes.
 """
@@ -28,10 +34,12 @@ from pydantic import Field, StringConstraints
 
 from tasks_lib.agents.base import Transcript
 from tasks_lib.contracts import Condition, ContractModel, Document, Identifier, RunRecord
-from tasks_lib.analysis.stats import clopper_pearson, mcnemar_exact, paired_continuous_summary, wilson
+from tasks_lib.analysis.headline import Comparison, headline
+from tasks_lib.analysis.stats import clopper_pearson, mcnemar_exact, paired_continuous_summary, pass_at_k, pass_hat_k, wilson
 
 COST_SAVING_FACTOR = Fraction(3, 2)
-"""The off attempt must use at least this many times the on attempt's tokens for a cost saving."""
+"""The off attempt must use at least this many times the on attempt's tokens for a cost saving
+(and on at least this many times a passing off's tokens for a harm)."""
 LOW_DELIVERY_RATE = Fraction(9, 10)
 """Below this confirmed-delivery rate under `on`, the run is flagged: a human must see it."""
 HARNESS_GAP_LIMIT = Fraction(1, 5)
@@ -86,6 +94,10 @@ class AttemptGrade(ContractModel):
     """MUI v2 credit; `none` for every condition but `on`."""
     mui_reason: str
     """Why the attempt earned that credit (or none)."""
+    harm: bool
+    """MUI v2 harm (`on` only): off passed and this attempt failed, or used >= 1.5x a passing off's tokens."""
+    harm_reason: str | None
+    """Why the attempt counts as harm; None when it does not."""
     surface_echo: bool | None
     """v1 reference: the agent's own steps quote a planted memory's opening text; None when unknown."""
 
@@ -149,6 +161,13 @@ class MuiTally(ContractModel):
     """success_lift / on_attempts, exact."""
     cost_saving_share: Ratio
     """cost_saving / on_attempts, exact."""
+    harm: int | None = Field(default=None, ge=0)
+    """Attempts counted as harm (off passed and on failed, or on used >= 1.5x a passing off's tokens);
+    None only in a summary stored before harm was counted."""
+    harm_share: Ratio | None = None
+    """harm / on_attempts, exact (None like `harm`)."""
+    net: Ratio | None = None
+    """(success_lift + cost_saving - harm) / on_attempts, exact: MUI net of harm (None like `harm`)."""
     surface_echo: int = Field(ge=0)
     """v1 reference: `on` attempts whose agent quoted a planted memory's opening text."""
     surface_echo_known: int = Field(ge=0)
@@ -212,6 +231,21 @@ class McNemarSummary(ContractModel):
     """Two-sided p-value, exact."""
 
 
+class PassAtK(ContractModel):
+    """Unbiased pass@k and pass^k of one condition: the mean over its tasks of each task's estimate."""
+
+    condition: Condition
+    """The memory condition."""
+    k: int = Field(ge=1)
+    """Attempts drawn; from 1 to the fewest gradable attempts of any of the condition's tasks."""
+    tasks: int = Field(ge=1)
+    """Tasks averaged (those with at least one gradable attempt)."""
+    pass_at_k: Ratio
+    """Chance that at least one of k attempts of a task passes, exact."""
+    pass_hat_k: Ratio
+    """Chance that all k attempts of a task pass (reliability), exact."""
+
+
 class GradingSummary(Document):
     """Everything graded about one run (`summary.json`)."""
 
@@ -242,11 +276,16 @@ class GradingSummary(Document):
     ablations: tuple[ConditionDelta, ...]
     """Marginal lane deltas and the harness check, per task and pooled."""
     mcnemar: McNemarSummary | None
-    """On/off pass/fail test; None without on/off pairs."""
+    """On/off pass/fail test over (task, trial) pairs; None without them. Reference only: it treats
+    trials as independent; `headline` carries the task-clustered test."""
     paired: tuple[PairedMeasure, ...]
-    """Tokens and wall time, on minus off."""
+    """Tokens and wall time, on minus off, over (task, trial) pairs (reference; see `headline`)."""
     warnings: tuple[str, ...]
     """Everything a human must see before trusting the numbers."""
+    headline: tuple[Comparison, ...] = ()
+    """Task-clustered effects per compared pair (on - off first): what a team can publish."""
+    pass_at_k: tuple[PassAtK, ...] = ()
+    """pass@k and pass^k per condition, k from 1 to the trials."""
 
 
 # --------------------------------------------------------------------------- per attempt
@@ -274,6 +313,17 @@ def mui_credit(on: RunRecord, off: RunRecord | None) -> tuple[MuiCredit, str]:
     if tokens_of(off) >= COST_SAVING_FACTOR * tokens_of(on):
         return "cost-saving", f"both passed; off used {tokens_of(off)} tokens >= 1.5 x {tokens_of(on)}"
     return "none", f"both passed; off used {tokens_of(off)} tokens < 1.5 x {tokens_of(on)}"
+
+
+def mui_harm(on: RunRecord, off: RunRecord | None) -> str | None:
+    """Why one gradable `on` attempt counts as MUI v2 harm against its paired `off` attempt; None when it does not."""
+    if on.outcome == "ungradable" or off is None or off.outcome != "pass":
+        return None
+    if on.outcome == "fail":
+        return "failed where the paired off attempt passed"
+    if tokens_of(off) and tokens_of(on) >= COST_SAVING_FACTOR * tokens_of(off):
+        return f"both passed; on used {tokens_of(on)} tokens >= 1.5 x {tokens_of(off)}"
+    return None
 
 
 def _normal(text: str) -> str:
@@ -308,6 +358,7 @@ def grade_attempts(
     for r in records:
         pair = off.get((r.task_id, r.trial)) if r.condition == "on" else None
         credit, reason = mui_credit(r, pair) if r.condition == "on" else ("none", "only on attempts earn MUI credit")
+        harm = mui_harm(r, pair) if r.condition == "on" else None
         echo = None
         if r.condition == "on" and transcripts is not None and memory_texts is not None:
             echo = surface_echo(transcripts.get((r.task_id, r.condition, r.trial)), memory_texts.get(r.task_id))
@@ -316,7 +367,7 @@ def grade_attempts(
             delivered=r.injection, tokens=tokens_of(r), wall_seconds=r.wall_seconds,
             paired_off_outcome=(pair.outcome if pair else "missing") if r.condition == "on" else None,
             paired_off_tokens=tokens_of(pair) if pair else None,
-            mui_credit=credit, mui_reason=reason, surface_echo=echo,
+            mui_credit=credit, mui_reason=reason, harm=harm is not None, harm_reason=harm, surface_echo=echo,
         ))
     return grades
 
@@ -394,11 +445,13 @@ def mui_tallies(grades: Sequence[AttemptGrade]) -> list[MuiTally]:
         rows = [g for g in on if task in ("*", g.task_id)]
         lift = sum(g.mui_credit == "success-lift" for g in rows)
         saving = sum(g.mui_credit == "cost-saving" for g in rows)
+        harm = sum(g.harm for g in rows)
         known = [g for g in rows if g.surface_echo is not None]
         out.append(MuiTally(
             task_id=task, on_attempts=len(rows), success_lift=lift, cost_saving=saving,
             mui=ratio(fraction_of(lift + saving, len(rows))), success_lift_share=ratio(fraction_of(lift, len(rows))),
-            cost_saving_share=ratio(fraction_of(saving, len(rows))),
+            cost_saving_share=ratio(fraction_of(saving, len(rows))), harm=harm, harm_share=ratio(fraction_of(harm, len(rows))),
+            net=ratio(fraction_of(lift + saving - harm, len(rows))),
             surface_echo=sum(bool(g.surface_echo) for g in known), surface_echo_known=len(known),
         ))
     return out
@@ -458,6 +511,20 @@ def paired_measures(pairs: Sequence[tuple[RunRecord, RunRecord]]) -> list[Paired
     return out
 
 
+def pass_at_k_table(records: Sequence[RunRecord]) -> list[PassAtK]:
+    """pass@k and pass^k per condition over its tasks with a gradable attempt, k up to the fewest of them."""
+    cells = _by_cell(records)
+    out = []
+    for condition in condition_order(r.condition for r in records):
+        tallies = [_tally(cells[(t, condition)])[:2] for t in sorted({r.task_id for r in records}) if cells.get((t, condition))]
+        tallies = [(passes, gradable) for passes, gradable in tallies if gradable]
+        for k in range(1, min((n for _, n in tallies), default=0) + 1):
+            at = sum((pass_at_k(n, c, k) for c, n in tallies), Fraction(0)) / len(tallies)
+            hat = sum((pass_hat_k(n, c, k) for c, n in tallies), Fraction(0)) / len(tallies)
+            out.append(PassAtK(condition=condition, k=k, tasks=len(tallies), pass_at_k=ratio(at), pass_hat_k=ratio(hat)))
+    return out
+
+
 def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[AttemptGrade], excluded: int = 0) -> GradingSummary:
     """The run's grading summary; `warnings` collects every figure a human must not miss."""
     delivery = delivery_rates(records)
@@ -487,4 +554,6 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
         conditions=condition_order(r.condition for r in records), delivery=tuple(delivery),
         pass_rates=tuple(pass_rates(records)), mui=tuple(mui), ablations=tuple(deltas),
         mcnemar=mcnemar_summary(pairs), paired=tuple(paired_measures(pairs)), warnings=tuple(warnings),
+        headline=tuple(headline(grades, condition_order(r.condition for r in records))),
+        pass_at_k=tuple(pass_at_k_table(records)),
     )

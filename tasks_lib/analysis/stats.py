@@ -2,11 +2,13 @@
 
 Agent benchmarks are expensive, so samples are small, and small samples are where textbook
 approximations misbehave. Everything here is exact and deterministic, using only the standard
-library: binomial tails and signed-rank null distributions are counted with integer
-combinatorics, with no sampling and no normal approximation to a tail. The same inputs always
-give the same numbers, so a receipt can be re-derived from the attempts it records.
+library: binomial tails, signed-rank and sign-flip null distributions are counted with integer
+combinatorics, with no normal approximation to a tail. The one exception is a sign-flip test over
+more than `SIGN_FLIP_EXACT_MAX` units, which counts a seeded Monte Carlo sample of sign
+assignments and says so (the draws and the seed are in its result). The same inputs always give
+the same numbers, so a receipt can be re-derived from the attempts it records.
 
-Three choices are deliberate:
+Four choices are deliberate:
 
 - **No Wald interval.** At 0/n and n/n the Wald interval has zero width and claims certainty
   from a handful of attempts. `wilson` and `clopper_pearson` keep a sensible width there.
@@ -17,6 +19,9 @@ Three choices are deliberate:
 - **Exploratory below five attempts.** A continuous measure (tokens, wall time) over fewer than
   `MIN_ATTEMPTS_FOR_TEST` attempts is noise with a decimal point; `paired_continuous_summary`
   marks it exploratory and computes no p-value at all.
+- **The task is the unit.** Trials of one task are not independent evidence (a deterministic
+  agent repeats itself), so `sign_flip_test` takes one paired difference per task and flips the
+  sign of whole tasks; with one trial per task and outcomes in {-1, 0, 1} it equals exact McNemar.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import random
 import statistics
 import struct
 from collections.abc import Callable, Iterable
@@ -37,6 +43,10 @@ __all__ = [
     "Interval",
     "McNemarResult",
     "PairedContinuousSummary",
+    "SIGN_FLIP_DRAWS",
+    "SIGN_FLIP_EXACT_MAX",
+    "SIGN_FLIP_SEED",
+    "SignFlipResult",
     "SignTestResult",
     "StatsError",
     "WilcoxonResult",
@@ -44,6 +54,9 @@ __all__ = [
     "mcnemar_exact",
     "normal_ppf",
     "paired_continuous_summary",
+    "pass_at_k",
+    "pass_hat_k",
+    "sign_flip_test",
     "sign_test",
     "wilcoxon_signed_rank_exact",
     "wilson",
@@ -51,6 +64,13 @@ __all__ = [
 
 MIN_ATTEMPTS_FOR_TEST = 5
 """Fewest paired attempts of a continuous measure for which a significance test is computed."""
+
+SIGN_FLIP_EXACT_MAX = 20
+"""Most units for which `sign_flip_test` counts all 2**n sign assignments (2**20 is about a million)."""
+SIGN_FLIP_DRAWS = 20_000
+"""Seeded random sign assignments `sign_flip_test` counts above `SIGN_FLIP_EXACT_MAX` units."""
+SIGN_FLIP_SEED = 0
+"""Seed of those draws, so a Monte Carlo result is as reproducible as an exact one."""
 
 Real = int | float | Fraction
 
@@ -147,6 +167,41 @@ class PairedContinuousSummary(NamedTuple):
     """Exact sign-test p-value; None when exploratory."""
     wilcoxon_pvalue: float | None
     """Exact signed-rank p-value; None when exploratory."""
+
+
+class SignFlipResult(NamedTuple):
+    """Sign-flip (paired permutation) test of a mean paired difference, with the interval it inverts to."""
+
+    n: int
+    """Paired units (tasks), zeros included: every unit's sign is flipped."""
+    nonzero: int
+    """Units whose difference is not zero."""
+    estimate: float
+    """The mean difference."""
+    estimate_exact: Fraction
+    """The same mean as an exact fraction."""
+    pvalue: float
+    """Two-sided p-value: twice the smaller one-sided share of assignments, at most 1 (as SciPy)."""
+    pvalue_exact: Fraction
+    """The same p-value as an exact fraction."""
+    confidence: float
+    """Nominal two-sided coverage of the interval."""
+    lower: float
+    """Lower bound, rounded down to a float; -inf when the test rejects no value below the mean."""
+    upper: float
+    """Upper bound, rounded up to a float; inf when the test rejects no value above the mean."""
+    lower_exact: Fraction | None
+    """The lower bound exactly (a mean of a subset of the differences); None when unbounded."""
+    upper_exact: Fraction | None
+    """The upper bound exactly; None when unbounded."""
+    exact: bool
+    """True when all 2**n assignments were counted; False for a seeded Monte Carlo sample."""
+    assignments: int
+    """Sign assignments counted: 2**n when exact, else the draws plus the observed one."""
+    seed: int | None
+    """Seed of the Monte Carlo draws; None when exact."""
+    method: str
+    """The test and the interval in words, with the assignments counted."""
 
 
 # --------------------------------------------------------------------------- validation
@@ -313,13 +368,13 @@ def _bits_float(bits: int) -> float:
 def _float_down(x: Fraction) -> float:
     """The largest float not above x."""
     f = float(x)
-    return math.nextafter(f, 0.0) if Fraction(f) > x else f
+    return math.nextafter(f, -math.inf) if Fraction(f) > x else f
 
 
 def _float_up(x: Fraction) -> float:
     """The smallest float not below x."""
     f = float(x)
-    return math.nextafter(f, 1.0) if Fraction(f) < x else f
+    return math.nextafter(f, math.inf) if Fraction(f) < x else f
 
 
 def _boundary(holds: Callable[[int, int], bool]) -> tuple[float, float]:
@@ -463,3 +518,125 @@ def paired_continuous_summary(diffs: Iterable[Real]) -> PairedContinuousSummary:
     sign_p = sign_test(values).pvalue
     wilcoxon_p = wilcoxon_signed_rank_exact(values).pvalue
     return PairedContinuousSummary(len(values), zeros, median, False, sign_p, wilcoxon_p)
+
+
+# --------------------------------------------------------------------------- sign flips over tasks
+
+
+def _scaled(values: tuple[Real, ...]) -> tuple[list[int], int]:
+    """The values as integers over one common denominator: (numerators, denominator), exactly."""
+    fractions = [Fraction(v) for v in values]
+    denominator = math.lcm(*(f.denominator for f in fractions)) if fractions else 1
+    return [int(f * denominator) for f in fractions], denominator
+
+
+def _all_flips(values: list[int]) -> tuple[list[int], list[int]]:
+    """Sum and size of the flipped set for every one of the 2**n sign assignments."""
+    sums, sizes = [0], [0]
+    for v in values:
+        sums += [s + v for s in sums]
+        sizes += [k + 1 for k in sizes]
+    return sums, sizes
+
+
+def _drawn_flips(values: list[int], draws: int, seed: int) -> tuple[list[int], list[int]]:
+    """Sum and size of the flipped set for the observed assignment and `draws` seeded random ones."""
+    rng = random.Random(seed)
+    sums, sizes = [0], [0]
+    for _ in range(draws):
+        mask = rng.getrandbits(len(values))
+        flipped = [v for i, v in enumerate(values) if mask >> i & 1]
+        sums.append(sum(flipped))
+        sizes.append(len(flipped))
+    return sums, sizes
+
+
+def sign_flip_test(
+    diffs: Iterable[Real],
+    confidence: float = 0.95,
+    *,
+    exact_max: int = SIGN_FLIP_EXACT_MAX,
+    draws: int = SIGN_FLIP_DRAWS,
+    seed: int = SIGN_FLIP_SEED,
+) -> SignFlipResult:
+    """Two-sided sign-flip test of mean(diffs) = 0, one difference per unit, and its inverted interval.
+
+    Under "no effect" each unit's difference is as likely negated, so the null distribution of
+    the mean is that of its 2**n sign assignments (SciPy's `permutation_test` with
+    `permutation_type="samples"` on the pairs). p = min(1, 2 x the smaller one-sided share of
+    assignments whose mean is at least as extreme as the observed one). Up to `exact_max` units
+    every assignment is counted; above, the observed one and `draws` seeded random ones are.
+
+    The interval holds every m the same test does not reject when applied to diffs - m (p > 1 -
+    confidence). Flipping a set A of units moves the statistic past the observed one exactly when
+    m passes the mean of the differences in A, so the bounds are order statistics of those subset
+    means (Hartigan 1969), computed exactly. It assumes each difference is symmetric about m; it
+    is unbounded on a side where no m can be rejected (n <= 5 at 95%), and has zero width when
+    every unit shows the same difference. Raises StatsError on no differences or a bad item.
+    """
+    values = _check_diffs(diffs)
+    confidence = _check_confidence(confidence)
+    if not values:
+        raise StatsError("diffs: a sign-flip test needs at least one difference, got none")
+    exact_max, draws = _check_count("exact_max", exact_max), _check_count("draws", draws)
+    scaled, denominator = _scaled(values)
+    n = len(scaled)
+    exact = n <= exact_max
+    if not exact and draws == 0:
+        raise StatsError(f"draws: {n} units exceed exact_max={exact_max}, so at least one draw is needed, got 0")
+    sums, sizes = _all_flips(scaled) if exact else _drawn_flips(scaled, draws, seed)
+    total = len(sums)
+    # flipping A lowers the statistic by 2 * sum(A): it stays >= the observed one iff sum(A) <= 0
+    at_least = sum(1 for s in sums if s <= 0)
+    at_most = sum(1 for s in sums if s >= 0)
+    p = min(Fraction(1), Fraction(2 * min(at_least, at_most), total))
+    empty = sizes.count(0)
+    rank = math.floor((1 - Fraction(confidence)) / 2 * total) - empty + 1
+    lower = upper = None
+    if rank > 0:  # the rank-th smallest and largest subset mean; S/k is ordered as S * (lcm / k)
+        common = math.lcm(*range(1, n + 1))
+        keys = sorted(s * (common // k) for s, k in zip(sums, sizes, strict=True) if k)
+        lower, upper = Fraction(keys[rank - 1], common * denominator), Fraction(keys[-rank], common * denominator)
+    mean = Fraction(sum(scaled), n * denominator)
+    counted = f"all 2^{n} = {total} sign assignments" if exact else (
+        f"a Monte Carlo sample of {draws} seeded random sign assignments (seed {seed}) plus the observed one")
+    method = (f"sign-flip permutation test over {n} tasks, {counted}; {confidence:.0%} interval by inverting "
+              "the test (Hartigan subset means)")
+    return SignFlipResult(
+        n=n, nonzero=sum(1 for v in scaled if v), estimate=float(mean), estimate_exact=mean, pvalue=float(p),
+        pvalue_exact=p, confidence=confidence, lower=-math.inf if lower is None else _float_down(lower),
+        upper=math.inf if upper is None else _float_up(upper), lower_exact=lower, upper_exact=upper,
+        exact=exact, assignments=total, seed=None if exact else seed, method=method,
+    )
+
+
+# --------------------------------------------------------------------------- pass@k
+
+
+def _check_pass_args(n: object, c: object, k: object) -> tuple[int, int, int]:
+    n_int, c_int, k_int = _check_count("n", n), _check_count("c", c), _check_count("k", k)
+    if c_int > n_int:
+        raise StatsError(f"c: passes cannot exceed attempts, got c={c_int} > n={n_int}")
+    if not 1 <= k_int <= n_int:
+        raise StatsError(f"k: must be between 1 and the attempts n={n_int}, got k={k_int}")
+    return n_int, c_int, k_int
+
+
+def pass_at_k(n: int, c: int, k: int) -> Fraction:
+    """Unbiased pass@k from c passes in n attempts: 1 - C(n - c, k) / C(n, k) (Chen et al. 2021).
+
+    The chance that at least one of k attempts drawn without replacement passes. Raises
+    StatsError unless 0 <= c <= n and 1 <= k <= n.
+    """
+    n, c, k = _check_pass_args(n, c, k)
+    return 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
+
+
+def pass_hat_k(n: int, c: int, k: int) -> Fraction:
+    """Unbiased pass^k from c passes in n attempts: C(c, k) / C(n, k) (Yao et al. 2024, tau-bench).
+
+    The chance that all of k attempts drawn without replacement pass: reliability, not luck.
+    Raises StatsError like `pass_at_k`.
+    """
+    n, c, k = _check_pass_args(n, c, k)
+    return Fraction(math.comb(c, k), math.comb(n, k))

@@ -1,6 +1,8 @@
 """The report as one self-contained HTML page: inline CSS, plots as `data:` PNGs, no external URL.
 
-Every piece of text that comes from an artifact goes through `html.escape`.
+The headline comes first: per compared pair of conditions, the task-clustered effects of
+`tasks_lib.analysis.headline` with their 95% intervals, units and rounded p-values. Every piece of
+text that comes from an artifact goes through `html.escape`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from html import escape
 from tasks_lib.analysis.admission import AdmissionDecision
 from tasks_lib.analysis.aggregate import CALIBRATION_REASON, Aggregate, AuditRow
 from tasks_lib.analysis.grading import COST_SAVING_FACTOR, HARNESS_GAP_LIMIT, LOW_DELIVERY_RATE, GradingSummary
+from tasks_lib.analysis.headline import Comparison, Effect, MuiEffect
 from tasks_lib.report import plots
 
 CSS = """
@@ -26,6 +29,7 @@ tr.flag td{background:#fde2e1}
 .warning{background:#fde2e1;border:2px solid #c0392b}
 .ok{background:#e6f4ea;border:1px solid #2e7d32}
 .note{color:#555;font-size:.9em}
+.headline{background:#eef4fb;border:2px solid #1f5f99}.headline h2{margin-top:.2em}
 img.plot{max-width:100%;border:1px solid #ddd;margin:.5em 0}
 """
 
@@ -58,12 +62,90 @@ def _img(uri: str, alt: str) -> str:
     return f'<img class="plot" alt="{escape(alt)}" src="{uri}">'
 
 
-def header(summary: GradingSummary) -> str:
-    """Title, run facts, the calibration banner and every warning."""
+def title(summary: GradingSummary) -> str:
+    """The page title and the run's facts."""
     facts = (f"{summary.attempts} attempts graded ({summary.excluded} excluded, {summary.ungradable} ungradable); "
              f"agents: {', '.join(summary.agents) or 'none'}; tasks: {len(summary.tasks)}; "
              f"conditions: {', '.join(summary.conditions)}.")
-    parts = [f"<h1>memtrial report: {escape(summary.run_id)}</h1>", f"<p>{escape(facts)}</p>"]
+    return f"<h1>memtrial report: {escape(summary.run_id)}</h1><p>{escape(facts)}</p>"
+
+
+def pvalue_text(p: float | None) -> str:
+    """A p-value rounded to two significant digits, `< 0.001` below that, `not tested` for None."""
+    if p is None:
+        return "not tested"
+    return "< 0.001" if p < 0.001 else f"{p:.2g}"
+
+
+def p_phrase(p: float | None) -> str:
+    """`p = 0.25`, `p < 0.001` or `p not tested`, for running text."""
+    text = pvalue_text(p)
+    return f"p {text}" if text.startswith(("<", "not")) else f"p = {text}"
+
+
+def effect_text(effect: Effect, scale: float, digits: int, unit: str) -> str:
+    """An effect with its unit and 95% interval, or why it has none."""
+    if effect.estimate is None:
+        return "n/a (no task graded under both conditions)"
+    text = f"{effect.estimate * scale:+,.{digits}f} {unit}"
+    if effect.exploratory:
+        return f"{text} (exploratory: {effect.nonzero_tasks} task(s) differ, under 5)"
+    low = "unbounded" if effect.low is None else f"{effect.low * scale:+,.{digits}f}"
+    high = "unbounded" if effect.high is None else f"{effect.high * scale:+,.{digits}f}"
+    return f"{text}, 95% CI [{low}, {high}]"
+
+
+def mui_text(mui: MuiEffect) -> str:
+    """Net MUI with its interval and split, in percent of on attempts, with the raw counts."""
+    return (f"Net MUI {mui.net:+.1%} of on attempts, 95% CI [{mui.low:+.1%}, {mui.high:+.1%}], {p_phrase(mui.p_value)} "
+            f"= success lift {mui.success_lift:.1%} [{mui.success_lift_low:.1%}, {mui.success_lift_high:.1%}] "
+            f"+ cost saving {mui.cost_saving:.1%} [{mui.cost_saving_low:.1%}, {mui.cost_saving_high:.1%}] "
+            f"- harm {mui.harm:.1%} [{mui.harm_low:.1%}, {mui.harm_high:.1%}]; "
+            f"{mui.success_lifts} lift(s), {mui.cost_savings} saving(s), {mui.harms} harm(s) in {mui.on_attempts} "
+            f"gradable on attempts over {mui.tasks} task(s).")
+
+
+KIND_LABELS = {"memory-effect": "memory effect", "ablation": "what the ablated lanes carry", "versus-off": "versus off"}
+
+
+def _comparison_row(c: Comparison) -> tuple[object, ...]:
+    return (f"{c.condition_a} - {c.condition_b}", KIND_LABELS[c.kind], c.tasks,
+            f"{c.passes_a} of {c.gradable_a} vs {c.passes_b} of {c.gradable_b}",
+            effect_text(c.success_difference, 100, 1, "pp"), pvalue_text(c.success_difference.p_value),
+            effect_text(c.token_difference, 1, 0, "tokens/attempt"), pvalue_text(c.token_difference.p_value),
+            effect_text(c.wall_difference, 1, 2, "s/attempt"), pvalue_text(c.wall_difference.p_value))
+
+
+def headline_section(summary: GradingSummary) -> str:
+    """The headline block: net MUI and every compared pair's task-clustered effects, first on the page."""
+    parts = ['<div class="banner headline" id="headline"><h2>Headline: task-clustered effects (95% intervals)</h2>']
+    if summary.calibration:
+        parts.append("<p><strong>Calibration run</strong>: proves the apparatus; not a memory system's result.</p>")
+    if not summary.headline:
+        parts.append(_p("No pair of conditions to compare (a run needs on and off, or another condition and off)."))
+    else:
+        first = summary.headline[0]
+        if first.mui is not None:
+            parts.append(f"<p><strong>{escape(mui_text(first.mui))}</strong></p>")
+        parts.append(table(["comparison (a - b)", "what it shows", "tasks", "passed (attempts, a vs b)",
+                            "success difference (percentage points)", "p", "token difference (tokens per attempt)", "p",
+                            "wall-time difference (seconds per attempt)", "p"], [_comparison_row(c) for c in summary.headline]))
+        reference = first.trial_level_mcnemar
+        parts.append(_p(
+            "The task is the unit: each figure is the mean over tasks of a per-task difference (a task counts once, "
+            f"whatever its trials). Test and interval: {first.success_difference.method}; bounds are clipped to the "
+            "measure's range, and a zero-width interval means every task moved by the same amount (the test assumes "
+            "symmetry), not certainty. Tokens and wall time are exploratory below 5 tasks with a difference."
+            + (f" Reference only, treating trials as independent: trial-level exact McNemar over {reference.pairs} pairs, "
+               f"{p_phrase(reference.p_value)}." if reference else "")))
+    if summary.warnings:
+        parts.append(f'<p><a href="#warnings">{len(summary.warnings)} warning(s) below</a>: read them before quoting these numbers.</p>')
+    return "".join(parts) + "</div>"
+
+
+def banners(summary: GradingSummary) -> str:
+    """The calibration banner and every warning."""
+    parts = []
     if summary.calibration:
         parts.append('<div class="banner calibration" id="calibration"><strong>Calibration run.</strong> These attempts were '
                      "run by the calibration agent, an instrument of known effect that proves the apparatus. They are "
@@ -93,34 +175,45 @@ def pass_rate_section(summary: GradingSummary, plot: str) -> str:
              f"{r.wilson_low:.3f} - {r.wilson_high:.3f}", f"{r.cp_low:.3f} - {r.cp_high:.3f}") for r in summary.pass_rates]
     return ("<h2>Pass rates</h2>" + _p("Ungradable attempts are counted but in no denominator. Intervals are 95%.")
             + _img(plot, "pass rate per task and condition")
-            + table(["task", "condition", "passes", "gradable", "ungradable", "rate", "Wilson 95%", "Clopper-Pearson 95%"], rows))
+            + table(["task", "condition", "passes", "gradable", "ungradable", "rate", "Wilson 95%", "Clopper-Pearson 95%"], rows)
+            + _p("pass@k: the chance that at least one of k attempts of a task passes; pass^k: that all k pass "
+                 "(unbiased estimators, averaged over the condition's tasks).")
+            + table(["condition", "k (attempts)", "tasks", "pass@k", "pass^k"],
+                    [(r.condition, r.k, r.tasks, f"{r.pass_at_k} ({_pct(r.pass_at_k)})", f"{r.pass_hat_k} ({_pct(r.pass_hat_k)})")
+                     for r in summary.pass_at_k]))
 
 
 def mui_section(summary: GradingSummary, plot: str) -> str:
-    """MUI v2 per task, split into success lift and cost saving; the v1 echo as reference."""
-    rows = [("all tasks" if t.task_id == "*" else t.task_id, t.on_attempts, t.success_lift, t.cost_saving,
+    """MUI v2 per task, split into success lift and cost saving, with harm and net; the v1 echo as reference."""
+    rows = [("all tasks" if t.task_id == "*" else t.task_id, t.on_attempts, t.success_lift, t.cost_saving, t.harm,
              f"{t.mui} ({_pct(t.mui)})" if t.on_attempts else "n/a (no gradable on attempts)", t.success_lift_share, t.cost_saving_share,
+             t.harm_share, f"{t.net} ({_pct(t.net)})" if t.on_attempts and t.net is not None else "n/a",
              f"{t.surface_echo}/{t.surface_echo_known}" if t.surface_echo_known else "unknown") for t in summary.mui]
     return ("<h2>Layer 2-3: MUI v2 (memory changed the result)</h2>"
             + _p("An on attempt earns credit only if its planted memory was confirmed delivered, it passed, and the "
                  f"off attempt of the same task and trial failed (success lift) or used at least {float(COST_SAVING_FACTOR)} "
-                 "times its tokens (cost saving). The two are exclusive and sum to MUI. The v1 surface echo (the agent "
-                 "quoting a memory's opening text) is a reference figure only.")
+                 "times its tokens (cost saving). The two are exclusive and sum to MUI. Harm counts the other direction, "
+                 "delivered or not: off passed and on failed, or on used at least 1.5 times a passing off's tokens; "
+                 "net = MUI - harm. Shares are of gradable on attempts, pooled; the headline averages them per task. "
+                 "The v1 surface echo (the agent quoting a memory's opening text) is a reference figure only.")
             + (_img(plot, "MUI split per task") if summary.mui else "")
-            + table(["task", "on attempts", "success lift", "cost saving", "MUI", "lift share", "saving share", "v1 echo (reference)"], rows))
+            + table(["task", "on attempts", "success lift", "cost saving", "harm", "MUI", "lift share", "saving share",
+                     "harm share", "net MUI", "v1 echo (reference)"], rows))
 
 
 def paired_section(summary: GradingSummary, plot: str) -> str:
     """Exact McNemar on discordant pairs; tokens and wall time, exploratory below five pairs."""
-    parts = ["<h2>Paired statistics (on vs off)</h2>"]
+    parts = ["<h2>Paired statistics (on vs off, trial level: reference only)</h2>",
+             _p("These pair attempts by task and trial as if trials were independent, which overstates the evidence "
+                "when a task's trials agree; the headline's task-clustered figures are the ones to publish.")]
     if summary.mcnemar:
         m = summary.mcnemar
         parts.append(table(["pairs", "only on passed", "only off passed", "exact McNemar p (two-sided)"],
-                           [(m.pairs, m.on_only, m.off_only, f"{m.pvalue} ({float(Fraction(m.pvalue)):.4g})")]))
+                           [(m.pairs, m.on_only, m.off_only, f"{m.pvalue} ({pvalue_text(float(Fraction(m.pvalue)))})")]))
     else:
         parts.append(_p("No gradable on/off pairs: no McNemar test."))
     rows = [(p.measure, p.pairs, None if p.median_difference is None else round(p.median_difference, 3), "exploratory (fewer than 5 pairs): no test" if p.exploratory else "tested",
-             p.sign_pvalue, p.wilcoxon_pvalue) for p in summary.paired]
+             pvalue_text(p.sign_pvalue), pvalue_text(p.wilcoxon_pvalue)) for p in summary.paired]
     parts.append(table(["measure (on - off)", "pairs", "median difference", "status", "sign test p", "Wilcoxon p"], rows))
     parts.append(_img(plot, "token distribution per condition"))
     return "".join(parts)
@@ -190,7 +283,9 @@ def render_html(aggregate: Aggregate, generated_at: str) -> str:
     summary = aggregate.summary
     conditions = list(summary.conditions)
     body = "".join([
-        header(summary),
+        title(summary),
+        headline_section(summary),
+        banners(summary),
         delivery_section(summary),
         pass_rate_section(summary, plots.pass_rate_plot(summary.pass_rates, conditions)),
         mui_section(summary, plots.mui_plot(summary.mui)),

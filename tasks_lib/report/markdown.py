@@ -11,6 +11,10 @@ def _md_cell(value: object) -> str:
     return ("" if value is None else str(value)).replace("|", "\\|").replace("\n", " ")
 
 
+def _md_number(value: float | None) -> str:
+    return "" if value is None else f"{value:.3g}"
+
+
 def md_table(headers: list[str], rows: list[list[object]]) -> str:
     """A GitHub-flavoured Markdown table; pipes in cells are escaped."""
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
@@ -24,8 +28,16 @@ def summary_markdown(summary: GradingSummary, report_uri: str) -> str:
     if summary.calibration:
         parts += ["**Calibration run**: proves the apparatus; not a published cohort.", ""]
     parts += [f"- WARNING: {_md_cell(w)}" for w in summary.warnings]
-    parts += ["", "## MUI v2", md_table(["task", "on attempts", "success lift", "cost saving", "MUI"],
-                                         [[t.task_id, t.on_attempts, t.success_lift_share, t.cost_saving_share, t.mui] for t in summary.mui])]
+    if summary.headline:
+        parts += ["", "## Headline (task-clustered, 95% intervals)", md_table(
+            ["a - b", "tasks", "success difference", "low", "high", "p", "tokens/attempt", "net MUI", "MUI low", "MUI high"],
+            [[f"{c.condition_a} - {c.condition_b}", c.tasks, _md_number(c.success_difference.estimate), _md_number(c.success_difference.low),
+              _md_number(c.success_difference.high), _md_number(c.success_difference.p_value), _md_number(c.token_difference.estimate),
+              *([_md_number(c.mui.net), _md_number(c.mui.low), _md_number(c.mui.high)] if c.mui else ["", "", ""])]
+             for c in summary.headline])]
+    parts += ["", "## MUI v2", md_table(["task", "on attempts", "success lift", "cost saving", "MUI", "harm", "net"],
+                                         [[t.task_id, t.on_attempts, t.success_lift_share, t.cost_saving_share, t.mui, t.harm_share, t.net]
+                                          for t in summary.mui])]
     parts += ["", "## Delivery (layer 1)", md_table(["condition", "confirmed", "attempts", "rate", "warning"],
                                                      [[d.condition, d.confirmed, d.attempts, d.rate, d.warning or ""] for d in summary.delivery])]
     harness = [a for a in summary.ablations if a.kind == "harness-check"]

@@ -20,6 +20,8 @@ from matplotlib.figure import Figure
 from tasks_lib.analysis.grading import AttemptGrade, MuiTally, PassRate
 
 COLOURS = {"off": "#7f7f7f", "on": "#1f77b4", "ablate:all": "#d62728"}
+HARM_COLOUR = "#a93226"
+"""The harm bars of the MUI plot."""
 LANE_COLOURS = ("#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
@@ -71,18 +73,21 @@ def pass_rate_plot(rates: Sequence[PassRate], conditions: Sequence[str]) -> str:
 
 
 def mui_plot(tallies: Sequence[MuiTally]) -> str:
-    """Stacked bars per task: the success-lift share and the cost-saving share (they sum to MUI)."""
+    """Bars per task: success-lift and cost-saving shares stacked up (they sum to MUI), the harm share down."""
     tasks = [t.task_id for t in tallies]
     lift = [float(Fraction(t.success_lift_share)) for t in tallies]
     saving = [float(Fraction(t.cost_saving_share)) for t in tallies]
-    figure, axes = plt.subplots(figsize=(max(6.0, 0.9 * len(tasks) + 2), 3.6))
+    harm = [-float(Fraction(t.harm_share or 0)) for t in tallies]
+    figure, axes = plt.subplots(figsize=(max(6.0, 0.9 * len(tasks) + 2), 4.2))
     axes.bar(tasks, lift, color="#2ca02c", label="success lift")
     axes.bar(tasks, saving, bottom=lift, color="#1f77b4", label="cost saving")
+    axes.bar(tasks, harm, color=HARM_COLOUR, label="harm (drawn below 0)")
+    axes.axhline(0, color="#444", linewidth=0.8)
     axes.set_xticks(range(len(tasks)), [_task_label(t) for t in tasks], rotation=30, ha="right", fontsize=8)
-    axes.set_ylim(0, 1.05)
+    axes.set_ylim(-1.05, 1.05)
     axes.set_ylabel("share of on attempts")
     axes.legend(fontsize=8)
-    axes.set_title("MUI v2 = success lift + cost saving")
+    axes.set_title("MUI v2: success lift + cost saving - harm = net")
     return png_data_uri(figure)
 
 

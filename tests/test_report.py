@@ -198,7 +198,10 @@ def test_report_command_on_a_local_root(tmp_path: Path, capsys: pytest.CaptureFi
     assert "warning: delivery confirmed on only 7 of 8" in captured.err
     assert main(["report", RUN, "--artifacts", str(root)]) == 0
     text = capsys.readouterr().out
-    assert "MUI v2 3/7 over 7 on attempts (success lift 2/7, cost saving 1/7)" in text and "report: " in text
+    assert "report: " in text
+    success, net = [line for line in text.splitlines() if line.startswith(("success on - off: ", "net MUI "))]
+    assert success.endswith("over 4 tasks (6/7 on vs 3/7 off attempts passed)"), success
+    assert net.endswith("success lift 2, cost saving 1, harm 0 of 7 on attempts") and "[95% " in net, net
 
 
 def test_report_command_on_s3(s3_env: str, capsys: pytest.CaptureFixture[str]) -> None:

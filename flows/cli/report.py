@@ -7,11 +7,14 @@ exit 2). Warnings in the report are also printed on stderr, so a low delivery ra
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from flows.cli.common import JsonFlag, emit_json, err, out
+
+if TYPE_CHECKING:
+    from tasks_lib.analysis.grading import GradingSummary
 
 
 def bundled_memory_texts() -> dict[str, list[str]] | None:
@@ -23,6 +26,26 @@ def bundled_memory_texts() -> dict[str, list[str]] | None:
     if not root.is_dir():
         return None
     return {t.task_id: [m.text for m in t.manifest.memories] for t in load_tasks(root)}
+
+
+def _points(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:+.1f}"
+
+
+def headline_lines(summary: GradingSummary) -> list[str]:
+    """The task-clustered on-vs-off effect and net MUI, one line each, with their 95% intervals."""
+    lines = []
+    effect = next((c for c in summary.headline if c.kind == "memory-effect"), None)
+    if effect is not None:
+        d = effect.success_difference
+        p = "n/a" if d.p_value is None else f"{d.p_value:.3g}"
+        lines.append(f"success on - off: {_points(d.estimate)} points [95% {_points(d.low)}, {_points(d.high)}], p = {p} "
+                     f"over {effect.tasks} tasks ({effect.passes_a}/{effect.gradable_a} on vs {effect.passes_b}/{effect.gradable_b} off attempts passed)")
+        if effect.mui is not None:
+            m = effect.mui
+            lines.append(f"net MUI {_points(m.net)} points [95% {_points(m.low)}, {_points(m.high)}]: success lift {m.success_lifts}, "
+                         f"cost saving {m.cost_savings}, harm {m.harms} of {m.on_attempts} on attempts")
+    return lines
 
 
 def report(
@@ -61,10 +84,8 @@ def report(
         emit_json({"run_id": run_id, "report": built.uri, "out": str(out_file) if out_file else None, "tables": tables,
                    "prefect_artifacts": published, "summary": summary_json(summary)})
     else:
-        pooled = next((t for t in summary.mui if t.task_id == "*"), None)
-        if pooled is not None:
-            out.print(f"MUI v2 {pooled.mui} over {pooled.on_attempts} on attempts "
-                      f"(success lift {pooled.success_lift_share}, cost saving {pooled.cost_saving_share})")
+        for line in headline_lines(summary):
+            out.print(line)
         for name in sorted(tables):
             out.print(f"table:  {tables[name]}")
         for key in published:

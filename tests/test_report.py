@@ -201,7 +201,7 @@ def test_report_command_on_a_local_root(tmp_path: Path, capsys: pytest.CaptureFi
     assert "report: " in text
     success, net = [line for line in text.splitlines() if line.startswith(("success on - off: ", "net MUI "))]
     assert success.endswith("over 4 tasks (6/7 on vs 3/7 off attempts passed)"), success
-    assert net.endswith("success lift 2, cost saving 1, harm 0 of 7 on attempts") and "[95% " in net, net
+    assert net.endswith("success lift 2, cost saving 1, harm 1 of 7 on attempts") and "[95% " in net, net
 
 
 def test_report_command_on_s3(s3_env: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -132,8 +132,9 @@ def source_commit_of(task_root: Path) -> str | None:
     return found if out.returncode == 0 and len(found) in (40, 64) else None
 
 
-def record_fields(task: LoadedTask, agent_name: str, model: str | None = None) -> dict[str, str | None]:
-    """The comparability and preregistration fields of a RunRecord for `task` run by `agent_name`.
+def record_fields(task: LoadedTask, agent_name: str, model: str | None = None, source_root: Path | None = None) -> dict[str, str | None]:
+    """The comparability and preregistration fields of a RunRecord for `task` run by `agent_name`
+    (`source_root`: the task's folder in its checkout, when `task.root` is a pinned copy).
 
     Never raises for a task it cannot pin: a field it cannot compute is None, which makes the
     record incomparable and inadmissible (fail closed) instead of failing the paid attempt.
@@ -147,7 +148,7 @@ def record_fields(task: LoadedTask, agent_name: str, model: str | None = None) -
         "manifest_digest": manifest_digest(task.manifest),
         "verifier_digest": verifier,
         "prompts_digest": prompts_digest(task.manifest),
-        "source_commit": source_commit_of(task.root),
+        "source_commit": source_commit_of(source_root or task.root),
     }
 
 

@@ -58,6 +58,7 @@ from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
 from tasks_lib.arm.comparability import record_fields
 from tasks_lib.contracts import RunRecord, check_rel_path
 from tasks_lib.errors import MemtrialError
+from tasks_lib.arm.pinned import PinnedTask, PinnedTaskError, check_pinned, pin_task
 from tasks_lib.arm.injection import confirm_injection
 from tasks_lib.memory.delivery.hook import REALM_ENV, STORE_ENV
 from tasks_lib.memory.planting import plant
@@ -107,9 +108,13 @@ class TaskSource:
     commit: str
     tasks_subdir: str
 
+    def task_subdir(self, task: LoadedTask) -> str:
+        """The task's folder inside the repository."""
+        return f"{self.tasks_subdir}/{task.root.name}"
+
     def fixture_subdir(self, task: LoadedTask) -> str:
         """The task's fixture folder inside the repository."""
-        return f"{self.tasks_subdir}/{task.root.name}/{task.manifest.fixture}"
+        return f"{self.task_subdir(task)}/{task.manifest.fixture}"
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,8 @@ class Workspace:
     """Identity of the fixture tree built from git objects."""
     before: TreeSnapshot
     """The workspace snapshot taken before the agent started, for the mutation audit."""
+    pinned: PinnedTask
+    """The task's task.json, verifier and hidden/ from the commit's git objects, in the runner-owned root."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +228,7 @@ def materialize_workspace(
         workspace, home = root / "workspace", root / "home"
         home.mkdir()
         subdir = source.fixture_subdir(attempt.task)
+        pinned = pin_task(attempt.task, source.repo_root, source.commit, source.task_subdir(attempt.task), root / "runner")
         if templates is not None:
             corpus_id, before = templates.materialize(source.repo_root, source.commit, subdir, workspace)
         else:
@@ -228,7 +236,7 @@ def materialize_workspace(
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-    return Workspace(root=root, workspace=workspace, home=home, corpus_id=corpus_id, before=before)
+    return Workspace(root=root, workspace=workspace, home=home, corpus_id=corpus_id, before=before, pinned=pinned)
 
 
 def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = "hashed",
@@ -344,11 +352,18 @@ def audit_workspace(attempt: Attempt, workspace: Workspace) -> AuditReceipt:
 
 def check_workspace(attempt: Attempt, workspace: Workspace, receipt: AuditReceipt, run: AgentRun) -> CheckOutcome:
     """Stage 6: apply `hidden/` and run the check, only after a passed audit and a run without
-    infrastructure failure (otherwise the check is not run and nothing is applied)."""
+    infrastructure failure (otherwise the check is not run and nothing is applied). Both come from
+    the files pinned from git objects, re-hashed first (`tasks_lib.arm.pinned`); a pinned file that
+    changed makes the check not run, so the attempt is ungradable."""
     if not receipt.passed or run.infra_failure:
         return CheckOutcome()
-    overlay(attempt.task.hidden_dir, workspace.workspace)
-    check = run_check(attempt.task, workspace.workspace, "solution")
+    try:
+        check_pinned(workspace.pinned)
+    except PinnedTaskError as error:
+        return CheckOutcome(output_tail=f"[{error}]")
+    task = workspace.pinned.task
+    overlay(task.hidden_dir, workspace.workspace)
+    check = run_check(task, workspace.workspace, "solution")
     ran = check.exit_code is not None or "[timed out]" in check.output_tail
     return CheckOutcome(exit_code=check.exit_code, ran=ran, output_tail=check.output_tail)
 
@@ -423,7 +438,7 @@ def record_attempt(
         delivered_ids=injection.memory_ids,
         audit_receipt=receipt_key,
         build_under_test=memory.build,
-        **record_fields(task, agent_name, run.model),
+        **record_fields(workspace.pinned.task, agent_name, run.model, source_root=task.root),
     )
     store.put_json(run_key(run_id, *prefix, "record.json"), record)
     return record

@@ -373,6 +373,8 @@ def test_calibration_agent_scenario_grades_exactly(tmp_path: Path) -> None:
     assert delivery == {"off": 0, "on": 1, "ablate:all": 0, "ablate:keyword": 1}
     assert summary.calibration and any("calibration run" in w for w in summary.warnings)
     assert not [w for w in summary.warnings if "calibration run" not in w]
+    assert summary.positive_control is not None and summary.positive_control.passed
+    assert summary.positive_control.checked == 6, "three tasks under off and ablate:all"
 
     # The same effect, task-clustered and with intervals: three tasks can reject nothing at 95%.
     on_off = _headline(summary)
@@ -391,3 +393,25 @@ def test_calibration_agent_scenario_grades_exactly(tmp_path: Path) -> None:
     assert again.success_difference == on_off.success_difference and again.mui == on_off.mui.model_copy(
         update={"on_attempts": 9, "success_lifts": 3, "cost_savings": 3})
     assert again.trial_level_mcnemar is not None and again.trial_level_mcnemar.p_value == 0.25 < on_off.success_difference.p_value
+
+
+@pytest.mark.parametrize("condition", ["off", "ablate:all"])
+def test_a_calibration_pass_without_memory_on_a_memory_only_task_fails_the_positive_control(condition: str) -> None:
+    """Regression: a leak into `off` (and `ablate:all` with it) was invisible, because the harness check
+    only compares those two with each other. The calibration agent's memoryless outcome is known by
+    construction: a convention task it passes without memory means memory got in."""
+    records = [record("alpha", c, 0, F, 1000, "no", calibration=True) for c in ("off", "ablate:all")]
+    records = [r.model_copy(update={"task_kind": "convention"}) for r in records]
+    leaked = [r.model_copy(update={"outcome": P, "check_exit_code": 0}) if r.condition == condition else r for r in records]
+    clean = summarize("calib", records, grade_attempts(records)).positive_control
+    assert clean is not None and clean.passed and clean.checked == 2
+    summary = summarize("calib", leaked, grade_attempts(leaked))
+    assert summary.positive_control is not None and not summary.positive_control.passed
+    assert summary.positive_control.deviations == (f"alpha/{condition}/t0 (convention) passed, fail by construction",)
+    assert any(w.startswith("positive control failed: 1 of 2 calibration attempts without memory") for w in summary.warnings)
+
+
+def test_the_positive_control_checks_nothing_without_calibration_attempts() -> None:
+    """Not a pass by default: a run with no calibration attempt has no positive control at all."""
+    records = scenario_records()
+    assert summarize("scenario-run", records, grade_attempts(records)).positive_control is None

@@ -284,6 +284,9 @@ class GradingSummary(Document):
     """Everything a human must see before trusting the numbers."""
     headline: tuple[Comparison, ...] = ()
     """Task-clustered effects per compared pair (on - off first): what a team can publish."""
+    positive_control: PositiveControl | None = None
+    """The calibration agent's memoryless attempts against their outcome by construction (None when
+    the run has no calibration attempt under `off` or `ablate:all`)."""
     pass_at_k: tuple[PassAtK, ...] = ()
     """pass@k and pass^k per condition, k from 1 to the trials."""
 
@@ -525,6 +528,40 @@ def pass_at_k_table(records: Sequence[RunRecord]) -> list[PassAtK]:
     return out
 
 
+class PositiveControl(ContractModel):
+    """The positive control for arms without memory: the calibration agent's `off` and `ablate:all`
+    outcome of every task is known by construction (pass exactly on kinds exploration solves)."""
+
+    checked: int = Field(ge=0)
+    """Calibration attempts under `off` or `ablate:all` with a known task kind and an outcome."""
+    deviations: tuple[str, ...]
+    """Each attempt whose outcome differs from its construction, named; any one is a distrust warning."""
+
+    @property
+    def passed(self) -> bool:
+        return self.checked > 0 and not self.deviations
+
+
+MEMORYLESS = ("off", "ablate:all")
+"""Conditions in which no memory may reach the agent."""
+
+
+def positive_control(records: Sequence[RunRecord]) -> PositiveControl | None:
+    """Check every calibration attempt without memory against its outcome by construction; None when
+    there is none to check. A memoryless pass on a kind only memory solves means memory leaked in."""
+    from tasks_lib.agents.calibration import EXPLORABLE
+
+    checked, deviations = 0, []
+    for r in records:
+        if not r.calibration or r.condition not in MEMORYLESS or r.task_kind is None or r.outcome == "ungradable":
+            continue
+        checked += 1
+        expected = "pass" if r.task_kind in EXPLORABLE else "fail"
+        if r.outcome != expected:
+            deviations.append(f"{r.task_id}/{r.condition}/t{r.trial} ({r.task_kind}) {r.outcome}ed, {expected} by construction")
+    return PositiveControl(checked=checked, deviations=tuple(deviations)) if checked else None
+
+
 def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[AttemptGrade], excluded: int = 0) -> GradingSummary:
     """The run's grading summary; `warnings` collects every figure a human must not miss."""
     delivery = delivery_rates(records)
@@ -532,6 +569,11 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
     pairs = on_off_pairs(records)
     calibration = bool(records) and all(r.calibration for r in records)
     warnings = [d.warning for d in delivery if d.warning]
+    control = positive_control(records)
+    if control is not None and control.deviations:
+        warnings.append(f"positive control failed: {len(control.deviations)} of {control.checked} calibration attempts without memory "
+                        f"differ from their construction ({'; '.join(control.deviations)}): memory reached an arm that has none, "
+                        "or the apparatus changed; distrust every memory figure of this run")
     ungradable = sum(r.outcome == "ungradable" for r in records)
     if ungradable:
         warnings.append(f"{ungradable} attempt(s) are ungradable (no outcome); they are in no rate's denominator")
@@ -553,7 +595,7 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
         excluded=excluded, ungradable=ungradable, tasks=tuple(sorted({r.task_id for r in records})),
         conditions=condition_order(r.condition for r in records), delivery=tuple(delivery),
         pass_rates=tuple(pass_rates(records)), mui=tuple(mui), ablations=tuple(deltas),
-        mcnemar=mcnemar_summary(pairs), paired=tuple(paired_measures(pairs)), warnings=tuple(warnings),
+        mcnemar=mcnemar_summary(pairs), paired=tuple(paired_measures(pairs)), warnings=tuple(warnings), positive_control=control,
         headline=tuple(headline(grades, condition_order(r.condition for r in records))),
         pass_at_k=tuple(pass_at_k_table(records)),
     )

@@ -106,7 +106,7 @@ def test_real_cli_completes_the_task_and_injection_is_confirmed_only_in_the_on_a
     assert all(r.path.split("?")[0] == "/v1/messages" for r in requests), [r.path for r in requests]
 
     injection = confirm_injection(run.transcript, expected_ids=ids)
-    bodies_with_marker = [r for r in requests if "memtrial-memory" in r.raw]
+    bodies_with_marker = [r for r in requests if "recalled-memory" in r.raw]
     if condition == "on":
         assert injection.confirmed == "yes" and injection.channels == ("prompt-time",) and injection.memory_ids == ids
         marker = open_marker("prompt-time", ids)
@@ -199,7 +199,7 @@ def _line(**message: object) -> str:
     return json.dumps(message)
 
 
-BLOCK = "<!-- memtrial-memory channel=prompt-time ids=m1 -->\nuse code 75\n<!-- /memtrial-memory -->"
+BLOCK = "<!-- recalled-memory channel=prompt-time ids=m1 -->\nuse code 75\n<!-- /recalled-memory -->"
 
 
 @pytest.mark.parametrize(

@@ -89,7 +89,7 @@ def test_prompt_context_environment_and_json_steps(tmp_path: Path, db: tuple[Pat
     hook_step = next(s for s in steps if s.source == "hook")
     assert hook_step.channel == "prompt-time" and "code 75" in hook_step.text
     stdin = next(s.text for s in steps if s.source == "agent" and s.kind == "message")
-    assert stdin.startswith(PROMPT + "\n\n<system-reminder>\nUserPromptSubmit hook additional context: <!-- memtrial-memory")
+    assert stdin.startswith(PROMPT + "\n\n<system-reminder>\nUserPromptSubmit hook additional context: <!-- recalled-memory")
     seen = json.loads(next(s.text for s in steps if s.kind == "tool-result"))
     assert seen["MEMTRIAL_WORKSPACE"] == seen["cwd"] and seen["MEMTRIAL_PROMPT_INDEX"] == "0" and seen["MEMTRIAL_PROMPT_COUNT"] == "1"
     assert json.loads(seen["MEMTRIAL_HOOK_ARGV"]) == list(HOOK_ARGV) and seen["MEMTRIAL_REALM"] == REALM

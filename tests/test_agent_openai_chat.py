@@ -23,7 +23,7 @@ from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.sandbox.base import SandboxLimits
 
 REALM = "trial:openai-chat.calc.on.t0"
-MARKER = "<!-- memtrial-memory"
+MARKER = "<!-- recalled-memory"
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
 BUGGY = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"

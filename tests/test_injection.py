@@ -22,7 +22,7 @@ def transcript(*steps: tuple[str, str, str]) -> Transcript:
         ([("system", "context", BLOCK)], "yes"),
         ([("user", "prompt", "fix it"), ("agent", "message", BLOCK)], "no"),
         ([("tool", "tool-result", BLOCK)], "no"),
-        ([("hook", "context", "<!-- memtrial-memory channel=prompt-time ids=a1 -->unterminated")], "no"),
+        ([("hook", "context", "<!-- recalled-memory channel=prompt-time ids=a1 -->unterminated")], "no"),
         ([("user", "prompt", "fix it")], "no"),
     ],
     ids=["hook-step", "system-step", "agent-echo-never-counts", "tool-output-never-counts", "incomplete-block", "nothing"],

@@ -52,7 +52,7 @@ def test_prompt_submit_delivers_json_additional_context_with_provenance(db: tupl
 def test_plain_output_is_the_bare_block(db: tuple[Path, tuple[str, ...]]) -> None:
     path, ids = db
     result = run_hook(_event(), _env(path), output="plain")
-    assert result.stdout.startswith("<!-- memtrial-memory channel=prompt-time") and find_provenance(result.stdout) == [("prompt-time", ids)]
+    assert result.stdout.startswith("<!-- recalled-memory channel=prompt-time") and find_provenance(result.stdout) == [("prompt-time", ids)]
 
 
 @pytest.mark.parametrize(
@@ -129,7 +129,7 @@ def test_delivered_block_stays_under_the_context_limit(tmp_path: Path) -> None:
 
 def test_find_provenance_counts_only_complete_blocks() -> None:
     block = wrap_block("prompt-time", ["aaaa", "bbbb"], "- x")
-    unclosed = "<!-- memtrial-memory channel=session-start ids=cccc -->\nno close"
+    unclosed = "<!-- recalled-memory channel=session-start ids=cccc -->\nno close"
     text = f"{unclosed}\n{block}\n{wrap_block('session-start', ['dddd'], '- y')}"
     assert find_provenance(text) == [("prompt-time", ("aaaa", "bbbb")), ("session-start", ("dddd",))]
     assert find_provenance("nothing here") == []

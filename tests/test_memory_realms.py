@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -35,7 +37,15 @@ def test_invalid_realms_name_the_field(name: object) -> None:
 def test_trial_realms_are_canonical_and_unique_per_trial() -> None:
     names = {trial_realm("run-7", "fix_exit.code", c, t) for c in ("on", "ablate:graph", "off") for t in range(3)}
     assert len(names) == 9 and all(validate_realm(n) for n in names)
-    assert trial_realm("Run 7", "Task", "ablate:all", 2) == "trial:run-7.task.ablate-all.t2"
+    assert trial_realm("Run 7", "Task", "ablate:all", 2) == trial_realm("Run 7", "Task", "ablate:all", 2), "deterministic"
+
+
+def test_a_trial_realm_names_no_condition_task_or_run() -> None:
+    """Regression: the realm was `trial:<run>.<task>.<condition>.t0`, so an agent could read its arm
+    (and the task corpus) off its memory realm and play the condition."""
+    realms = [trial_realm("paired-20261203-101010-abc123", "logship-partial-exit", c, 0) for c in ("off", "on", "ablate:all", "ablate:graph")]
+    assert len(set(realms)) == 4
+    assert all(re.fullmatch(r"project:[0-9a-f]{16}", realm) for realm in realms), realms
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ and a realm that was never created is an error too; nothing falls back to a defa
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from tasks_lib.memory.errors import InvalidRealmError
@@ -39,12 +40,18 @@ def _slug(part: str) -> str:
     return re.sub(r"[^a-z0-9._-]", "-", part.lower()).strip("-._") or "x"
 
 
-def trial_realm(run_id: str, task_id: str, condition: str, trial: int) -> str:
-    """The realm of one trial: `trial:<run>.<task>.<condition>.t<trial>`, unique per trial.
+REALM_NAMESPACE = "project"
+"""The namespace of every trial's realm: a word any memory system's users would use."""
 
-    Raises InvalidRealmError when the parts make a name longer than MAX_REALM_CHARS.
+
+def trial_realm(run_id: str, task_id: str, condition: str, trial: int) -> str:
+    """The realm of one trial, unique per trial and blind: `project:<16 hex>`, a digest of the run,
+    task, condition and trial, so the name an agent may see has one form in every condition and names
+    no condition, task, run or harness (an agent that could read its arm off the realm could play it).
+
+    Raises InvalidRealmError for a negative trial.
     """
     if trial < 0:
         raise InvalidRealmError(f"trial: must be >= 0, got {trial}")
-    name = f"trial:{_slug(run_id)}.{_slug(task_id)}.{_slug(condition)}.t{trial}"
-    return validate_realm(name, field="trial_realm")
+    digest = hashlib.sha256("\0".join((run_id, task_id, condition, str(trial))).encode()).hexdigest()[:16]
+    return validate_realm(f"{REALM_NAMESPACE}:{digest}", field="trial_realm")

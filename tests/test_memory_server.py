@@ -35,6 +35,7 @@ from tasks_lib.memory.delivery.server import (
     stop_server,
 )
 from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.memory.env import ABLATE_LANES_ENV, AGENT_ENV, MEMORY_OFF_ENV, REALM_ENV
 
 REALM = "trial:run-1.uploader.on.t0"
 PROMPT = "what exit code does the uploader use for a full disk quota?"
@@ -64,7 +65,7 @@ def served(tmp_path: Path, frozen: tuple[Path, str, tuple[str, ...]]) -> Iterato
 
 def _hook(env_extra: dict[str, str], prompt: str = PROMPT) -> subprocess.CompletedProcess[bytes]:
     """Run the hook as its own process with only the served-replica settings (no store path)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIAL_")}
+    env = {k: v for k, v in os.environ.items() if k not in AGENT_ENV and not k.startswith("MEMTRIAL_")}
     env.update(env_extra)
     event = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": prompt, "session_id": "s1"})
     return subprocess.run([sys.executable, "-m", "tasks_lib.memory.delivery.hook"], input=event.encode(),
@@ -104,15 +105,15 @@ def test_hook_through_the_socket_delivers_with_provenance(served: ServedReplica,
 
 
 def test_exported_settings_name_the_socket_and_realm_only(served: ServedReplica) -> None:
-    assert served.env() == {SOCKET_ENV: served.socket_path, "MEMTRIAL_REALM": REALM}
+    assert served.env() == {SOCKET_ENV: served.socket_path, REALM_ENV: REALM}
 
 
 @pytest.mark.parametrize(
     ("switches", "lanes"),
     [
-        ({"MEMTRIAL_MEMORY_OFF": "1"}, None),
-        ({"MEMTRIAL_ABLATE_LANES": "all"}, None),
-        ({"MEMTRIAL_ABLATE_LANES": "semantic,graph,corrections"}, ["keyword"]),
+        ({MEMORY_OFF_ENV: "1"}, None),
+        ({ABLATE_LANES_ENV: "all"}, None),
+        ({ABLATE_LANES_ENV: "semantic,graph,corrections"}, ["keyword"]),
     ],
     ids=["kill-switch", "ablate-all", "ablate-three"],
 )
@@ -122,8 +123,8 @@ def test_switches_are_read_by_the_hook_itself(
 ) -> None:
     """The server is started with the opposite switch in its environment and must ignore it;
     the hook alone decides, before any request: no request at all, or only the active lanes."""
-    monkeypatch.setenv("MEMTRIAL_MEMORY_OFF", "1")
-    monkeypatch.setenv("MEMTRIAL_ABLATE_LANES", "keyword")
+    monkeypatch.setenv(MEMORY_OFF_ENV, "1")
+    monkeypatch.setenv(ABLATE_LANES_ENV, "keyword")
     replica = restore_replica(frozen[0], tmp_path / "run", expected_sha256=frozen[1])
     server = start_server(replica, realm=REALM)
     try:
@@ -144,7 +145,7 @@ def test_switches_are_read_by_the_hook_itself(
 
 
 def test_hook_reports_an_unknown_realm_from_the_server_in_one_line(served: ServedReplica) -> None:
-    done = _hook({**served.env(), "MEMTRIAL_REALM": "trial:never-made"})
+    done = _hook({**served.env(), REALM_ENV: "trial:never-made"})
     assert done.returncode == 1 and done.stdout == b""
     lines = _stderr_lines(done)
     assert len(lines) == 1 and b"was never created" in lines[0]

@@ -48,7 +48,7 @@ def _read_text(value: str) -> str | bytes:
 @contextmanager
 def _memory(store: Path | None, socket: str | None, *, create: bool = False) -> Iterator[Any]:
     """Open the store file, or a client of the served replica; exactly one of them."""
-    from tasks_lib.memory.delivery.hook import SOCKET_ENV
+    from tasks_lib.memory.env import SOCKET_ENV
 
     if store is not None and socket is not None:
         raise MemtrialError("--store and --socket: give one of them, not both")

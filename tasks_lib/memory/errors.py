@@ -30,11 +30,11 @@ class UnknownMemoryIdError(MemoryStoreError):
 
 
 class UnknownLaneError(MemoryStoreError):
-    """A lane name (argument or MEMTRIAL_ABLATE_LANES) is not a lane of this adapter."""
+    """A lane name (argument or `env.ABLATE_LANES_ENV`) is not a lane of this adapter."""
 
 
 class SwitchError(MemoryStoreError):
-    """An environment switch (MEMTRIAL_MEMORY_OFF, MEMTRIAL_ABLATE_LANES, MEMTRIAL_REALM, ...) is malformed."""
+    """An environment switch (`env.MEMORY_OFF_ENV`, `env.ABLATE_LANES_ENV`, `env.REALM_ENV`, ...) is malformed."""
 
 
 class UnknownEmbedderError(MemoryStoreError):

@@ -1,18 +1,18 @@
 """The agent delivery hook: Claude Code's UserPromptSubmit / SessionStart hook command.
 
-Reads the hook event JSON on stdin, the realm from MEMTRIAL_REALM (verbatim, validated, never
-defaulted) and the store from MEMTRIAL_MEMORY_SOCKET (a served replica, see `server`) or else
-MEMTRIAL_MEMORY_DB (the replica file), recalls, and prints the memories wrapped in a
-provenance marker (see `provenance`) in the JSON shape Claude Code reads:
+Reads the hook event JSON on stdin and, from the variables `tasks_lib.memory.env` names, the realm
+from REALM_ENV (verbatim, validated, never defaulted) and the store from SOCKET_ENV (a served
+replica, see `server`) or else STORE_ENV (the replica file), recalls, and prints the memories
+wrapped in a provenance marker (see `provenance`) in the JSON shape Claude Code reads:
 `{"hookSpecificOutput": {"hookEventName": ..., "additionalContext": ...}}` (or, with
 `output="plain"`, the bare block, which Claude Code also adds as context for these two events).
 
-- MEMTRIAL_MEMORY_OFF=1: prints nothing and exits 0 before reading anything else.
-- MEMTRIAL_ABLATE_LANES: the ablated lanes are dropped here, before the recall call is made; through
+- MEMORY_OFF_ENV=1: prints nothing and exits 0 before reading anything else.
+- ABLATE_LANES_ENV: the ablated lanes are dropped here, before the recall call is made; through
   a socket the hook asks the server for its system's lanes (a ping), then sends only the active
   ones (the server reads no switch), and sends no recall at all when none is left.
 - UserPromptSubmit: the query is the prompt (its first MAX_QUERY_BYTES bytes).
-- SessionStart: the query is MEMTRIAL_SESSION_QUERY; when unset, nothing is delivered.
+- SessionStart: the query is SESSION_QUERY_ENV; when unset, nothing is delivered.
 - No hit: prints nothing, exits 0. Any error: one line on stderr, exit HOOK_ERROR_EXIT (1), which
   Claude Code treats as a non-blocking error, so the run goes on and is recorded as undelivered.
 """
@@ -32,16 +32,8 @@ from tasks_lib.memory.errors import HookError
 from tasks_lib.memory.delivery.provenance import wrap_block
 from tasks_lib.memory.realms import validate_realm
 from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.memory.env import REALM_ENV, SESSION_QUERY_ENV, SOCKET_ENV, STORE_ENV
 from tasks_lib.memory.switches import active_lanes, memory_off
-
-REALM_ENV = "MEMTRIAL_REALM"
-"""The trial's realm, used verbatim."""
-SOCKET_ENV = "MEMTRIAL_MEMORY_SOCKET"
-"""Socket of the run's served replica (see `server`); when set it is used instead of MEMTRIAL_MEMORY_DB."""
-STORE_ENV = "MEMTRIAL_MEMORY_DB"
-"""Path of the run's private store replica."""
-SESSION_QUERY_ENV = "MEMTRIAL_SESSION_QUERY"
-"""Query for the session-start briefing; unset means no session-start delivery."""
 
 DEFAULT_K = 5
 """Memories delivered per event at most."""

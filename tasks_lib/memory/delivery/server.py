@@ -19,8 +19,8 @@ line, or after an oversized or non-JSON line. Every answered request but ping is
 `DIR/requests.jsonl` (op, realm, lanes, ids; never the query text), which is how a run can see
 what the memory system was actually asked.
 
-The kill switch and lane ablation are not read here: the server removes MEMTRIAL_MEMORY_OFF and
-MEMTRIAL_ABLATE_LANES from its own environment at start. They belong to the agent side: the hook
+The kill switch and lane ablation are not read here: the server removes them (`env.SWITCHES`)
+from its own environment at start. They belong to the agent side: the hook
 reads them and skips lanes before it sends a recall (see `hook`). SIGTERM (or SIGINT) stops the
 server cleanly: it finishes the request in flight, closes the store, and removes the socket and
 its PID file. `stop_server` sends it by PID, after checking that the PID is this server.
@@ -52,8 +52,7 @@ from tasks_lib.contracts import ContractModel
 from tasks_lib.memory import errors as memory_errors
 from tasks_lib.memory.adapter import MemoryAdapter, MemoryHit, MemoryItem
 from tasks_lib.memory.errors import MemoryInputError, MemoryStoreError
-from tasks_lib.memory.delivery.hook import REALM_ENV, SOCKET_ENV
-from tasks_lib.memory.switches import ABLATE_LANES_ENV, MEMORY_OFF_ENV
+from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV, SWITCHES
 
 
 SOCKET_NAME = "memory.sock"
@@ -316,7 +315,7 @@ def serve_system(system: str, data_dir: Path, socket_dir: Path, *, embedder: str
 
 def _serve(open_store: Callable[[], MemoryAdapter], label: str, socket_dir: Path, read_only: bool) -> int:
     """Serve the memory system `open_store` opens (see `serve`); `label` names it in answers."""
-    for name in (MEMORY_OFF_ENV, ABLATE_LANES_ENV):
+    for name in SWITCHES:
         os.environ.pop(name, None)
     folder = private_dir(socket_dir)
     socket_path = folder / SOCKET_NAME
@@ -520,7 +519,7 @@ def _start(source: list[str], store_label: str, socket_dir: Path | None, realm: 
 def _spawn(source: list[str], store_label: str, folder: Path, realm: str | None, timeout: float, read_only: bool,
            own_session: bool) -> ServedReplica:
     """Spawn the server for `source` (its command-line options) in `folder` and wait for its ping; see `start_server`."""
-    env = {k: v for k, v in os.environ.items() if k not in (MEMORY_OFF_ENV, ABLATE_LANES_ENV)}
+    env = {k: v for k, v in os.environ.items() if k not in SWITCHES}
     log_path = folder / LOG_NAME
     argv = [sys.executable, "-m", _MODULE, *source, "--socket-dir", str(folder), *(["--read-only"] if read_only else [])]
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

@@ -19,7 +19,8 @@ from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV, REALM_ENV, SOCKET_ENV, STORE_ENV
 from tasks_lib.memory.provisioner.verbs import SERVE_FILE, STATE_ENV
 from tasks_lib.memory.reference.replica import REPLICA_FILE_NAME
-from tasks_lib.memory.delivery.server import MemoryClient, ServedReplica
+from tasks_lib.memory.delivery.client import MemoryClient
+from tasks_lib.memory.delivery.server import ServedReplica
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.memory.provisioner.client import (
     Probe,

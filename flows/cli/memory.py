@@ -58,7 +58,7 @@ def _memory(store: Path | None, socket: str | None, *, create: bool = False) -> 
             raise MemtrialError(f"--store: missing; give --store PATH (or --socket, or set {SOCKET_ENV})")
         if create:
             raise MemtrialError("--create: only works with --store; a served replica's realms are made before it is served")
-        from tasks_lib.memory.delivery.server import MemoryClient
+        from tasks_lib.memory.delivery.client import MemoryClient
 
         yield MemoryClient(socket)
         return

@@ -51,3 +51,11 @@ class EmbedderMismatchError(MemoryStoreError):
 
 class HookError(MemoryStoreError):
     """The agent delivery hook got unusable input or settings."""
+
+
+class MemoryServerError(MemoryStoreError):
+    """The memory server could not be started, reached or stopped, or answered outside the protocol."""
+
+
+class UnreadableRequestError(MemoryInputError):
+    """A line sent to the memory server is not a UTF-8 JSON object; the server answers and closes the connection."""

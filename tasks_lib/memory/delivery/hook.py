@@ -29,6 +29,7 @@ from tasks_lib.contracts import ContractModel
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.adapter import MAX_QUERY_BYTES, MemoryHit, check_text
 from tasks_lib.memory.errors import HookError
+from tasks_lib.memory.delivery.client import MemoryClient
 from tasks_lib.memory.delivery.provenance import wrap_block
 from tasks_lib.memory.realms import validate_realm
 from tasks_lib.memory.reference.store import SqliteMemoryStore
@@ -132,13 +133,8 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
             if not query.strip():
                 return HookResult(exit_code=0)
         if socket_path:
-            from tasks_lib.memory.delivery.server import MemoryClient  # not at import: `python -m ...server` imports this package
-
             client = MemoryClient(socket_path, timeout=SOCKET_TIMEOUT_SECONDS)
-            served = client.ping().get("lanes")  # the served system's lanes, not the reference store's
-            if not isinstance(served, list) or not all(isinstance(lane, str) for lane in served):
-                raise HookError(f"{SOCKET_ENV}: the memory server's ping names no lanes; is it memtrial's memory server?")
-            lanes = active_lanes(tuple(served), None, env)
+            lanes = active_lanes(client.ping().lanes, None, env)  # the served system's lanes, not the reference store's
             if not lanes:
                 return HookResult(exit_code=0)
             hits = client.recall(realm, query, DEFAULT_K, lanes=lanes)
@@ -158,7 +154,7 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
             text = block
         return HookResult(exit_code=0, stdout=text + "\n", channel=channel, ids=ids)
     except MemtrialError as error:
-        return HookResult(exit_code=HOOK_ERROR_EXIT, stderr=f"memtrial memory hook: {error}\n")
+        return HookResult(exit_code=HOOK_ERROR_EXIT, stderr=f"memtrial memory hook: {' '.join(str(error).splitlines())}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -145,3 +145,18 @@ def test_hook_runs_as_a_process(db: tuple[Path, tuple[str, ...]]) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert find_provenance(done.stdout.decode()) == [("prompt-time", db[1])]
+
+
+def test_the_off_path_loads_neither_pydantic_nor_the_store() -> None:
+    """Regression: the hook runs on every prompt; importing the store (SQLite, numpy) or pydantic
+    before the kill switch is read made every prompt of an `off` arm pay for them (~0.3 s)."""
+    env = {**os.environ, MEMORY_OFF_ENV: "1"}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tasks_lib.memory.delivery.hook"], input=_event().encode(),
+        capture_output=True, env=env, timeout=60, check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, b""), done.stderr
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines() if line.startswith("import time:")}
+    heavy = sorted(name for name in loaded if name.split(".")[0] in ("pydantic", "numpy", "sqlite3", "socket")
+                   or name in ("tasks_lib.contracts", "tasks_lib.memory.adapter", "tasks_lib.memory.reference.store"))
+    assert heavy == [], f"the off path imported {heavy}"

@@ -15,6 +15,10 @@ wrapped in a provenance marker (see `provenance`) in the JSON shape Claude Code 
 - SessionStart: the query is SESSION_QUERY_ENV; when unset, nothing is delivered.
 - No hit: prints nothing, exits 0. Any error: one line on stderr, exit HOOK_ERROR_EXIT (1), which
   Claude Code treats as a non-blocking error, so the run goes on and is recorded as undelivered.
+
+The hook runs on every prompt, so its start-up is kept cheap: the switches are read with only the
+standard library loaded; pydantic, the store (SQLite, numpy) and the socket client (`client`) are
+imported by the branch that needs them, never on the `off` path.
 """
 
 from __future__ import annotations
@@ -23,18 +27,18 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
-from tasks_lib.contracts import ContractModel
 from tasks_lib.errors import MemtrialError
-from tasks_lib.memory.adapter import MAX_QUERY_BYTES, MemoryHit, check_text
-from tasks_lib.memory.errors import HookError
-from tasks_lib.memory.delivery.client import MemoryClient
 from tasks_lib.memory.delivery.provenance import wrap_block
-from tasks_lib.memory.realms import validate_realm
-from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.memory.env import REALM_ENV, SESSION_QUERY_ENV, SOCKET_ENV, STORE_ENV
+from tasks_lib.memory.errors import HookError
+from tasks_lib.memory.realms import validate_realm
 from tasks_lib.memory.switches import active_lanes, memory_off
+
+if TYPE_CHECKING:
+    from tasks_lib.memory.adapter import MemoryHit
 
 DEFAULT_K = 5
 """Memories delivered per event at most."""
@@ -49,8 +53,10 @@ EVENTS = {"UserPromptSubmit": "prompt-time", "SessionStart": "session-start"}
 """Supported hook events and the delivery channel each one is."""
 
 
-class HookResult(ContractModel):
-    """What the hook prints and returns."""
+@dataclass(frozen=True)
+class HookResult:
+    """What the hook prints and returns; a dataclass, not a contract: it never leaves the process,
+    and pydantic is not loaded on the `off` path."""
 
     exit_code: int
     """Process exit status."""
@@ -83,6 +89,8 @@ def _parse_event(stdin: bytes | str) -> dict[str, object]:
 
 
 def _clip_query(prompt: object) -> str:
+    from tasks_lib.memory.adapter import MAX_QUERY_BYTES, check_text  # not at import: see the module doc
+
     if not isinstance(prompt, str):
         raise HookError("prompt: missing or not a string in the UserPromptSubmit input")
     clipped = prompt.encode("utf-8", "surrogatepass")[:MAX_QUERY_BYTES].decode("utf-8", "ignore")
@@ -133,12 +141,16 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
             if not query.strip():
                 return HookResult(exit_code=0)
         if socket_path:
+            from tasks_lib.memory.delivery.client import MemoryClient  # not at import: see the module doc
+
             client = MemoryClient(socket_path, timeout=SOCKET_TIMEOUT_SECONDS)
             lanes = active_lanes(client.ping().lanes, None, env)  # the served system's lanes, not the reference store's
             if not lanes:
                 return HookResult(exit_code=0)
             hits = client.recall(realm, query, DEFAULT_K, lanes=lanes)
         else:
+            from tasks_lib.memory.reference.store import SqliteMemoryStore  # not at import: see the module doc
+
             with SqliteMemoryStore(store_path, read_only=True) as store:
                 lanes = active_lanes(store.LANES, None, env)
                 if not lanes:

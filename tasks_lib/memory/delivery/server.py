@@ -44,23 +44,7 @@ from pydantic import ValidationError
 
 from tasks_lib.contracts import ContractModel
 from tasks_lib.memory.adapter import MemoryAdapter
-from tasks_lib.memory.delivery.protocol import (
-    MAX_REQUEST_BYTES,
-    ErrorResponse,
-    ForgetRequest,
-    IdsResponse,
-    Message,
-    PingRequest,
-    PingResponse,
-    RecallRequest,
-    RecallResponse,
-    RememberRequest,
-    Request,
-    encode,
-    exchange,
-    parse_op,
-    parse_request,
-)
+from tasks_lib.memory.delivery import protocol
 from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV, SWITCHES
 from tasks_lib.memory.errors import MemoryInputError, MemoryServerError, MemoryStoreError, UnreadableRequestError
 
@@ -150,14 +134,14 @@ class _Handler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         while True:
             try:
-                line = self.rfile.readline(MAX_REQUEST_BYTES + 1)
+                line = self.rfile.readline(protocol.MAX_REQUEST_BYTES + 1)
             except (TimeoutError, OSError):
                 return
             if not line:
                 return
-            if len(line) > MAX_REQUEST_BYTES:
-                self._send(ErrorResponse(error=MemoryInputError.__name__,
-                                         message=f"request: longer than {MAX_REQUEST_BYTES} bytes; split the batch"))
+            if len(line) > protocol.MAX_REQUEST_BYTES:
+                self._send(protocol.ErrorResponse(error=MemoryInputError.__name__,
+                                                  message=f"request: longer than {protocol.MAX_REQUEST_BYTES} bytes; split the batch"))
                 return
             if not line.strip():
                 continue
@@ -165,9 +149,9 @@ class _Handler(socketserver.StreamRequestHandler):
             if not self._send(response) or not keep_open:
                 return
 
-    def _send(self, response: Message) -> bool:
+    def _send(self, response: protocol.Message) -> bool:
         try:
-            self.wfile.write(encode(response))
+            self.wfile.write(protocol.encode(response))
             self.wfile.flush()
         except OSError:
             return False
@@ -186,52 +170,52 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.request_log = request_log
         super().__init__(str(socket_path), _Handler)
 
-    def answer(self, line: bytes) -> tuple[Message, bool]:
+    def answer(self, line: bytes) -> tuple[protocol.Message, bool]:
         """Answer one request line; return the response and whether the connection stays open."""
         try:
-            op = parse_op(line)
+            op = protocol.parse_op(line)
         except UnreadableRequestError as error:
-            return ErrorResponse(error=type(error).__name__, message=str(error)), False
+            return protocol.ErrorResponse(error=type(error).__name__, message=str(error)), False
         audit: dict[str, Any] = {"op": op}
-        response: Message
+        response: protocol.Message
         try:
-            request = parse_request(op, line)
+            request = protocol.parse_request(op, line)
             with self.lock:
                 response = self._dispatch(request, audit)
         except MemoryStoreError as error:
-            response = ErrorResponse(error=type(error).__name__, message=str(error))
+            response = protocol.ErrorResponse(error=type(error).__name__, message=str(error))
         except Exception as error:  # noqa: BLE001 - a client must get an answer, never a dropped connection
-            response = ErrorResponse(error=MemoryServerError.__name__,
-                                     message=f"{op}: the server failed ({type(error).__name__}: {error}); see its log")
+            response = protocol.ErrorResponse(error=MemoryServerError.__name__,
+                                              message=f"{op}: the server failed ({type(error).__name__}: {error}); see its log")
             traceback.print_exc(file=sys.stderr)
         if op != "ping":
-            audit.update(ok=not isinstance(response, ErrorResponse), at=round(time.time(), 3))
-            if isinstance(response, ErrorResponse):
+            audit.update(ok=not isinstance(response, protocol.ErrorResponse), at=round(time.time(), 3))
+            if isinstance(response, protocol.ErrorResponse):
                 audit["error"] = response.error
             self._audit(audit)
         return response, True
 
-    def _dispatch(self, request: Request, audit: dict[str, Any]) -> Message:
+    def _dispatch(self, request: protocol.Request, audit: dict[str, Any]) -> protocol.Message:
         store = self.store
-        if isinstance(request, PingRequest):
-            return PingResponse(pid=os.getpid(), store=self.label, lanes=tuple(store.LANES), realms=tuple(store.realms()),
-                                read_only=self.read_only)
-        if self.read_only and isinstance(request, (RememberRequest, ForgetRequest)):
+        if isinstance(request, protocol.PingRequest):
+            return protocol.PingResponse(pid=os.getpid(), store=self.label, lanes=tuple(store.LANES),
+                                         realms=tuple(store.realms()), read_only=self.read_only)
+        if self.read_only and isinstance(request, (protocol.RememberRequest, protocol.ForgetRequest)):
             raise MemoryServerError(f"{request.op}: this server serves {self.label} read-only; memories cannot be changed through it")
-        if isinstance(request, RecallRequest):
+        if isinstance(request, protocol.RecallRequest):
             lanes = None if request.lanes is None else list(request.lanes)
             audit.update(realm=request.realm, lanes=lanes)
             hits = store.recall(request.realm, request.query, request.k, lanes=lanes)
             audit["ids"] = [hit.id for hit in hits]
-            return RecallResponse(hits=tuple(hits))
-        if isinstance(request, RememberRequest):
+            return protocol.RecallResponse(hits=tuple(hits))
+        if isinstance(request, protocol.RememberRequest):
             audit["realm"] = request.realm
             ids = store.remember(request.realm, list(request.items))
             audit["ids"] = list(ids)
-            return IdsResponse(ids=tuple(ids))
+            return protocol.IdsResponse(ids=tuple(ids))
         forgotten = store.forget(list(request.ids))
         audit["ids"] = list(forgotten)
-        return IdsResponse(ids=tuple(forgotten))
+        return protocol.IdsResponse(ids=tuple(forgotten))
 
     def _audit(self, entry: dict[str, Any]) -> None:
         with contextlib.suppress(OSError), self.request_log.open("a", encoding="utf-8") as handle:
@@ -447,8 +431,9 @@ def _spawn(source: list[str], store_label: str, folder: Path, realm: str | None,
 def _answers_ping(socket_path: Path) -> int | None:
     """The PID a server at `socket_path` answers a ping with; None while it does not answer one."""
     try:
-        answer = exchange(str(socket_path), encode(PingRequest(op="ping")), READY_PING_TIMEOUT_SECONDS)
-        return PingResponse.model_validate_json(answer).pid
+        ping = protocol.encode(protocol.PingRequest(op="ping"))
+        answer = protocol.exchange(str(socket_path), ping, READY_PING_TIMEOUT_SECONDS)
+        return protocol.PingResponse.model_validate_json(answer).pid
     except (MemoryServerError, ValidationError):
         return None
 

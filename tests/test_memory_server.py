@@ -322,6 +322,8 @@ def test_a_client_argument_outside_the_protocol_is_refused_before_sending(served
         client.recall(REALM, PROMPT, "5")  # type: ignore[arg-type]
     with pytest.raises(MemoryInputError, match=r"forget request: ids\[0\]: Input should be a valid string"):
         client.forget([7])  # type: ignore[list-item]
+    with pytest.raises(MemoryInputError, match="not valid UTF-8"):
+        client.recall(REALM, "quota \udcff")
     assert _requests(served) == []
 
 

@@ -1,4 +1,4 @@
-"""The client of the memory server (see `server`, `protocol`): what the hook and the CLI talk to a served replica with.
+"""The memory server's client (see `server`, `protocol`): how the hook and the CLI reach a served replica.
 
 Requests are built as protocol models (a bad argument is a MemoryInputError naming the field,
 before anything is sent) and answers are validated against the verb's response model: an answer

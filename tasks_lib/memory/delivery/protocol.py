@@ -8,10 +8,10 @@
 
 Every message carries `protocol` (PROTOCOL_VERSION; a request may leave it out). A request line is
 at most MAX_REQUEST_BYTES, a response line at most MAX_RESPONSE_BYTES. Both ends validate strictly
-(no type coercion, no unknown field) with the models below: the server answers a malformed request
-with an ErrorResponse naming the field (see `server`), the client refuses a malformed answer naming
-the field (see `client`). `exchange` is the one round trip both the client and the server's
-start-up ping use.
+with the models below (no unknown field, no type coercion outside the remembered items, which
+MemoryItem's own rules check): the server answers a malformed request with an ErrorResponse naming
+the field (see `server`), the client refuses a malformed answer naming the field (see `client`).
+`exchange` is the one round trip both the client and the server's start-up ping use.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import socket
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticSerializationError
 
 from tasks_lib.contracts import ContractModel, violations_of
 from tasks_lib.memory.adapter import MemoryHit, MemoryItem
@@ -189,8 +190,11 @@ def parse_request(op: object, line: bytes) -> Request:
 
 
 def encode(message: Message) -> bytes:
-    """One message as a compact JSON line."""
-    return message.model_dump_json().encode("utf-8") + b"\n"
+    """One message as a compact JSON line. Raises MemoryInputError when it holds text that is not valid UTF-8."""
+    try:
+        return message.model_dump_json().encode("utf-8") + b"\n"
+    except PydanticSerializationError:
+        raise MemoryInputError(f"{type(message).__name__}: holds text that is not valid UTF-8 (a lone surrogate); re-encode it") from None
 
 
 def exchange(socket_path: str, line: bytes, timeout: float) -> bytes:

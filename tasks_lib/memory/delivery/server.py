@@ -10,13 +10,13 @@ Protocol: the typed JSON lines of `protocol` (ping, recall, remember, forget). E
 validated against its verb's model; a malformed one (unknown verb or field, wrong type, another
 protocol version) is answered with an ErrorResponse naming the field, and the server goes on
 serving. A connection may carry several requests; it is closed after IDLE_TIMEOUT_SECONDS without
-a full line, or after an oversized line or one that is not a JSON object. Every answered request but ping is appended to
-`DIR/requests.jsonl` (op, realm, lanes, ids; never the query text), which is how a run can see
-what the memory system was actually asked.
+a full line, or after an oversized line or one that is not a JSON object. Every answered request
+but ping is appended to `DIR/requests.jsonl` (op, realm, lanes, ids; never the query text), which
+is how a run can see what the memory system was actually asked.
 
-The kill switch and lane ablation are not read here: the server removes them (`env.SWITCHES`)
-from its own environment at start. They belong to the agent side: the hook
-reads them and skips lanes before it sends a recall (see `hook`). SIGTERM (or SIGINT) stops the
+The kill switch and lane ablation are not read here: the server removes them (`env.SWITCHES`) from
+its own environment at start. They belong to the agent side: the hook reads them and skips lanes
+before it sends a recall (see `hook`). SIGTERM (or SIGINT) stops the
 server cleanly: it finishes the request in flight, closes the store, and removes the socket and
 its PID file. `stop_server` sends it by PID, after checking that the PID is this server.
 """
@@ -151,7 +151,11 @@ class _Handler(socketserver.StreamRequestHandler):
 
     def _send(self, response: protocol.Message) -> bool:
         try:
-            self.wfile.write(protocol.encode(response))
+            line = protocol.encode(response)
+        except MemoryInputError as error:  # an answer quoting undecodable text still gets an answer
+            line = protocol.encode(protocol.ErrorResponse(error=MemoryServerError.__name__, message=f"answer: {error}"))
+        try:
+            self.wfile.write(line)
             self.wfile.flush()
         except OSError:
             return False

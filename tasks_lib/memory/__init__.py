@@ -12,10 +12,9 @@ every prompt and must not pay for the store (SQLite, numpy) or pydantic when mem
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tasks_lib import lazy_exports
 
-_EXPORTS = {
+_HOMES = {
     "Accounting": "tasks_lib.memory.adapter",
     "MemoryAdapter": "tasks_lib.memory.adapter",
     "MemoryHit": "tasks_lib.memory.adapter",
@@ -29,13 +28,8 @@ _EXPORTS = {
     "snapshot": "tasks_lib.memory.reference.replica",
     "SqliteMemoryStore": "tasks_lib.memory.reference.store",
 }
+"""Exported name -> the module that defines it."""
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_HOMES)
 
-
-def __getattr__(name: str) -> Any:
-    """Import an exported name from its module on first use (PEP 562)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _HOMES)

@@ -21,6 +21,7 @@ cheap (the memory delivery hook imports subpackages of it at every agent turn).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from typing import Any
 
 _HOMES = {
@@ -48,16 +49,27 @@ _HOMES = {
 __all__ = list(_HOMES)
 
 
-def __getattr__(name: str) -> Any:
-    """Import an entry point from its module on first use (PEP 562)."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'tasks_lib' has no attribute {name!r}; its entry points are {', '.join(__all__)}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+def lazy_exports(
+    package: str, namespace: dict[str, Any], homes: Mapping[str, str], what: str = "exports",
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A package's `__getattr__` and `__dir__` (PEP 562) that import each of `homes` from its module on first use.
+
+    `homes` maps an exported name to the module defining it; an unknown name is an AttributeError
+    listing them (`what` names them in that message).
+    """
+
+    def __getattr__(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}; its {what} are {', '.join(homes)}")
+        value = getattr(importlib.import_module(home), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *homes})
+
+    return __getattr__, __dir__
 
 
-def __dir__() -> list[str]:
-    """The module's names and the entry points, imported or not."""
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _HOMES, "entry points")

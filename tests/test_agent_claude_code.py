@@ -31,6 +31,7 @@ from tasks_lib.memory.delivery.provenance import open_marker
 from tasks_lib.memory.realms import trial_realm
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.sandbox.session_confine import bwrap_for_sessions
+from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, STORE_ENV
 
 MODEL = "claude-sonnet-4-5"
 PRICE_PER_MTOK = {"input_tokens": 3.0, "output_tokens": 15.0, "cache_creation_input_tokens": 3.75, "cache_read_input_tokens": 0.30}
@@ -90,9 +91,9 @@ def test_real_cli_completes_the_task_and_injection_is_confirmed_only_in_the_on_a
     claude_binary: Path, store: tuple[Path, str, tuple[str, ...]], tmp_path: Path, condition: str
 ) -> None:
     db, realm, ids = store
-    env = {"MEMTRIAL_REALM": realm, "MEMTRIAL_MEMORY_DB": str(db)}
+    env = {REALM_ENV: realm, STORE_ENV: str(db)}
     if condition == "off":
-        env["MEMTRIAL_MEMORY_OFF"] = "1"
+        env[MEMORY_OFF_ENV] = "1"
     session = _session(tmp_path, env)
     with ScriptedAnthropic(_script(session.workspace), model=MODEL) as server:
         run = ClaudeCodeAgent(binary=claude_binary, base_url=server.url, api_key="sk-scripted-test").run(session)
@@ -147,7 +148,7 @@ def test_unreachable_model_endpoint_is_an_infra_failure_not_an_agent_result(
     with ScriptedAnthropic([]) as server:
         url = server.url  # a port that was just closed: connection refused
     db, realm, _ = store
-    session = _session(tmp_path, {"MEMTRIAL_MEMORY_OFF": "1", "CLAUDE_CODE_MAX_RETRIES": "0"}, prompts=(PROMPTS[0],))
+    session = _session(tmp_path, {MEMORY_OFF_ENV: "1", "CLAUDE_CODE_MAX_RETRIES": "0"}, prompts=(PROMPTS[0],))
     run = ClaudeCodeAgent(binary=claude_binary, base_url=url, api_key="sk-scripted-test").run(session)
     assert run.infra_failure is not None and "connection" in run.infra_failure.lower()
     assert run.exit_code != 0
@@ -161,7 +162,7 @@ def test_session_timeout_kills_the_cli_and_the_commands_it_started(
     from tasks_lib.sandbox.procs import pids_matching
 
     marker = f"import time; time.sleep({600 + tmp_path.stat().st_ino % 300})"
-    session = _session(tmp_path, {"MEMTRIAL_MEMORY_OFF": "1"}, prompts=(PROMPTS[0],)).model_copy(update={"timeout_seconds": 25})
+    session = _session(tmp_path, {MEMORY_OFF_ENV: "1"}, prompts=(PROMPTS[0],)).model_copy(update={"timeout_seconds": 25})
     script = [Turn((ToolUse("Bash", {"command": f"python3 -c '{marker}'", "description": "wait"}),))]
     with ScriptedAnthropic(script, model=MODEL) as server:
         run = ClaudeCodeAgent(binary=claude_binary, base_url=server.url, api_key="sk-scripted-test").run(session)
@@ -273,7 +274,7 @@ def test_confined_session_cannot_see_runner_owned_paths_or_other_arms(claude_bin
         memory.create_realm(realm)
         plant(memory, realm, [MemorySpec(text=MEMORY, lane="keyword", kind="convention")])
     before = db.read_bytes()
-    env = {"MEMTRIAL_REALM": realm, "MEMTRIAL_MEMORY_DB": str(db)}
+    env = {REALM_ENV: realm, STORE_ENV: str(db)}
     session = _session(arm, env, prompts=(PROMPTS[0],)).model_copy(update={"hidden_paths": (tmp_path / "runner",)})
     probe = (f"cat {hidden / 'test_secret.py'}; cat {other_arm / 'transcript.json'}; "
              f"touch {other_arm / 'planted'}; touch {arm / 'planted'}; echo forged >> {db}; echo probe-done")

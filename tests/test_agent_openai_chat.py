@@ -21,6 +21,7 @@ from tasks_lib.arm.injection import confirm_injection
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.sandbox.base import SandboxLimits
+from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, SESSION_QUERY_ENV, STORE_ENV
 
 REALM = "trial:openai-chat.calc.on.t0"
 MARKER = "<!-- recalled-memory"
@@ -73,7 +74,7 @@ FIX_SCRIPT = [
 def test_loop_fixes_the_workspace_and_memory_on_is_confirmed(workspace: Path, memory: tuple[Path, tuple[str, ...]]) -> None:
     db, ids = memory
     with ScriptedOpenAI(FIX_SCRIPT) as server:
-        run = _agent(server, prices={"scripted": (2.0, 10.0)}).run(_session(workspace, {"MEMTRIAL_REALM": REALM, "MEMTRIAL_MEMORY_DB": str(db)}))
+        run = _agent(server, prices={"scripted": (2.0, 10.0)}).run(_session(workspace, {REALM_ENV: REALM, STORE_ENV: str(db)}))
     assert (run.exit_code, run.infra_failure) == (0, None), run.transcript
     assert run.model == "scripted", "the model is reported with the run: it is part of the records' comparability key"
     assert (workspace / "calc.py").read_text() == FIXED
@@ -95,7 +96,7 @@ def test_loop_fixes_the_workspace_and_memory_on_is_confirmed(workspace: Path, me
 
 def test_memory_off_sends_no_marker_and_is_not_confirmed(workspace: Path, memory: tuple[Path, tuple[str, ...]]) -> None:
     db, ids = memory
-    env = {"MEMTRIAL_REALM": REALM, "MEMTRIAL_MEMORY_DB": str(db), "MEMTRIAL_MEMORY_OFF": "1"}
+    env = {REALM_ENV: REALM, STORE_ENV: str(db), MEMORY_OFF_ENV: "1"}
     with ScriptedOpenAI(FIX_SCRIPT) as server:
         run = _agent(server).run(_session(workspace, env))
     assert run.exit_code == 0 and (workspace / "calc.py").read_text() == FIXED
@@ -109,7 +110,7 @@ def test_follow_up_prompts_continue_the_same_conversation(workspace: Path, memor
     db, ids = memory
     follow_up = "Now also explain what the calculator add function returns."
     with ScriptedOpenAI([final("first answer"), final("second answer")]) as server:
-        run = _agent(server).run(_session(workspace, {"MEMTRIAL_REALM": REALM, "MEMTRIAL_MEMORY_DB": str(db)}, (PROMPT, follow_up)))
+        run = _agent(server).run(_session(workspace, {REALM_ENV: REALM, STORE_ENV: str(db)}, (PROMPT, follow_up)))
     assert run.exit_code == 0
     first, second = server.bodies
     assert second["messages"][: len(first["messages"])] == first["messages"]
@@ -120,7 +121,7 @@ def test_follow_up_prompts_continue_the_same_conversation(workspace: Path, memor
 
 def test_session_start_context_goes_into_the_system_message(workspace: Path, memory: tuple[Path, tuple[str, ...]]) -> None:
     db, ids = memory
-    env = {"MEMTRIAL_REALM": REALM, "MEMTRIAL_MEMORY_DB": str(db), "MEMTRIAL_SESSION_QUERY": "calculator add convention"}
+    env = {REALM_ENV: REALM, STORE_ENV: str(db), SESSION_QUERY_ENV: "calculator add convention"}
     with ScriptedOpenAI([final("done")]) as server:
         run = _agent(server).run(_session(workspace, env))
     assert MARKER in server.bodies[0]["messages"][0]["content"]
@@ -132,7 +133,7 @@ def test_unreachable_endpoint_is_an_infra_failure_not_an_exception(workspace: Pa
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     agent = OpenAIChatAgent(f"http://127.0.0.1:{port}/v1", model="m", retries=1, retry_backoff_seconds=0.01, limits=LIMITS)
-    run = agent.run(_session(workspace, {"MEMTRIAL_MEMORY_OFF": "1"}))
+    run = agent.run(_session(workspace, {MEMORY_OFF_ENV: "1"}))
     assert run.exit_code is None and run.infra_failure is not None
     assert f"127.0.0.1:{port}" in run.infra_failure and "after 2 attempt(s)" in run.infra_failure
     assert (run.input_tokens, run.output_tokens) == (0, 0)
@@ -140,7 +141,7 @@ def test_unreachable_endpoint_is_an_infra_failure_not_an_exception(workspace: Pa
 
 def test_spent_script_server_error_is_an_infra_failure(workspace: Path) -> None:
     with ScriptedOpenAI([tool_call("list_files")]) as server:
-        run = _agent(server).run(_session(workspace, {"MEMTRIAL_MEMORY_OFF": "1"}))
+        run = _agent(server).run(_session(workspace, {MEMORY_OFF_ENV: "1"}))
     assert run.exit_code is None and "HTTP 500" in (run.infra_failure or "")
     assert run.input_tokens == 100, "usage before the failure is kept"
     assert "calc.py" in next(s.text for s in run.transcript.steps if s.kind == "tool-result")
@@ -148,7 +149,7 @@ def test_spent_script_server_error_is_an_infra_failure(workspace: Path) -> None:
 
 def test_turn_limit_stops_the_loop(workspace: Path) -> None:
     with ScriptedOpenAI([tool_call("list_files")] * 5) as server:
-        run = _agent(server, max_turns=2).run(_session(workspace, {"MEMTRIAL_MEMORY_OFF": "1"}))
+        run = _agent(server, max_turns=2).run(_session(workspace, {MEMORY_OFF_ENV: "1"}))
     assert run.exit_code == TURN_LIMIT_EXIT and run.infra_failure is None and len(server.bodies) == 2
 
 
@@ -166,7 +167,7 @@ def test_file_tools_refuse_paths_outside_the_workspace(workspace: Path) -> None:
         final("done"),
     ]
     with ScriptedOpenAI(script) as server:
-        run = _agent(server).run(_session(workspace, {"MEMTRIAL_MEMORY_OFF": "1"}))
+        run = _agent(server).run(_session(workspace, {MEMORY_OFF_ENV: "1"}))
     results = [s.text for s in run.transcript.steps if s.kind == "tool-result"]
     assert all(r.startswith("error:") and "outside the repository" in r for r in results[:4]), results
     assert results[4] == "A calculator.\n"

@@ -51,6 +51,7 @@ from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.corpus.tasks import load_tasks, overlay
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV, REALM_ENV, STORE_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = load_tasks(REPO / "corpora" / "tasks")
@@ -207,19 +208,19 @@ def test_infrastructure_failure_is_ungradable_not_a_fail(tmp_path: Path) -> None
 def test_planted_memories_are_forgotten_by_exact_id_even_on_failure(tmp_path: Path) -> None:
     attempt = schedule(select_tasks(TASKS, ["logship-partial-exit"]), ["on"], 1)[0]
     with pytest.raises(RuntimeError, match="agent blew up"), planted_memory(attempt, "run-x", tmp_path, "hashed") as (env, ids):
-        assert len(ids) == 2 and env["MEMTRIAL_MEMORY_DB"] == str(tmp_path / "memory.sqlite")
+        assert len(ids) == 2 and env[STORE_ENV] == str(tmp_path / "memory.sqlite")
         raise RuntimeError("agent blew up")
     with SqliteMemoryStore(tmp_path / "memory.sqlite", "hashed") as store:
-        assert store.live_ids(env["MEMTRIAL_REALM"]) == ()
+        assert store.live_ids(env[REALM_ENV]) == ()
 
 
 @pytest.mark.parametrize(
     ("condition", "expected"),
     [
-        ("off", {"MEMTRIAL_MEMORY_OFF": "1", "MEMTRIAL_REALM": "trial:r"}),
-        ("on", {"MEMTRIAL_REALM": "trial:r", "MEMTRIAL_MEMORY_DB": "/m.sqlite"}),
-        ("ablate:graph", {"MEMTRIAL_REALM": "trial:r", "MEMTRIAL_MEMORY_DB": "/m.sqlite", "MEMTRIAL_ABLATE_LANES": "graph"}),
-        ("ablate:all", {"MEMTRIAL_REALM": "trial:r", "MEMTRIAL_MEMORY_DB": "/m.sqlite", "MEMTRIAL_ABLATE_LANES": "all"}),
+        ("off", {MEMORY_OFF_ENV: "1", REALM_ENV: "trial:r"}),
+        ("on", {REALM_ENV: "trial:r", STORE_ENV: "/m.sqlite"}),
+        ("ablate:graph", {REALM_ENV: "trial:r", STORE_ENV: "/m.sqlite", ABLATE_LANES_ENV: "graph"}),
+        ("ablate:all", {REALM_ENV: "trial:r", STORE_ENV: "/m.sqlite", ABLATE_LANES_ENV: "all"}),
     ],
     ids=["off-uses-the-kill-switch", "on", "ablate-lane", "ablate-all"],
 )

@@ -19,6 +19,7 @@ from flows.cli.main import main
 from tasks_lib.memory.delivery.provenance import find_provenance
 from tasks_lib.trees import sha256_file
 from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, SOCKET_ENV
 
 MEMTRIAL = Path(sys.executable).parent / "memtrial"
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "minimal_provisioner.py"
@@ -55,7 +56,7 @@ def test_remember_recall_forget_round_trip(store: tuple[Path, str], capsys: pyte
 
 
 def test_recall_honours_the_kill_switch(store: tuple[Path, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MEMTRIAL_MEMORY_OFF", "1")
+    monkeypatch.setenv(MEMORY_OFF_ENV, "1")
     assert main(["memory", "recall", "uploader", "--store", str(store[0]), "--realm", REALM, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
 
@@ -126,7 +127,7 @@ def test_serve_detached_then_hook_through_the_socket_then_stop(store: tuple[Path
     assert served.returncode == 0, served.stderr
     info = json.loads(served.stdout)
     try:
-        assert info["env"] == {"MEMTRIAL_MEMORY_SOCKET": info["socket_path"], "MEMTRIAL_REALM": REALM}
+        assert info["env"] == {SOCKET_ENV: info["socket_path"], REALM_ENV: REALM}
         event = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": "uploader disk quota exit code"}).encode()
         hooked = _cli(["memory", "hook"], stdin=event, env=info["env"])
         assert hooked.returncode == 0, hooked.stderr
@@ -134,7 +135,7 @@ def test_serve_detached_then_hook_through_the_socket_then_stop(store: tuple[Path
         assert find_provenance(context) == [("prompt-time", (memory_id,))]
         remembered = _cli(["memory", "remember", "The uploader retries three times.", "--realm", REALM, "--json"], env=info["env"])
         assert remembered.returncode == 0, remembered.stderr
-        switched_off = _cli(["memory", "hook"], stdin=event, env={**info["env"], "MEMTRIAL_MEMORY_OFF": "1"})
+        switched_off = _cli(["memory", "hook"], stdin=event, env={**info["env"], MEMORY_OFF_ENV: "1"})
         assert (switched_off.returncode, switched_off.stdout) == (0, b"")
     finally:
         stopped = _cli(["memory", "stop", "--socket-dir", info["socket_dir"], "--json"])
@@ -145,7 +146,7 @@ def test_serve_detached_then_hook_through_the_socket_then_stop(store: tuple[Path
 
 
 def test_hook_command_fails_non_blocking_in_one_line(tmp_path: Path) -> None:
-    done = _cli(["memory", "hook"], stdin=b"{}", env={"MEMTRIAL_REALM": REALM})
+    done = _cli(["memory", "hook"], stdin=b"{}", env={REALM_ENV: REALM})
     assert done.returncode == 1 and done.stdout == b"" and done.stderr.count(b"\n") == 1
 
 

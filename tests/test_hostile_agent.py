@@ -26,6 +26,7 @@ from tasks_lib.arm.injection import confirm_injection
 from tasks_lib.sandbox.base import ReadOnlyMount, SandboxLimits, SandboxRequest, SandboxResult
 from tasks_lib.sandbox.local import LocalSandbox
 from tasks_lib.sandbox.loopback import loopback_listener
+from tasks_lib.memory.env import MEMORY_OFF_ENV
 
 ALLOWED = ("src/calc.py",)
 """The narrow allowlist: the one file the task is about."""
@@ -107,7 +108,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
             before = snapshot_tree(workspace)
             agent = get_agent("hostile", limits=LIMITS, hidden_paths=(hidden,))
             session = AgentSession(
-                workspace=workspace, home=home, prompts=("Fix add in src/calc.py.",), env={"MEMTRIAL_MEMORY_OFF": "1"},
+                workspace=workspace, home=home, prompts=("Fix add in src/calc.py.",), env={MEMORY_OFF_ENV: "1"},
                 hook_argv=(sys.executable, "-m", "tasks_lib.memory.delivery.hook"), timeout_seconds=120,
             )
             run = agent.run(session)

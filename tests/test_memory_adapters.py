@@ -28,7 +28,7 @@ from tasks_lib.memory.registry import (
     memory_system_unavailable,
     open_memory_system,
 )
-from tasks_lib.memory.switches import ABLATE_LANES_ENV, MEMORY_OFF_ENV
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 
 SYSTEMS = tuple(MEMORY_SYSTEMS)
 REALM = "adapters:realm-a"

@@ -13,6 +13,7 @@ import pytest
 from tasks_lib.memory.delivery.hook import HOOK_ERROR_EXIT, MAX_CONTEXT_CHARS, run_hook
 from tasks_lib.memory.delivery.provenance import find_provenance, wrap_block
 from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV, REALM_ENV, SESSION_QUERY_ENV, STORE_ENV
 
 REALM = "trial:run-1.task-a.on.t0"
 
@@ -33,7 +34,7 @@ def _event(prompt: str = "what exit code does the uploader use for a full disk q
 
 
 def _env(db: Path, **extra: str) -> dict[str, str]:
-    return {"MEMTRIAL_REALM": REALM, "MEMTRIAL_MEMORY_DB": str(db), **extra}
+    return {REALM_ENV: REALM, STORE_ENV: str(db), **extra}
 
 
 def test_prompt_submit_delivers_json_additional_context_with_provenance(db: tuple[Path, tuple[str, ...]]) -> None:
@@ -58,9 +59,9 @@ def test_plain_output_is_the_bare_block(db: tuple[Path, tuple[str, ...]]) -> Non
 @pytest.mark.parametrize(
     ("env_extra", "stdin"),
     [
-        ({"MEMTRIAL_MEMORY_OFF": "1"}, None),
-        ({"MEMTRIAL_MEMORY_OFF": "1", "MEMTRIAL_REALM": ""}, "not even json"),
-        ({"MEMTRIAL_ABLATE_LANES": "all"}, None),
+        ({MEMORY_OFF_ENV: "1"}, None),
+        ({MEMORY_OFF_ENV: "1", REALM_ENV: ""}, "not even json"),
+        ({ABLATE_LANES_ENV: "all"}, None),
         ({}, _event(name="SessionStart")),
         ({}, _event(prompt="zebra crossing lollipop")),
     ],
@@ -79,13 +80,13 @@ def test_ablated_lanes_are_skipped_by_the_hook(db: tuple[Path, tuple[str, ...]])
         alone = {lane: tuple(h.id for h in store.recall(REALM, prompt, 5, lanes=[lane])) for lane in lanes}
     assert alone["keyword"] == db[1] and alone["graph"] == (), "the lanes must differ for this test to tell them apart"
     for lane in lanes:
-        result = run_hook(_event(), _env(db[0], MEMTRIAL_ABLATE_LANES=",".join(x for x in lanes if x != lane)))
+        result = run_hook(_event(), _env(db[0], **{ABLATE_LANES_ENV: ",".join(x for x in lanes if x != lane)}))
         assert result.exit_code == 0 and result.ids == alone[lane], lane
         assert (result.stdout == "") == (alone[lane] == ()), lane
 
 
 def test_session_start_uses_the_session_query(db: tuple[Path, tuple[str, ...]]) -> None:
-    result = run_hook(_event(name="SessionStart"), _env(db[0], MEMTRIAL_SESSION_QUERY="uploader disk quota"))
+    result = run_hook(_event(name="SessionStart"), _env(db[0], **{SESSION_QUERY_ENV: "uploader disk quota"}))
     assert result.exit_code == 0 and result.channel == "session-start"
     assert json.loads(result.stdout)["hookSpecificOutput"]["hookEventName"] == "SessionStart"
 
@@ -93,13 +94,13 @@ def test_session_start_uses_the_session_query(db: tuple[Path, tuple[str, ...]]) 
 @pytest.mark.parametrize(
     ("env_extra", "stdin", "message"),
     [
-        ({"MEMTRIAL_REALM": ""}, None, "MEMTRIAL_REALM is not set"),
-        ({"MEMTRIAL_REALM": "nocolon"}, None, "MEMTRIAL_REALM: 'nocolon' is not a canonical realm name"),
-        ({"MEMTRIAL_REALM": "trial:never-made"}, None, "was never created"),
-        ({"MEMTRIAL_MEMORY_DB": ""}, None, "MEMTRIAL_MEMORY_DB is not set"),
-        ({"MEMTRIAL_MEMORY_DB": "/nonexistent/memory.sqlite"}, None, "no memory store at"),
-        ({"MEMTRIAL_ABLATE_LANES": "keywrod"}, None, "unknown lane(s) keywrod"),
-        ({"MEMTRIAL_MEMORY_OFF": "yes"}, None, "MEMTRIAL_MEMORY_OFF='yes' is not understood"),
+        ({REALM_ENV: ""}, None, f"{REALM_ENV} is not set"),
+        ({REALM_ENV: "nocolon"}, None, f"{REALM_ENV}: 'nocolon' is not a canonical realm name"),
+        ({REALM_ENV: "trial:never-made"}, None, "was never created"),
+        ({STORE_ENV: ""}, None, f"{STORE_ENV} is not set"),
+        ({STORE_ENV: "/nonexistent/memory.sqlite"}, None, "no memory store at"),
+        ({ABLATE_LANES_ENV: "keywrod"}, None, "unknown lane(s) keywrod"),
+        ({MEMORY_OFF_ENV: "yes"}, None, f"{MEMORY_OFF_ENV}='yes' is not understood"),
         ({}, b"\xff\xfe", "stdin: hook input is not UTF-8"),
         ({}, "{not json", "stdin: hook input is not JSON"),
         ({}, "[]", "must be a JSON object"),
@@ -137,10 +138,25 @@ def test_find_provenance_counts_only_complete_blocks() -> None:
 
 def test_hook_runs_as_a_process(db: tuple[Path, tuple[str, ...]]) -> None:
     env = {**os.environ, **_env(db[0])}
-    env.pop("MEMTRIAL_MEMORY_OFF", None)
-    env.pop("MEMTRIAL_ABLATE_LANES", None)
+    env.pop(MEMORY_OFF_ENV, None)
+    env.pop(ABLATE_LANES_ENV, None)
     done = subprocess.run(
         [sys.executable, "-m", "tasks_lib.memory.delivery.hook"], input=_event().encode(), capture_output=True, env=env, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
     assert find_provenance(done.stdout.decode()) == [("prompt-time", db[1])]
+
+
+def test_the_off_path_loads_neither_pydantic_nor_the_store() -> None:
+    """Regression: the hook runs on every prompt; importing the store (SQLite, numpy) or pydantic
+    before the kill switch is read made every prompt of an `off` arm pay for them (~0.3 s)."""
+    env = {**os.environ, MEMORY_OFF_ENV: "1"}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tasks_lib.memory.delivery.hook"], input=_event().encode(),
+        capture_output=True, env=env, timeout=60, check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, b""), done.stderr
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines() if line.startswith("import time:")}
+    heavy = sorted(name for name in loaded if name.split(".")[0] in ("pydantic", "numpy", "sqlite3", "socket")
+                   or name in ("tasks_lib.contracts", "tasks_lib.memory.adapter", "tasks_lib.memory.reference.store"))
+    assert heavy == [], f"the off path imported {heavy}"

@@ -11,6 +11,7 @@ from tasks_lib.memory.embeddings import EMBEDDERS, HashedEmbedder, embedder_avai
 from tasks_lib.memory.errors import InvalidRealmError, SwitchError, UnknownEmbedderError, UnknownLaneError
 from tasks_lib.memory.realms import trial_realm, validate_realm
 from tasks_lib.memory.switches import active_lanes
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 
 LANES = ("keyword", "semantic", "graph", "corrections")
 
@@ -52,11 +53,11 @@ def test_a_trial_realm_names_no_condition_task_or_run() -> None:
     ("env", "requested", "expected"),
     [
         ({}, None, LANES),
-        ({"MEMTRIAL_MEMORY_OFF": "0"}, None, LANES),
-        ({"MEMTRIAL_MEMORY_OFF": "1"}, None, ()),
-        ({"MEMTRIAL_ABLATE_LANES": "keyword, graph"}, None, ("semantic", "corrections")),
-        ({"MEMTRIAL_ABLATE_LANES": "all"}, None, ()),
-        ({"MEMTRIAL_ABLATE_LANES": "graph"}, ["graph", "keyword"], ("keyword",)),
+        ({MEMORY_OFF_ENV: "0"}, None, LANES),
+        ({MEMORY_OFF_ENV: "1"}, None, ()),
+        ({ABLATE_LANES_ENV: "keyword, graph"}, None, ("semantic", "corrections")),
+        ({ABLATE_LANES_ENV: "all"}, None, ()),
+        ({ABLATE_LANES_ENV: "graph"}, ["graph", "keyword"], ("keyword",)),
     ],
     ids=["unset", "off-zero", "kill-switch", "ablate-two", "ablate-all", "ablate-requested"],
 )
@@ -67,9 +68,9 @@ def test_active_lanes(env: dict[str, str], requested: list[str] | None, expected
 @pytest.mark.parametrize(
     ("env", "error", "message"),
     [
-        ({"MEMTRIAL_MEMORY_OFF": "true"}, SwitchError, "MEMTRIAL_MEMORY_OFF='true'"),
-        ({"MEMTRIAL_ABLATE_LANES": "keyword,vector"}, UnknownLaneError, "unknown lane(s) vector"),
-        ({"MEMTRIAL_ABLATE_LANES": "all,graph"}, UnknownLaneError, "unknown lane(s) all"),
+        ({MEMORY_OFF_ENV: "true"}, SwitchError, f"{MEMORY_OFF_ENV}='true'"),
+        ({ABLATE_LANES_ENV: "keyword,vector"}, UnknownLaneError, "unknown lane(s) vector"),
+        ({ABLATE_LANES_ENV: "all,graph"}, UnknownLaneError, "unknown lane(s) all"),
     ],
     ids=["kill-switch-typo", "lane-typo", "all-mixed"],
 )

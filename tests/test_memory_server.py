@@ -11,30 +11,32 @@ import os
 import shutil
 import socket
 import stat
+import socketserver
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tasks_lib.memory.errors import UnknownRealmError
+from tasks_lib.memory.errors import MemoryInputError, MemoryServerError, UnknownRealmError
+from tasks_lib.memory.delivery.client import MemoryClient
+from tasks_lib.memory.delivery.protocol import MAX_REQUEST_BYTES, PROTOCOL_VERSION, ErrorResponse, PingResponse
 from tasks_lib.memory.delivery.provenance import find_provenance
 from tasks_lib.memory.reference.replica import restore_replica, snapshot
 from tasks_lib.trees import sha256_file
 from tasks_lib.memory.delivery.server import (
-    MAX_REQUEST_BYTES,
     PID_NAME,
     REQUEST_LOG_NAME,
-    SOCKET_ENV,
-    MemoryClient,
-    MemoryServerError,
     ServedReplica,
     private_dir,
     start_server,
     stop_server,
 )
 from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.memory.env import ABLATE_LANES_ENV, AGENT_ENV, MEMORY_OFF_ENV, REALM_ENV, SOCKET_ENV
 
 REALM = "trial:run-1.uploader.on.t0"
 PROMPT = "what exit code does the uploader use for a full disk quota?"
@@ -64,7 +66,7 @@ def served(tmp_path: Path, frozen: tuple[Path, str, tuple[str, ...]]) -> Iterato
 
 def _hook(env_extra: dict[str, str], prompt: str = PROMPT) -> subprocess.CompletedProcess[bytes]:
     """Run the hook as its own process with only the served-replica settings (no store path)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIAL_")}
+    env = {k: v for k, v in os.environ.items() if k not in AGENT_ENV and not k.startswith("MEMTRIAL_")}
     env.update(env_extra)
     event = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": prompt, "session_id": "s1"})
     return subprocess.run([sys.executable, "-m", "tasks_lib.memory.delivery.hook"], input=event.encode(),
@@ -74,6 +76,21 @@ def _hook(env_extra: dict[str, str], prompt: str = PROMPT) -> subprocess.Complet
 def _stderr_lines(done: subprocess.CompletedProcess[bytes]) -> list[bytes]:
     """stderr lines, without runpy's warning that `python -m` re-imports a module the package __init__ imported."""
     return [line for line in done.stderr.splitlines() if b"RuntimeWarning: 'tasks_lib.memory.delivery.hook' found" not in line]
+
+
+def _raw(server: ServedReplica, *requests: object) -> list[ErrorResponse]:
+    """Send `requests` as raw JSON lines on one connection, as a client that does not use the models would,
+    then a ping; return the refusals and check the same connection is still served."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(20)
+        conn.connect(server.socket_path)
+        reader = conn.makefile("rb")
+        answers = []
+        for request in (*requests, {"op": "ping"}):
+            conn.sendall(json.dumps(request).encode() + b"\n")
+            answers.append(reader.readline())
+    assert PingResponse.model_validate_json(answers[-1]).pid == server.pid, "the server stopped serving"
+    return [ErrorResponse.model_validate_json(answer) for answer in answers[:-1]]
 
 
 def _requests(server: ServedReplica) -> list[dict[str, object]]:
@@ -104,15 +121,15 @@ def test_hook_through_the_socket_delivers_with_provenance(served: ServedReplica,
 
 
 def test_exported_settings_name_the_socket_and_realm_only(served: ServedReplica) -> None:
-    assert served.env() == {SOCKET_ENV: served.socket_path, "MEMTRIAL_REALM": REALM}
+    assert served.env() == {SOCKET_ENV: served.socket_path, REALM_ENV: REALM}
 
 
 @pytest.mark.parametrize(
     ("switches", "lanes"),
     [
-        ({"MEMTRIAL_MEMORY_OFF": "1"}, None),
-        ({"MEMTRIAL_ABLATE_LANES": "all"}, None),
-        ({"MEMTRIAL_ABLATE_LANES": "semantic,graph,corrections"}, ["keyword"]),
+        ({MEMORY_OFF_ENV: "1"}, None),
+        ({ABLATE_LANES_ENV: "all"}, None),
+        ({ABLATE_LANES_ENV: "semantic,graph,corrections"}, ["keyword"]),
     ],
     ids=["kill-switch", "ablate-all", "ablate-three"],
 )
@@ -122,8 +139,8 @@ def test_switches_are_read_by_the_hook_itself(
 ) -> None:
     """The server is started with the opposite switch in its environment and must ignore it;
     the hook alone decides, before any request: no request at all, or only the active lanes."""
-    monkeypatch.setenv("MEMTRIAL_MEMORY_OFF", "1")
-    monkeypatch.setenv("MEMTRIAL_ABLATE_LANES", "keyword")
+    monkeypatch.setenv(MEMORY_OFF_ENV, "1")
+    monkeypatch.setenv(ABLATE_LANES_ENV, "keyword")
     replica = restore_replica(frozen[0], tmp_path / "run", expected_sha256=frozen[1])
     server = start_server(replica, realm=REALM)
     try:
@@ -144,7 +161,7 @@ def test_switches_are_read_by_the_hook_itself(
 
 
 def test_hook_reports_an_unknown_realm_from_the_server_in_one_line(served: ServedReplica) -> None:
-    done = _hook({**served.env(), "MEMTRIAL_REALM": "trial:never-made"})
+    done = _hook({**served.env(), REALM_ENV: "trial:never-made"})
     assert done.returncode == 1 and done.stdout == b""
     lines = _stderr_lines(done)
     assert len(lines) == 1 and b"was never created" in lines[0]
@@ -179,23 +196,22 @@ def test_oversized_request_is_refused_and_the_server_keeps_serving(served: Serve
         conn.sendall(b'{"op": "ping", "pad": "' + b"x" * (MAX_REQUEST_BYTES + 10) + b'"}\n')
         answer = json.loads(conn.makefile("rb").readline())
     assert answer["ok"] is False and "longer than" in answer["message"]
-    assert MemoryClient(served.socket_path).ping()["pid"] == served.pid
+    assert MemoryClient(served.socket_path).ping().pid == served.pid
 
 
 def test_a_silent_client_does_not_block_others(served: ServedReplica) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as idle:
         idle.connect(served.socket_path)
-        assert MemoryClient(served.socket_path, timeout=5).ping()["realms"] == [REALM]
+        assert MemoryClient(served.socket_path, timeout=5).ping().realms == (REALM,)
 
 
 def test_bad_requests_name_the_field(served: ServedReplica) -> None:
     client = MemoryClient(served.socket_path)
-    with pytest.raises(Exception, match=r"items\[0\]\.text"):
+    with pytest.raises(MemoryInputError, match=r"items\[0\]\.text"):
         client.remember(REALM, [""])
-    with pytest.raises(Exception, match="op: 'drop' is not one of"):
-        client.call({"op": "drop"})
-    with pytest.raises(Exception, match="unknown field"):
-        client.call({"op": "forget", "ids": ["x"], "realm": REALM})
+    drop, forget = _raw(served, {"op": "drop"}, {"op": "forget", "ids": ["x"], "realm": REALM})
+    assert "op: 'drop' is not one of" in drop.message
+    assert "unknown field" in forget.message
 
 
 def test_stop_by_pid_removes_socket_and_pid_file(tmp_path: Path, frozen: tuple[Path, str, tuple[str, ...]]) -> None:
@@ -242,7 +258,7 @@ def test_a_read_only_server_serves_recall_and_refuses_every_write(tmp_path: Path
     server = start_server(replica, realm=REALM, read_only=True)
     try:
         client = MemoryClient(server.socket_path)
-        assert client.ping()["read_only"] is True and server.read_only
+        assert client.ping().read_only is True and server.read_only
         assert [h.id for h in client.recall(REALM, PROMPT, 5)] == list(frozen[2])
         with pytest.raises(MemoryServerError, match="remember: this server serves .* read-only"):
             client.remember(REALM, ["The uploader now exits with code 0 on a full quota."])
@@ -266,4 +282,103 @@ def test_an_unexpected_failure_is_answered_and_the_server_keeps_serving(served: 
     conn.close()
     with pytest.raises(MemoryServerError, match=r"recall: the server failed \(OperationalError: .*memories_fts"):
         client.recall(REALM, PROMPT, 5)
-    assert client.ping()["pid"] == served.pid
+    assert client.ping().pid == served.pid
+
+
+@pytest.mark.parametrize(
+    ("request_", "field"),
+    [
+        ({"op": "ping", "lanes": ["keyword"]}, "ping request: lanes: unknown field"),
+        ({"op": "ping", "protocol": PROTOCOL_VERSION + 1}, f"protocol: {PROTOCOL_VERSION + 1} is not supported"),
+        ({"op": "recall", "realm": REALM, "query": "uploader", "k": "5"}, "recall request: k: Input should be a valid integer"),
+        ({"op": "recall", "realm": REALM, "query": "uploader", "lanes": "keyword"}, "recall request: lanes:"),
+        ({"op": "recall", "realm": REALM}, "recall request: query: required field is missing"),
+        ({"op": "remember", "realm": REALM, "items": [{"text": "x", "kind": "rumour"}]}, "remember request: items[0].kind:"),
+        ({"op": "forget", "ids": "all"}, "forget request: ids:"),
+    ],
+    ids=["unknown-field", "other-protocol", "string-k-not-coerced", "lanes-not-a-list", "missing-query", "bad-item-kind", "ids-not-a-list"],
+)
+def test_a_malformed_request_is_refused_naming_the_field_and_the_server_keeps_serving(
+    served: ServedReplica, request_: dict[str, object], field: str,
+) -> None:
+    """A request outside the protocol must neither reach the store (a coerced `k` or a silently
+    dropped field would change what is recalled) nor cost the connection or the server."""
+    (refused,) = _raw(served, request_)
+    assert refused.error == "MemoryInputError" and field in refused.message, refused.message
+    assert all(entry["ok"] is False for entry in _requests(served)), "a refused request must be logged as refused"
+    assert [h.id for h in MemoryClient(served.socket_path).recall(REALM, PROMPT, 5)], "the server no longer recalls"
+
+
+def test_every_answer_states_the_protocol_version(served: ServedReplica) -> None:
+    """A client must be able to tell a server of another protocol version from a broken one."""
+    (refused,) = _raw(served, {"op": "drop"})
+    assert refused.protocol == PROTOCOL_VERSION == MemoryClient(served.socket_path).ping().protocol
+
+
+def test_a_client_argument_outside_the_protocol_is_refused_before_sending(served: ServedReplica) -> None:
+    """A mistyped argument is a MemoryInputError naming it, never coerced, and nothing reaches the server."""
+    client = MemoryClient(served.socket_path)
+    with pytest.raises(MemoryInputError, match="recall request: k: Input should be a valid integer"):
+        client.recall(REALM, PROMPT, "5")  # type: ignore[arg-type]
+    with pytest.raises(MemoryInputError, match=r"forget request: ids\[0\]: Input should be a valid string"):
+        client.forget([7])  # type: ignore[list-item]
+    with pytest.raises(MemoryInputError, match="not valid UTF-8"):
+        client.recall(REALM, "quota \udcff")
+    assert _requests(served) == []
+
+
+class _GarbageServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """A real socket server answering every line with the same bytes: something that is not memtrial's memory server."""
+
+    daemon_threads = True
+
+    def __init__(self, path: Path, answer: bytes) -> None:
+        self.answer = answer
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(handler) -> None:  # noqa: N805 - the server is `self` here
+                while handler.rfile.readline():
+                    handler.wfile.write(self.answer)
+
+        super().__init__(str(path), Handler)
+
+
+@pytest.fixture
+def garbage(request: pytest.FixtureRequest) -> Iterator[Path]:
+    folder = private_dir(Path(tempfile.mkdtemp(prefix="memtrial-garbage-")))
+    server = _GarbageServer(folder / "memory.sock", request.param)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield folder / "memory.sock"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+PONG = {"ok": True, "pid": 1, "store": "s", "lanes": ["keyword"], "realms": [REALM], "read_only": True}
+
+
+@pytest.mark.parametrize(
+    ("garbage", "field"),
+    [
+        (b"hello\n", "Invalid JSON"),
+        (json.dumps({**PONG, "lanes": "keyword"}).encode() + b"\n", "lanes: Input should be a valid"),
+        (json.dumps({k: v for k, v in PONG.items() if k != "lanes"}).encode() + b"\n", "lanes: required field is missing"),
+        (json.dumps({**PONG, "protocol": 99}).encode() + b"\n", "protocol: 99 is not supported"),
+        (json.dumps({**PONG, "hits": []}).encode() + b"\n", "hits: unknown field"),
+        (json.dumps({"ok": False, "error": "UnknownRealmError"}).encode() + b"\n", "message: required field is missing"),
+        (json.dumps({"ok": False, "error": "UnknownRealmError", "message": "two\nlines"}).encode() + b"\n", "two lines"),
+    ],
+    ids=["not-json", "lanes-not-a-list", "no-lanes", "other-protocol", "extra-field", "refusal-without-message", "multi-line-refusal"],
+    indirect=["garbage"],
+)
+def test_a_server_answering_garbage_makes_the_hook_fail_non_blocking_naming_the_field(garbage: Path, field: str) -> None:
+    """A socket that is not memtrial's memory server must not deliver, crash the agent, or hang it:
+    the hook exits 1 (non-blocking for Claude Code) with one stderr line naming the field."""
+    done = _hook({SOCKET_ENV: str(garbage), REALM_ENV: REALM})
+    lines = _stderr_lines(done)
+    assert (done.returncode, done.stdout) == (1, b""), done.stderr
+    assert len(lines) == 1 and field.encode() in lines[0], lines

@@ -20,6 +20,7 @@ import pytest
 from tasks_lib.memory.provisioner import client as prov
 from tasks_lib.contracts import ArmArtifacts, ArtifactRef
 from tasks_lib.errors import DigestMismatchError, MemtrialError
+from tasks_lib.memory.env import MEMORY_OFF_ENV
 from tasks_lib.memory.provisioner.client import (
     FixtureArtifactDigestError,
     FixtureArtifactEscapeError,
@@ -422,7 +423,7 @@ with open(os.environ['VERB_LOG'], 'a') as log:
     [
         ("print(json.dumps({**RESTORE, 'graph_loaded': True}))\n", ProvisionerSchemaError),
         ("print(json.dumps({**RESTORE, 'env': {'PATH': '/evil'}}))\n", ProvisionerSchemaError),
-        ("print(json.dumps({**RESTORE, 'env': {'MEMTRIAL_MEMORY_OFF': '0'}}))\n", ProvisionerSchemaError),
+        (f"print(json.dumps({{**RESTORE, 'env': {{{MEMORY_OFF_ENV!r}: '0'}}}}))\n", ProvisionerSchemaError),
         ("print(json.dumps(RESTORE) + ' and more')\n", ProvisionerOutputError),
     ],
     ids=["unknown-field", "env-sets-path", "env-sets-kill-switch", "trailing-text"],

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.adapter import MemoryHit
 from tasks_lib.memory.delivery.server import ServedReplica
+from tasks_lib.memory.env import REALM_ENV
 from tasks_lib.memory.provisioner import verbs
 from tasks_lib.memory.provisioner.client import (
     DestroyRequest,
@@ -85,7 +86,7 @@ class ToyBackend(ProvisionerBackend):
         raise MemtrialError("toy: the server did not start")
 
     def replica_env(self, folder: Path, realm: str) -> dict[str, str]:
-        return {"TOY_MEMORIES": str(folder / MEMORIES), "MEMTRIAL_REALM": realm}
+        return {"TOY_MEMORIES": str(folder / MEMORIES), REALM_ENV: realm}
 
     def open_project(self, folder: Path) -> ToyProject | None:
         return ToyProject(folder) if (folder / MEMORIES).is_file() else None
@@ -138,7 +139,7 @@ def test_a_backend_that_only_stores_and_recalls_is_answered_in_artifact_ids(
     assert code == 0, err
     restored = RestoreResponse.model_validate_json(out)
     folder = state / "projects" / restored.project
-    assert restored.env == {"TOY_MEMORIES": str(folder / MEMORIES), "MEMTRIAL_REALM": "fixture:toy"}
+    assert restored.env == {"TOY_MEMORIES": str(folder / MEMORIES), REALM_ENV: "fixture:toy"}
     assert folder.stat().st_mode & 0o777 == 0o700
     probes = (Probe(name="doc", lane="fulltext", query="cobalt marmot", expect_ids=("doc",)),
               Probe(name="owner", lane="graph", query="saffron kestrel", expect_ids=("owner", "topic")),

@@ -16,9 +16,11 @@ import pytest
 
 from tasks_lib.contracts import ArmArtifacts, ArtifactRef
 from tasks_lib.errors import MemtrialError
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV, REALM_ENV, SOCKET_ENV, STORE_ENV
 from tasks_lib.memory.provisioner.verbs import SERVE_FILE, STATE_ENV
 from tasks_lib.memory.reference.replica import REPLICA_FILE_NAME
-from tasks_lib.memory.delivery.server import MemoryClient, ServedReplica
+from tasks_lib.memory.delivery.client import MemoryClient
+from tasks_lib.memory.delivery.server import ServedReplica
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.memory.provisioner.client import (
     Probe,
@@ -82,7 +84,7 @@ def test_a_run_changes_its_replica_and_never_the_frozen_store(tmp_path: Path) ->
         assert len(frozen) == 1 and set(frozen.values()) == receipts
         project = state / "projects" / restored.project
         served = ServedReplica.model_validate_json((project / SERVE_FILE).read_text())
-        assert served.env()["MEMTRIAL_REALM"] == REALM
+        assert served.env()[REALM_ENV] == REALM
         probe = Probe(name="code", lane="fulltext", query="uploader disk quota exit code", expect_ids=("new-code",))
         first = snapshot_sync(provisioner, restored.project, [probe])
         assert (first.state.evidence_documents, first.state.graph_nodes, first.state.graph_edges) == (0, 2, 1)
@@ -108,7 +110,7 @@ def test_snapshot_measures_presence_even_with_the_kill_switch_set(tmp_path: Path
     and follows the artifact's edge from there."""
     fixture = tmp_path / "fixture"
     fixture.mkdir()
-    env = {STATE_ENV: str(tmp_path / "state"), "MEMTRIAL_MEMORY_OFF": "1", "MEMTRIAL_ABLATE_LANES": "all"}
+    env = {STATE_ENV: str(tmp_path / "state"), MEMORY_OFF_ENV: "1", ABLATE_LANES_ENV: "all"}
     provisioner = make_provisioner(ARGV, fixture, env=env, timeout_seconds=60)
     restored = restore_sync(provisioner, "uploader", _graph(fixture, UPLOADER), "run-1.t0")
     try:
@@ -178,11 +180,11 @@ def test_restore_names_what_the_agent_needs_in_its_env(tmp_path: Path, serve: st
     try:
         project = state / "projects" / restored.project
         if serve == "0":
-            assert restored.env == {"MEMTRIAL_MEMORY_DB": str(project / REPLICA_FILE_NAME), "MEMTRIAL_REALM": REALM}
+            assert restored.env == {STORE_ENV: str(project / REPLICA_FILE_NAME), REALM_ENV: REALM}
             return
         served = ServedReplica.model_validate_json((project / SERVE_FILE).read_text())
-        assert restored.env == served.env() and restored.env["MEMTRIAL_REALM"] == REALM
-        client = MemoryClient(restored.env["MEMTRIAL_MEMORY_SOCKET"])
+        assert restored.env == served.env() and restored.env[REALM_ENV] == REALM
+        client = MemoryClient(restored.env[SOCKET_ENV])
         assert client.recall(REALM, "disk quota exit code", 1)[0].text.endswith("code 75 when the disk quota is full.")
         if serve == "ro":
             with pytest.raises(MemtrialError, match="read-only"):

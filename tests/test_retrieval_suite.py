@@ -16,6 +16,7 @@ import pytest
 from tasks_lib.memory.adapter import MAX_K, Accounting, MemoryHit, MemoryItem
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.suites.retrieval import RetrievalGates, RetrievalResult, bundled_cases, load_case_set, run_retrieval_suite
+from tasks_lib.memory.env import ABLATE_LANES_ENV
 
 CASES, GRAPH, POLICY = bundled_cases()
 NO_GRAPH = RetrievalGates(graph_calibration=False)
@@ -146,7 +147,7 @@ def test_llm_gate_reads_the_adapters_own_counter() -> None:
 
 
 def test_graph_gate_fails_with_the_graph_lane_ablated(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MEMTRIAL_ABLATE_LANES", "graph")
+    monkeypatch.setenv(ABLATE_LANES_ENV, "graph")
     result = run_with(SqliteMemoryStore, RetrievalGates())
     assert result.graph is not None and result.graph.recall_at_5_on == result.graph.recall_at_5_off
     assert "graph_multi_hop_gain_min" in failed(result)

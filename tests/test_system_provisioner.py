@@ -19,12 +19,14 @@ from tasks_lib.agents.calibration_plan import key_texts
 from tasks_lib.arm.steps import Attempt, run_matrix, select_tasks
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.memory.provisioner.verbs import SERVE_ENV, SERVE_FILE, STATE_ENV
-from tasks_lib.memory.delivery.server import MemoryClient, MemoryServerError
+from tasks_lib.memory.delivery.client import MemoryClient
+from tasks_lib.memory.errors import MemoryServerError
 from tasks_lib.memory.provisioner.system import SYSTEM_ENV
 from tasks_lib.memory.provisioner.client import Probe, ProvisionerExitError, ProvisionerSpec, destroy_sync, make_provisioner, restore_sync, snapshot_sync
 from tasks_lib.memory.provisioner.check import check_provisioner, format_results
 from tasks_lib.arm.provisioned import write_artifact
 from tasks_lib.corpus.tasks import load_tasks
+from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV
 from tests.test_memory_adapters import alive, require
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,7 +85,7 @@ def test_snapshot_reads_the_live_system_and_its_lanes(tmp_path: Path, system: st
     restored = restore_sync(provisioner, task.task_id, arm, "sys.paybridge.on.t0")
     try:
         served = json.loads((state / "projects" / restored.project / SERVE_FILE).read_text())
-        assert restored.env == {"MEMTRIAL_MEMORY_SOCKET": served["socket_path"], "MEMTRIAL_REALM": "trial:sys.paybridge.on.t0"}
+        assert restored.env == {SOCKET_ENV: served["socket_path"], REALM_ENV: "trial:sys.paybridge.on.t0"}
         with pytest.raises(MemoryServerError, match="read-only"):
             MemoryClient(served["socket_path"]).forget(["anything"])
         stale = next(i for i, m in enumerate(memories) if m.kind == "superseded")

@@ -48,7 +48,7 @@ def _read_text(value: str) -> str | bytes:
 @contextmanager
 def _memory(store: Path | None, socket: str | None, *, create: bool = False) -> Iterator[Any]:
     """Open the store file, or a client of the served replica; exactly one of them."""
-    from tasks_lib.memory.delivery.hook import SOCKET_ENV
+    from tasks_lib.memory.env import SOCKET_ENV
 
     if store is not None and socket is not None:
         raise MemtrialError("--store and --socket: give one of them, not both")
@@ -58,7 +58,7 @@ def _memory(store: Path | None, socket: str | None, *, create: bool = False) -> 
             raise MemtrialError(f"--store: missing; give --store PATH (or --socket, or set {SOCKET_ENV})")
         if create:
             raise MemtrialError("--create: only works with --store; a served replica's realms are made before it is served")
-        from tasks_lib.memory.delivery.server import MemoryClient
+        from tasks_lib.memory.delivery.client import MemoryClient
 
         yield MemoryClient(socket)
         return

@@ -59,6 +59,7 @@ import tasks_lib
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
 from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import register_agent
+from tasks_lib.memory.env import STORE_PATHS
 from tasks_lib.sandbox.base import DEFAULT_PATH
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
 from tasks_lib.sandbox.procs import TreeWatcher, kill_tree
@@ -110,8 +111,8 @@ PLAIN_NOTE = (
     "claude-code ran as a plain subprocess (own session, HOME and TMPDIR; scrubbed environment), NOT confined: "
     "{reason}; it shares the host filesystem and network"
 )
-MEMORY_PATH_ENVS = ("MEMTRIAL_MEMORY_DB", "MEMTRIAL_MEMORY_SOCKET")
-"""Memory environment variables naming a path the hooks open; their folders are readable, never
+MEMORY_PATH_ENVS = STORE_PATHS
+"""Memory variables naming a path the hooks open (`env.STORE_PATHS`); their folders are readable, never
 writable, in a confined session (the hook opens the store read-only; a socket connects through a
 read-only mount), so the agent cannot change the memory it is measured with."""
 

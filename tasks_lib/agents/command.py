@@ -6,13 +6,13 @@ Protocol (what the executable sees, per prompt):
 - stdin: the prompt, then, for each hook that delivered context before this prompt, a blank line
   and `<system-reminder>\\n<Event> hook additional context: <context>\\n</system-reminder>\\n`.
 - environment (nothing else from the host): `PATH`, `LANG`, the configured `env`, the memory
-  environment `session.env` (realm, replica file or socket, kill switch, ablated lanes), and
-  `MEMTRIAL_WORKSPACE` (the workspace as the command sees it), `MEMTRIAL_HOOK_ARGV` (JSON list),
-  `MEMTRIAL_PROMPT_INDEX` (0-based), `MEMTRIAL_PROMPT_COUNT`, `MEMTRIAL_SESSION_ID` (the same for
-  every prompt of the session) and `MEMTRIAL_TRANSCRIPT` (a read-only JSON-lines file of the
-  transcript steps so far, for resuming across prompts: the sandbox's HOME does not persist), and
-  `MEMTRIAL_MODEL` when a model is configured (the agent's `model` option, or the session's; the
-  run records it, so two models behind one command never share a comparability key).
+  environment `session.env` (realm, replica file or socket, kill switch, ablated lanes), and, named
+  in `tasks_lib.memory.env`: `WORKSPACE_ENV` (the workspace as the command sees it), `HOOK_ARGV_ENV`
+  (JSON list), `PROMPT_INDEX_ENV` (0-based), `PROMPT_COUNT_ENV`, `SESSION_ID_ENV` (the same for
+  every prompt of the session) and `TRANSCRIPT_ENV` (a read-only JSON-lines file of the transcript
+  steps so far, for resuming across prompts: the sandbox's HOME does not persist), and `MODEL_ENV`
+  when a model is configured (the agent's `model` option, or the session's; the run records it, so
+  two models behind one command never share a comparability key).
 - stdout: JSON lines, one transcript step each:
   `{"kind": "message" | "tool-call" | "tool-result" | "error" | "context" | "prompt", "text": "..."}`
   and usage as `{"kind": "usage", "input_tokens": 10, "output_tokens": 5, "cost_usd": 0.001}`
@@ -48,6 +48,17 @@ from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.delivery.hook import EVENTS
+from tasks_lib.memory.env import (
+    HOOK_ARGV_ENV,
+    MODEL_ENV,
+    PROMPT_COUNT_ENV,
+    PROMPT_INDEX_ENV,
+    SESSION_ID_ENV,
+    SOCKET_ENV,
+    STORE_ENV,
+    TRANSCRIPT_ENV,
+    WORKSPACE_ENV,
+)
 from tasks_lib.sandbox.base import DEFAULT_PATH, ReadOnlyMount, Sandbox, SandboxLimits, SandboxRequest
 from tasks_lib.sandbox.errors import SandboxError, UnknownSandboxError
 from tasks_lib.sandbox.registry import get_sandbox
@@ -60,7 +71,7 @@ STEP_KINDS = ("message", "tool-call", "tool-result", "error", "context", "prompt
 """Kinds a command agent may report on stdout."""
 NON_AGENT_CLAIMS = frozenset({"user", "system", "hook"})
 """Sources a command agent may claim but never gets."""
-WRAPPER = 'MEMTRIAL_WORKSPACE="$PWD"; export MEMTRIAL_WORKSPACE; exec "$@" < "$0"'
+WRAPPER = f'{WORKSPACE_ENV}="$PWD"; export {WORKSPACE_ENV}; exec "$@" < "$0"'
 """`sh -c` script that feeds the prompt file to the agent on stdin (SandboxRequest has no stdin)."""
 
 
@@ -180,7 +191,7 @@ def open_sandbox(name: str, options: Mapping[str, object]) -> Sandbox:
 def memory_mounts(env: Mapping[str, str]) -> tuple[ReadOnlyMount, ...]:
     """Read-only mounts that let a sandboxed agent reach its memory replica (file, or socket folder)."""
     mounts = []
-    db, socket_path = env.get("MEMTRIAL_MEMORY_DB", ""), env.get("MEMTRIAL_MEMORY_SOCKET", "")
+    db, socket_path = env.get(STORE_ENV, ""), env.get(SOCKET_ENV, "")
     if db and Path(db).is_absolute() and Path(db).exists():
         mounts.append(ReadOnlyMount(source=Path(db)))
     if socket_path and Path(socket_path).is_absolute() and Path(socket_path).parent.is_dir():
@@ -340,12 +351,12 @@ class CommandAgent(Agent):
         stdin_file.write_text(stdin, encoding="utf-8")
         transcript_file.write_text("".join(s.model_dump_json() + "\n" for s in steps), encoding="utf-8")
         env = command_env(self.env, session.env, {
-            "MEMTRIAL_HOOK_ARGV": json.dumps(list(session.hook_argv)),
-            "MEMTRIAL_PROMPT_INDEX": str(index),
-            "MEMTRIAL_PROMPT_COUNT": str(len(session.prompts)),
-            "MEMTRIAL_SESSION_ID": session_id,
-            "MEMTRIAL_TRANSCRIPT": str(transcript_file),
-        }, {"MEMTRIAL_MODEL": model} if (model := session.model or self.model) else {})
+            HOOK_ARGV_ENV: json.dumps(list(session.hook_argv)),
+            PROMPT_INDEX_ENV: str(index),
+            PROMPT_COUNT_ENV: str(len(session.prompts)),
+            SESSION_ID_ENV: session_id,
+            TRANSCRIPT_ENV: str(transcript_file),
+        }, {MODEL_ENV: model} if (model := session.model or self.model) else {})
         limits = self.limits.model_copy(update={"timeout_seconds": min(self.limits.timeout_seconds, max(remaining, 0.001))})
         return SandboxRequest(
             argv=("/bin/sh", "-c", WRAPPER, str(stdin_file), *self.argv),

@@ -60,12 +60,12 @@ from tasks_lib.contracts import RunRecord, check_rel_path
 from tasks_lib.errors import MemtrialError
 from tasks_lib.arm.pinned import PinnedTask, PinnedTaskError, check_pinned, pin_task
 from tasks_lib.arm.injection import confirm_injection
-from tasks_lib.memory.delivery.hook import REALM_ENV, STORE_ENV
+from tasks_lib.memory.env import REALM_ENV, STORE_ENV
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.realms import trial_realm
 from tasks_lib.memory.reference.store import SqliteMemoryStore
-from tasks_lib.memory.switches import ABLATE_LANES_ENV as ABLATE_ENV
-from tasks_lib.memory.switches import MEMORY_OFF_ENV as OFF_ENV
+from tasks_lib.memory.env import ABLATE_LANES_ENV as ABLATE_ENV
+from tasks_lib.memory.env import MEMORY_OFF_ENV as OFF_ENV
 from tasks_lib.arm.provisioned import LiveArm, release, restore_arm
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
 from tasks_lib.corpus.tasks import LoadedTask, overlay, run_check

@@ -201,7 +201,7 @@ class MemoryAdapter(ABC):
     def recall(self, realm: str, query: str | bytes, k: int = 5, lanes: Sequence[str] | None = None) -> tuple[MemoryHit, ...]:
         """Up to `k` live memories of `realm` for `query`, best first.
 
-        `lanes` restricts the lanes (default all); the kill switch and MEMTRIAL_ABLATE_LANES are
+        `lanes` restricts the lanes (default all); the kill switch and ABLATE_LANES_ENV are
         applied here, before `search` runs: a switched-off call validates its arguments and the
         switches, then returns nothing without searching or embedding anything.
         Raises InvalidRealmError, UnknownRealmError, MemoryInputError (field `query` or `k`),

@@ -3,7 +3,7 @@
 Each check takes a factory that returns a fresh, empty adapter, runs one behaviour end to end
 and raises ConformanceFailure saying what went wrong. Run them all with `run_conformance`, or
 parametrize a test over CONFORMANCE_CHECKS (see tests/test_memory_conformance.py). The checks
-set MEMTRIAL_MEMORY_OFF / MEMTRIAL_ABLATE_LANES themselves and restore the environment after.
+set the switches (`env.SWITCHES`) themselves and restore the environment after.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tasks_lib.memory.errors import (
     UnknownMemoryIdError,
     UnknownRealmError,
 )
-from tasks_lib.memory.switches import ABLATE_LANES_ENV, MEMORY_OFF_ENV
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 
 AdapterFactory = Callable[[], MemoryAdapter]
 
@@ -164,7 +164,7 @@ def check_every_lane_serves(factory: AdapterFactory) -> None:
 
 
 def check_ablated_lane_returns_nothing_from_it(factory: AdapterFactory) -> None:
-    """With MEMTRIAL_ABLATE_LANES naming a lane, no hit comes from it; `all` returns nothing."""
+    """With ABLATE_LANES_ENV naming a lane, no hit comes from it; `all` returns nothing."""
     with factory() as adapter:
         _seed(adapter)
         adapter.remember(REALM_A, [STALE])
@@ -178,11 +178,11 @@ def check_ablated_lane_returns_nothing_from_it(factory: AdapterFactory) -> None:
                 _require(not adapter.recall(REALM_A, queries[0], 5, lanes=[lane]), f"ablated lane {lane!r} served when asked alone")
         with switched(**{MEMORY_OFF_ENV: None, ABLATE_LANES_ENV: "all"}):
             for query in queries:
-                _require(not adapter.recall(REALM_A, query, 5), f"MEMTRIAL_ABLATE_LANES=all still served {query!r}")
+                _require(not adapter.recall(REALM_A, query, 5), f"{ABLATE_LANES_ENV}=all still served {query!r}")
 
 
 def check_kill_switch_returns_nothing(factory: AdapterFactory) -> None:
-    """With MEMTRIAL_MEMORY_OFF=1, recall returns nothing and spends nothing."""
+    """With MEMORY_OFF_ENV=1, recall returns nothing and spends nothing."""
     with factory() as adapter:
         _seed(adapter)
         before = adapter.accounting()

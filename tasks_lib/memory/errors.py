@@ -30,11 +30,11 @@ class UnknownMemoryIdError(MemoryStoreError):
 
 
 class UnknownLaneError(MemoryStoreError):
-    """A lane name (argument or MEMTRIAL_ABLATE_LANES) is not a lane of this adapter."""
+    """A lane name (argument or `env.ABLATE_LANES_ENV`) is not a lane of this adapter."""
 
 
 class SwitchError(MemoryStoreError):
-    """An environment switch (MEMTRIAL_MEMORY_OFF, MEMTRIAL_ABLATE_LANES, MEMTRIAL_REALM, ...) is malformed."""
+    """An environment switch (`env.MEMORY_OFF_ENV`, `env.ABLATE_LANES_ENV`, `env.REALM_ENV`, ...) is malformed."""
 
 
 class UnknownEmbedderError(MemoryStoreError):
@@ -51,3 +51,11 @@ class EmbedderMismatchError(MemoryStoreError):
 
 class HookError(MemoryStoreError):
     """The agent delivery hook got unusable input or settings."""
+
+
+class MemoryServerError(MemoryStoreError):
+    """The memory server could not be started, reached or stopped, or answered outside the protocol."""
+
+
+class UnreadableRequestError(MemoryInputError):
+    """A line sent to the memory server is not a UTF-8 JSON object; the server answers and closes the connection."""

@@ -1,10 +1,11 @@
 """The kill switch and lane ablation, read from the environment by the code that would recall.
 
-`MEMTRIAL_MEMORY_OFF=1` turns memory delivery off: recall returns nothing without searching (its arguments are still checked), and
-the hook prints nothing. `MEMTRIAL_ABLATE_LANES` is a comma list of lane names, or `all`; those
-lanes are skipped before any call is made. Both are read at call time, in the process that would
-have made the call, so a runner only has to set them on the agent process. A malformed value is
-an error, never ignored: a typo would otherwise make an ablation arm silently equal to `on`.
+`MEMORY_OFF_ENV=1` (see `env`) turns memory delivery off: recall returns nothing without searching
+(its arguments are still checked), and the hook prints nothing. `ABLATE_LANES_ENV` is a comma list
+of lane names, or `all`; those lanes are skipped before any call is made. Both are read at call
+time, in the process that would have made the call, so a runner only has to set them on the agent
+process. A malformed value is an error, never ignored: a typo would otherwise make an ablation arm
+silently equal to `on`.
 """
 
 from __future__ import annotations
@@ -12,13 +13,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 from tasks_lib.memory.errors import SwitchError, UnknownLaneError
-
-MEMORY_OFF_ENV = "MEMTRIAL_MEMORY_OFF"
-"""Kill switch: `1` means zero injection; `0` or unset means memory is on."""
-
-ABLATE_LANES_ENV = "MEMTRIAL_ABLATE_LANES"
-"""Lanes to skip: comma-separated lane names, or `all`; unset or empty skips none."""
 
 
 def memory_off(env: Mapping[str, str] | None = None) -> bool:
@@ -30,7 +26,7 @@ def memory_off(env: Mapping[str, str] | None = None) -> bool:
 
 
 def ablated_lanes(known: Iterable[str], env: Mapping[str, str] | None = None) -> frozenset[str]:
-    """The lanes named by MEMTRIAL_ABLATE_LANES (`all` = every known lane).
+    """The lanes named by ABLATE_LANES_ENV (`all` = every known lane).
 
     Raises UnknownLaneError naming the known lanes when a name is not one of `known`.
     """

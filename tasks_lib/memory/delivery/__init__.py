@@ -1,1 +1,1 @@
-"""Delivering memory to an agent: the prompt hook, the store server it may talk to, and the provenance marker."""
+"""Delivering memory to an agent: the prompt hook, the store server it may talk to (its protocol and client), and the provenance marker."""

@@ -1,20 +1,24 @@
 """The agent delivery hook: Claude Code's UserPromptSubmit / SessionStart hook command.
 
-Reads the hook event JSON on stdin, the realm from MEMTRIAL_REALM (verbatim, validated, never
-defaulted) and the store from MEMTRIAL_MEMORY_SOCKET (a served replica, see `server`) or else
-MEMTRIAL_MEMORY_DB (the replica file), recalls, and prints the memories wrapped in a
-provenance marker (see `provenance`) in the JSON shape Claude Code reads:
+Reads the hook event JSON on stdin and, from the variables `tasks_lib.memory.env` names, the realm
+from REALM_ENV (verbatim, validated, never defaulted) and the store from SOCKET_ENV (a served
+replica, see `server`) or else STORE_ENV (the replica file), recalls, and prints the memories
+wrapped in a provenance marker (see `provenance`) in the JSON shape Claude Code reads:
 `{"hookSpecificOutput": {"hookEventName": ..., "additionalContext": ...}}` (or, with
 `output="plain"`, the bare block, which Claude Code also adds as context for these two events).
 
-- MEMTRIAL_MEMORY_OFF=1: prints nothing and exits 0 before reading anything else.
-- MEMTRIAL_ABLATE_LANES: the ablated lanes are dropped here, before the recall call is made; through
+- MEMORY_OFF_ENV=1: prints nothing and exits 0 before reading anything else.
+- ABLATE_LANES_ENV: the ablated lanes are dropped here, before the recall call is made; through
   a socket the hook asks the server for its system's lanes (a ping), then sends only the active
   ones (the server reads no switch), and sends no recall at all when none is left.
 - UserPromptSubmit: the query is the prompt (its first MAX_QUERY_BYTES bytes).
-- SessionStart: the query is MEMTRIAL_SESSION_QUERY; when unset, nothing is delivered.
+- SessionStart: the query is SESSION_QUERY_ENV; when unset, nothing is delivered.
 - No hit: prints nothing, exits 0. Any error: one line on stderr, exit HOOK_ERROR_EXIT (1), which
   Claude Code treats as a non-blocking error, so the run goes on and is recorded as undelivered.
+
+The hook runs on every prompt, so its start-up is kept cheap: the switches are read with only the
+standard library loaded; pydantic, the store (SQLite, numpy) and the socket client (`client`) are
+imported by the branch that needs them, never on the `off` path.
 """
 
 from __future__ import annotations
@@ -23,25 +27,18 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
-from tasks_lib.contracts import ContractModel
 from tasks_lib.errors import MemtrialError
-from tasks_lib.memory.adapter import MAX_QUERY_BYTES, MemoryHit, check_text
-from tasks_lib.memory.errors import HookError
 from tasks_lib.memory.delivery.provenance import wrap_block
+from tasks_lib.memory.env import REALM_ENV, SESSION_QUERY_ENV, SOCKET_ENV, STORE_ENV
+from tasks_lib.memory.errors import HookError
 from tasks_lib.memory.realms import validate_realm
-from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.memory.switches import active_lanes, memory_off
 
-REALM_ENV = "MEMTRIAL_REALM"
-"""The trial's realm, used verbatim."""
-SOCKET_ENV = "MEMTRIAL_MEMORY_SOCKET"
-"""Socket of the run's served replica (see `server`); when set it is used instead of MEMTRIAL_MEMORY_DB."""
-STORE_ENV = "MEMTRIAL_MEMORY_DB"
-"""Path of the run's private store replica."""
-SESSION_QUERY_ENV = "MEMTRIAL_SESSION_QUERY"
-"""Query for the session-start briefing; unset means no session-start delivery."""
+if TYPE_CHECKING:
+    from tasks_lib.memory.adapter import MemoryHit
 
 DEFAULT_K = 5
 """Memories delivered per event at most."""
@@ -56,8 +53,10 @@ EVENTS = {"UserPromptSubmit": "prompt-time", "SessionStart": "session-start"}
 """Supported hook events and the delivery channel each one is."""
 
 
-class HookResult(ContractModel):
-    """What the hook prints and returns."""
+@dataclass(frozen=True)
+class HookResult:
+    """What the hook prints and returns; a dataclass, not a contract: it never leaves the process,
+    and pydantic is not loaded on the `off` path."""
 
     exit_code: int
     """Process exit status."""
@@ -90,6 +89,8 @@ def _parse_event(stdin: bytes | str) -> dict[str, object]:
 
 
 def _clip_query(prompt: object) -> str:
+    from tasks_lib.memory.adapter import MAX_QUERY_BYTES, check_text  # not at import: see the module doc
+
     if not isinstance(prompt, str):
         raise HookError("prompt: missing or not a string in the UserPromptSubmit input")
     clipped = prompt.encode("utf-8", "surrogatepass")[:MAX_QUERY_BYTES].decode("utf-8", "ignore")
@@ -140,17 +141,16 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
             if not query.strip():
                 return HookResult(exit_code=0)
         if socket_path:
-            from tasks_lib.memory.delivery.server import MemoryClient  # not at import: `python -m ...server` imports this package
+            from tasks_lib.memory.delivery.client import MemoryClient  # not at import: see the module doc
 
             client = MemoryClient(socket_path, timeout=SOCKET_TIMEOUT_SECONDS)
-            served = client.ping().get("lanes")  # the served system's lanes, not the reference store's
-            if not isinstance(served, list) or not all(isinstance(lane, str) for lane in served):
-                raise HookError(f"{SOCKET_ENV}: the memory server's ping names no lanes; is it memtrial's memory server?")
-            lanes = active_lanes(tuple(served), None, env)
+            lanes = active_lanes(client.ping().lanes, None, env)  # the served system's lanes, not the reference store's
             if not lanes:
                 return HookResult(exit_code=0)
             hits = client.recall(realm, query, DEFAULT_K, lanes=lanes)
         else:
+            from tasks_lib.memory.reference.store import SqliteMemoryStore  # not at import: see the module doc
+
             with SqliteMemoryStore(store_path, read_only=True) as store:
                 lanes = active_lanes(store.LANES, None, env)
                 if not lanes:
@@ -166,7 +166,7 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
             text = block
         return HookResult(exit_code=0, stdout=text + "\n", channel=channel, ids=ids)
     except MemtrialError as error:
-        return HookResult(exit_code=HOOK_ERROR_EXIT, stderr=f"memtrial memory hook: {error}\n")
+        return HookResult(exit_code=HOOK_ERROR_EXIT, stderr=f"memtrial memory hook: {' '.join(str(error).splitlines())}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,22 +6,17 @@ replica once and answers a JSON-lines protocol on `DIR/memory.sock`. `DIR` must 
 by this user with mode 0700, so only this user can connect; the socket itself is 0600. Nothing
 listens on any network interface.
 
-Protocol: one UTF-8 JSON object per line, at most MAX_REQUEST_BYTES; one JSON object per line back.
+Protocol: the typed JSON lines of `protocol` (ping, recall, remember, forget). Each request line is
+validated against its verb's model; a malformed one (unknown verb or field, wrong type, another
+protocol version) is answered with an ErrorResponse naming the field, and the server goes on
+serving. A connection may carry several requests; it is closed after IDLE_TIMEOUT_SECONDS without
+a full line, or after an oversized line or one that is not a JSON object. Every answered request
+but ping is appended to `DIR/requests.jsonl` (op, realm, lanes, ids; never the query text), which
+is how a run can see what the memory system was actually asked.
 
-    {"op": "ping"}                                   -> {"ok": true, "pid", "store", "lanes", "realms", "read_only"}
-    {"op": "recall", "realm", "query", "k", "lanes"}  -> {"ok": true, "hits": [{id, text, score, lanes, kind}]}
-    {"op": "remember", "realm", "items": [{text, kind, subject, supersedes} | text]} -> {"ok": true, "ids"}
-    {"op": "forget", "ids": [...]}                   -> {"ok": true, "ids"}
-    any failure                                      -> {"ok": false, "error": <error class>, "message": <one line>}
-
-A connection may carry several requests; it is closed after IDLE_TIMEOUT_SECONDS without a full
-line, or after an oversized or non-JSON line. Every answered request but ping is appended to
-`DIR/requests.jsonl` (op, realm, lanes, ids; never the query text), which is how a run can see
-what the memory system was actually asked.
-
-The kill switch and lane ablation are not read here: the server removes MEMTRIAL_MEMORY_OFF and
-MEMTRIAL_ABLATE_LANES from its own environment at start. They belong to the agent side: the hook
-reads them and skips lanes before it sends a recall (see `hook`). SIGTERM (or SIGINT) stops the
+The kill switch and lane ablation are not read here: the server removes them (`env.SWITCHES`) from
+its own environment at start. They belong to the agent side: the hook reads them and skips lanes
+before it sends a recall (see `hook`). SIGTERM (or SIGINT) stops the
 server cleanly: it finishes the request in flight, closes the store, and removes the socket and
 its PID file. `stop_server` sends it by PID, after checking that the PID is this server.
 """
@@ -34,7 +29,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import socketserver
 import stat
 import sys
@@ -42,18 +36,17 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from tasks_lib.contracts import ContractModel
-from tasks_lib.memory import errors as memory_errors
-from tasks_lib.memory.adapter import MemoryAdapter, MemoryHit, MemoryItem
-from tasks_lib.memory.errors import MemoryInputError, MemoryStoreError
-from tasks_lib.memory.delivery.hook import REALM_ENV, SOCKET_ENV
-from tasks_lib.memory.switches import ABLATE_LANES_ENV, MEMORY_OFF_ENV
+from tasks_lib.memory.adapter import MemoryAdapter
+from tasks_lib.memory.delivery import protocol
+from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV, SWITCHES
+from tasks_lib.memory.errors import MemoryInputError, MemoryServerError, MemoryStoreError, UnreadableRequestError
 
 
 SOCKET_NAME = "memory.sock"
@@ -65,22 +58,14 @@ LOG_NAME = "server.log"
 REQUEST_LOG_NAME = "requests.jsonl"
 """File name of the per-request audit log inside the socket folder."""
 
-MAX_REQUEST_BYTES = 4 * 1024 * 1024
-"""Longest request line accepted (a large remember batch fits); a longer one is refused and the connection closed."""
-MAX_RESPONSE_BYTES = 16 * 1024 * 1024
-"""Longest response line a client accepts."""
 IDLE_TIMEOUT_SECONDS = 10.0
 """Seconds the server waits for a complete request line before closing the connection."""
-CLIENT_TIMEOUT_SECONDS = 30.0
-"""Default seconds a client waits to connect and for each answer."""
+READY_PING_TIMEOUT_SECONDS = 2.0
+"""Seconds `start_server` waits for each start-up ping."""
 MAX_SOCKET_PATH_BYTES = 100
 """Longest socket path accepted (the kernel limit is 107 bytes on Linux, less elsewhere)."""
 
 _MODULE = "tasks_lib.memory.delivery.server"
-
-
-class MemoryServerError(MemoryStoreError):
-    """The memory server could not be started, reached or stopped, or answered outside the protocol."""
 
 
 class ServedReplica(ContractModel):
@@ -140,18 +125,6 @@ def private_dir(path: Path, *, create: bool = True) -> Path:
 # --------------------------------------------------------------------------- server side
 
 
-_ERRORS: dict[str, type[MemoryStoreError]] = {
-    name: cls
-    for name, cls in vars(memory_errors).items()
-    if isinstance(cls, type) and issubclass(cls, MemoryStoreError)
-}
-_ERRORS[MemoryServerError.__name__] = MemoryServerError
-
-
-def _hit_json(hit: MemoryHit) -> dict[str, Any]:
-    return hit.model_dump(mode="json")
-
-
 class _Handler(socketserver.StreamRequestHandler):
     """One connection: JSON lines in, JSON lines out."""
 
@@ -161,14 +134,14 @@ class _Handler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         while True:
             try:
-                line = self.rfile.readline(MAX_REQUEST_BYTES + 1)
+                line = self.rfile.readline(protocol.MAX_REQUEST_BYTES + 1)
             except (TimeoutError, OSError):
                 return
             if not line:
                 return
-            if len(line) > MAX_REQUEST_BYTES:
-                self._send({"ok": False, "error": "MemoryInputError",
-                            "message": f"request: longer than {MAX_REQUEST_BYTES} bytes; split the batch"})
+            if len(line) > protocol.MAX_REQUEST_BYTES:
+                self._send(protocol.ErrorResponse(error=MemoryInputError.__name__,
+                                                  message=f"request: longer than {protocol.MAX_REQUEST_BYTES} bytes; split the batch"))
                 return
             if not line.strip():
                 continue
@@ -176,9 +149,13 @@ class _Handler(socketserver.StreamRequestHandler):
             if not self._send(response) or not keep_open:
                 return
 
-    def _send(self, response: Mapping[str, Any]) -> bool:
+    def _send(self, response: protocol.Message) -> bool:
         try:
-            self.wfile.write((json.dumps(response, ensure_ascii=False) + "\n").encode("utf-8"))
+            line = protocol.encode(response)
+        except MemoryInputError as error:  # an answer quoting undecodable text still gets an answer
+            line = protocol.encode(protocol.ErrorResponse(error=MemoryServerError.__name__, message=f"answer: {error}"))
+        try:
+            self.wfile.write(line)
             self.wfile.flush()
         except OSError:
             return False
@@ -197,81 +174,52 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.request_log = request_log
         super().__init__(str(socket_path), _Handler)
 
-    def answer(self, line: bytes) -> tuple[dict[str, Any], bool]:
+    def answer(self, line: bytes) -> tuple[protocol.Message, bool]:
         """Answer one request line; return the response and whether the connection stays open."""
         try:
-            request = json.loads(line.decode("utf-8"))
-        except UnicodeDecodeError:
-            return {"ok": False, "error": "MemoryInputError", "message": "request: not UTF-8; send UTF-8 JSON lines"}, False
-        except json.JSONDecodeError as error:
-            return {"ok": False, "error": "MemoryInputError", "message": f"request: not JSON ({error.msg}); send one JSON object per line"}, False
-        if not isinstance(request, dict):
-            return {"ok": False, "error": "MemoryInputError", "message": "request: must be a JSON object with an 'op' field"}, False
-        op = request.get("op")
+            op = protocol.parse_op(line)
+        except UnreadableRequestError as error:
+            return protocol.ErrorResponse(error=type(error).__name__, message=str(error)), False
         audit: dict[str, Any] = {"op": op}
+        response: protocol.Message
         try:
+            request = protocol.parse_request(op, line)
             with self.lock:
-                response = self._dispatch(op, request, audit)
+                response = self._dispatch(request, audit)
         except MemoryStoreError as error:
-            response = {"ok": False, "error": type(error).__name__, "message": str(error)}
+            response = protocol.ErrorResponse(error=type(error).__name__, message=str(error))
         except Exception as error:  # noqa: BLE001 - a client must get an answer, never a dropped connection
-            response = {"ok": False, "error": "MemoryServerError",
-                        "message": f"{op}: the server failed ({type(error).__name__}: {error}); see its log"}
+            response = protocol.ErrorResponse(error=MemoryServerError.__name__,
+                                              message=f"{op}: the server failed ({type(error).__name__}: {error}); see its log")
             traceback.print_exc(file=sys.stderr)
         if op != "ping":
-            audit.update(ok=response["ok"], at=round(time.time(), 3))
-            if not response["ok"]:
-                audit["error"] = response["error"]
+            audit.update(ok=not isinstance(response, protocol.ErrorResponse), at=round(time.time(), 3))
+            if isinstance(response, protocol.ErrorResponse):
+                audit["error"] = response.error
             self._audit(audit)
         return response, True
 
-    def _dispatch(self, op: object, request: dict[str, Any], audit: dict[str, Any]) -> dict[str, Any]:
-        fields = {"ping": {"op"}, "recall": {"op", "realm", "query", "k", "lanes"},
-                  "remember": {"op", "realm", "items"}, "forget": {"op", "ids"}}
-        if op not in fields:
-            raise MemoryInputError(f"op: {op!r} is not one of {', '.join(fields)}")
-        unknown = sorted(set(request) - fields[op])  # type: ignore[index]
-        if unknown:
-            raise MemoryInputError(f"{op}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(fields[op]))}")  # type: ignore[index]
+    def _dispatch(self, request: protocol.Request, audit: dict[str, Any]) -> protocol.Message:
         store = self.store
-        if op == "ping":
-            return {"ok": True, "pid": os.getpid(), "store": self.label, "lanes": list(store.LANES),
-                    "realms": list(store.realms()), "read_only": self.read_only}
-        if self.read_only and op in ("remember", "forget"):
-            raise MemoryServerError(f"{op}: this server serves {self.label} read-only; memories cannot be changed through it")
-        if op == "recall":
-            lanes = request.get("lanes")
-            if lanes is not None and (not isinstance(lanes, list) or not all(isinstance(x, str) for x in lanes)):
-                raise MemoryInputError("lanes: must be a list of lane names or null")
-            audit.update(realm=request.get("realm"), lanes=lanes)
-            hits = store.recall(request.get("realm"), request.get("query"), request.get("k", 5), lanes=lanes)
+        if isinstance(request, protocol.PingRequest):
+            return protocol.PingResponse(pid=os.getpid(), store=self.label, lanes=tuple(store.LANES),
+                                         realms=tuple(store.realms()), read_only=self.read_only)
+        if self.read_only and isinstance(request, (protocol.RememberRequest, protocol.ForgetRequest)):
+            raise MemoryServerError(f"{request.op}: this server serves {self.label} read-only; memories cannot be changed through it")
+        if isinstance(request, protocol.RecallRequest):
+            lanes = None if request.lanes is None else list(request.lanes)
+            audit.update(realm=request.realm, lanes=lanes)
+            hits = store.recall(request.realm, request.query, request.k, lanes=lanes)
             audit["ids"] = [hit.id for hit in hits]
-            return {"ok": True, "hits": [_hit_json(hit) for hit in hits]}
-        if op == "remember":
-            items = request.get("items")
-            if not isinstance(items, list):
-                raise MemoryInputError("items: must be a list of memories ({text, kind, subject, supersedes}) or texts")
-            parsed: list[MemoryItem | str] = []
-            for index, item in enumerate(items):
-                if isinstance(item, dict):
-                    try:
-                        parsed.append(MemoryItem.model_validate(item))
-                    except ValidationError as error:
-                        first = error.errors()[0]
-                        field = ".".join(str(p) for p in first["loc"]) or "text"
-                        raise MemoryInputError(f"items[{index}].{field}: {first['msg'].removeprefix('Value error, ')}") from None
-                else:
-                    parsed.append(item)
-            audit["realm"] = request.get("realm")
-            ids = store.remember(request.get("realm"), parsed)
+            return protocol.RecallResponse(hits=tuple(hits))
+        if isinstance(request, protocol.RememberRequest):
+            audit["realm"] = request.realm
+            ids = store.remember(request.realm, list(request.items))
             audit["ids"] = list(ids)
-            return {"ok": True, "ids": list(ids)}
-        ids = request.get("ids")
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            raise MemoryInputError("ids: must be a non-empty list of memory id strings")
-        forgotten = store.forget(ids)
+            return protocol.IdsResponse(ids=tuple(ids))
+        forgotten = store.forget(list(request.ids))
         audit["ids"] = list(forgotten)
-        return {"ok": True, "ids": list(forgotten)}
+        return protocol.IdsResponse(ids=tuple(forgotten))
 
     def _audit(self, entry: dict[str, Any]) -> None:
         with contextlib.suppress(OSError), self.request_log.open("a", encoding="utf-8") as handle:
@@ -316,7 +264,7 @@ def serve_system(system: str, data_dir: Path, socket_dir: Path, *, embedder: str
 
 def _serve(open_store: Callable[[], MemoryAdapter], label: str, socket_dir: Path, read_only: bool) -> int:
     """Serve the memory system `open_store` opens (see `serve`); `label` names it in answers."""
-    for name in (MEMORY_OFF_ENV, ABLATE_LANES_ENV):
+    for name in SWITCHES:
         os.environ.pop(name, None)
     folder = private_dir(socket_dir)
     socket_path = folder / SOCKET_NAME
@@ -359,74 +307,6 @@ def _serve(open_store: Callable[[], MemoryAdapter], label: str, socket_dir: Path
     finally:
         store.close()
     return 0
-
-
-# --------------------------------------------------------------------------- client side
-
-
-class MemoryClient:
-    """Talks to a memory server over its socket; raises the same typed errors the store would."""
-
-    def __init__(self, socket_path: Path | str, timeout: float = CLIENT_TIMEOUT_SECONDS) -> None:
-        self.socket_path = str(socket_path)
-        self.timeout = timeout
-
-    def call(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        """Send one request, return the `ok` response.
-
-        Raises MemoryServerError when the server cannot be reached, times out or answers outside
-        the protocol, and the named memory error (InvalidRealmError, MemoryInputError, ...) when
-        the server refused the request.
-        """
-        payload = (json.dumps(request, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
-        where = f"{SOCKET_ENV}={self.socket_path}"
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-                conn.settimeout(self.timeout)
-                conn.connect(self.socket_path)
-                conn.sendall(payload)
-                with conn.makefile("rb") as reader:
-                    line = reader.readline(MAX_RESPONSE_BYTES + 1)
-        except (FileNotFoundError, ConnectionRefusedError) as error:
-            raise MemoryServerError(f"{where}: no memory server is listening ({error.strerror}); start one with 'memtrial memory serve'") from None
-        except TimeoutError:
-            raise MemoryServerError(f"{where}: no answer within {self.timeout:g} s; check the server log") from None
-        except OSError as error:
-            raise MemoryServerError(f"{where}: cannot talk to the memory server ({error})") from None
-        if not line.endswith(b"\n"):
-            raise MemoryServerError(f"{where}: the server closed the connection without a complete answer")
-        try:
-            response = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise MemoryServerError(f"{where}: the server's answer is not JSON") from None
-        if not isinstance(response, dict) or not isinstance(response.get("ok"), bool):
-            raise MemoryServerError(f"{where}: the server's answer has no 'ok' field")
-        if not response["ok"]:
-            cls = _ERRORS.get(str(response.get("error")), MemoryServerError)
-            raise cls(str(response.get("message", "the server refused the request")))
-        return response
-
-    def ping(self) -> dict[str, Any]:
-        """The server's pid, store, lanes and realms."""
-        return self.call({"op": "ping"})
-
-    def recall(self, realm: str, query: str, k: int = 5, lanes: Sequence[str] | None = None) -> tuple[MemoryHit, ...]:
-        """Recall through the server (the server applies no switches; pass the active `lanes`)."""
-        response = self.call({"op": "recall", "realm": realm, "query": query, "k": k,
-                              "lanes": None if lanes is None else list(lanes)})
-        try:
-            return tuple(MemoryHit.model_validate(hit) for hit in response.get("hits", []))
-        except ValidationError:
-            raise MemoryServerError(f"{SOCKET_ENV}={self.socket_path}: the server returned malformed hits") from None
-
-    def remember(self, realm: str, items: Sequence[MemoryItem | str]) -> tuple[str, ...]:
-        """Store `items` through the server; return their ids."""
-        wire = [item.model_dump(mode="json") if isinstance(item, MemoryItem) else item for item in items]
-        return tuple(self.call({"op": "remember", "realm": realm, "items": wire})["ids"])
-
-    def forget(self, ids: Sequence[str]) -> tuple[str, ...]:
-        """Forget exactly `ids` through the server."""
-        return tuple(self.call({"op": "forget", "ids": list(ids)})["ids"])
 
 
 # --------------------------------------------------------------------------- start and stop
@@ -520,7 +400,7 @@ def _start(source: list[str], store_label: str, socket_dir: Path | None, realm: 
 def _spawn(source: list[str], store_label: str, folder: Path, realm: str | None, timeout: float, read_only: bool,
            own_session: bool) -> ServedReplica:
     """Spawn the server for `source` (its command-line options) in `folder` and wait for its ping; see `start_server`."""
-    env = {k: v for k, v in os.environ.items() if k not in (MEMORY_OFF_ENV, ABLATE_LANES_ENV)}
+    env = {k: v for k, v in os.environ.items() if k not in SWITCHES}
     log_path = folder / LOG_NAME
     argv = [sys.executable, "-m", _MODULE, *source, "--socket-dir", str(folder), *(["--read-only"] if read_only else [])]
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -534,20 +414,14 @@ def _spawn(source: list[str], store_label: str, folder: Path, realm: str | None,
     finally:
         os.close(log_fd)
     socket_path = folder / SOCKET_NAME
-    client = MemoryClient(socket_path, timeout=2.0)
     deadline = time.monotonic() + timeout
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done == pid:
             raise MemoryServerError(
                 f"store: the memory server exited with status {os.waitstatus_to_exitcode(status)}; {_log_tail(log_path)}")
-        if socket_path.exists() and (folder / PID_NAME).exists():
-            try:
-                pong = client.ping()
-            except MemoryServerError:
-                pong = None
-            if pong is not None and pong.get("pid") == pid:
-                break
+        if socket_path.exists() and (folder / PID_NAME).exists() and _answers_ping(socket_path) == pid:
+            break
         if time.monotonic() > deadline:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -556,6 +430,16 @@ def _spawn(source: list[str], store_label: str, folder: Path, realm: str | None,
         time.sleep(0.05)
     return ServedReplica(pid=pid, socket_path=str(socket_path), socket_dir=str(folder),
                          store_path=store_label, realm=realm, read_only=read_only)
+
+
+def _answers_ping(socket_path: Path) -> int | None:
+    """The PID a server at `socket_path` answers a ping with; None while it does not answer one."""
+    try:
+        ping = protocol.encode(protocol.PingRequest(op="ping"))
+        answer = protocol.exchange(str(socket_path), ping, READY_PING_TIMEOUT_SECONDS)
+        return protocol.PingResponse.model_validate_json(answer).pid
+    except (MemoryServerError, ValidationError):
+        return None
 
 
 def _log_tail(path: Path, limit: int = 600) -> str:

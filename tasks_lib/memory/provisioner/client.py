@@ -45,6 +45,7 @@ from pydantic import Field, StringConstraints, ValidationError, model_validator
 
 from tasks_lib.contracts import ArmArtifacts, ContractModel, Identifier, NonEmptyText, violations_of
 from tasks_lib.errors import DigestMismatchError, MemtrialError
+from tasks_lib.memory.env import SWITCHES
 from tasks_lib.trees import sha256_file
 
 VERBS = ("restore", "snapshot", "destroy")
@@ -70,7 +71,7 @@ Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 EnvValue = Annotated[str, StringConstraints(max_length=4096, pattern=r"^[^\x00]*$")]
 
-RESERVED_ENV = frozenset({"MEMTRIAL_MEMORY_OFF", "MEMTRIAL_ABLATE_LANES", "PATH", "HOME"})
+RESERVED_ENV = frozenset({*SWITCHES, "PATH", "HOME"})
 """Variables a provisioner may not set for the agent (nor any LD_*): memtrial's own switches, and
 what confines the agent."""
 

@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING, Literal
 from tasks_lib.contracts import ContractModel, Sha256
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.adapter import MemoryHit
-from tasks_lib.memory.delivery.hook import REALM_ENV, STORE_ENV
 from tasks_lib.memory.delivery.server import ServedReplica, start_server
 from tasks_lib.memory.embeddings import DEFAULT_EMBEDDER
+from tasks_lib.memory.env import REALM_ENV, STORE_ENV
 from tasks_lib.memory.provisioner.artifact_format import Entry, GraphEdge, ReadArtifacts, remember_entries
 from tasks_lib.memory.provisioner.verbs import (PROJECT_FILE, ArtifactIndex, LiveProject, NewProject,
                                                 ProvisionerBackend, configured_embedder, dispatch)

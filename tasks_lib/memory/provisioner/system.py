@@ -30,7 +30,8 @@ from pathlib import Path
 
 from tasks_lib.contracts import ContractModel
 from tasks_lib.memory.adapter import MemoryHit
-from tasks_lib.memory.delivery.server import MemoryClient, ServedReplica, start_system_server
+from tasks_lib.memory.delivery.client import MemoryClient
+from tasks_lib.memory.delivery.server import ServedReplica, start_system_server
 from tasks_lib.memory.provisioner.artifact_format import BadRequestError, remember_entries
 from tasks_lib.memory.provisioner.verbs import (PROBE_K, PROJECT_FILE, ArtifactIndex, LiveProject, NewProject,
                                                 ProvisionerBackend, configured_embedder, dispatch, served_replica)

@@ -65,7 +65,7 @@ from tasks_lib.memory.provisioner.client import (
     SnapshotResponse,
     SnapshotState,
 )
-from tasks_lib.memory.switches import ABLATE_LANES_ENV, MEMORY_OFF_ENV
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 
 STATE_ENV = "MEMTRIAL_PROVISIONER_STATE"
 """Folder holding the provisioner's state (per-run projects, anything shared between them); required."""

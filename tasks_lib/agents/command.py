@@ -297,6 +297,7 @@ class CommandAgent(Agent):
         except InfraFailure as error:
             return self._result(session, session_id, steps, None, str(error), totals, started)
         io_dir = Path(tempfile.mkdtemp())
+        io_dir.chmod(0o755)  # the sandboxed command runs unprivileged (a uid of its own under a root runner)
         try:
             pending: list[tuple[str, str]] = []
             start = self._hook(session, "SessionStart", session_id, None, steps)

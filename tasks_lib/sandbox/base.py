@@ -3,8 +3,10 @@
 A provider runs `argv` with the workspace as its working directory and read-write, optional
 read-only mounts, an environment that holds only what the runner passes (plus the provider's
 private HOME and TMPDIR), and the limits of the arm. It returns the exit status, bounded
-stdout/stderr, the wall time, whether the command timed out or was killed, and, per run, every
-limit it could not enforce: a guarantee a provider cannot give is reported, never assumed.
+stdout/stderr, the wall time, whether the command timed out or was killed, how many of its
+processes outlived the final kill, and, per run, every limit it could not enforce: a guarantee a
+provider cannot give is reported, never assumed. What the command sees of the host is an
+allow-list (the toolchain, the workspace, the request's mounts), and it never runs as root.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ Guarantee = Literal[
     "private-tmp",
     "env-scrubbed",
     "hidden-paths",
+    "host-allowlist",
     "write-confinement",
     "network-none",
     "timeout-kills-tree",
     "memory-limit",
     "output-bounded",
+    "unprivileged",
 ]
 """A property the conformance suite checks; a provider lists the ones it cannot enforce."""
 
@@ -177,6 +181,8 @@ class SandboxResult(Document):
     """Where the workspace appeared inside the sandbox."""
     unenforced: tuple[str, ...] = ()
     """Each requested limit or guarantee this provider could not enforce for this run."""
+    survivors: int = Field(default=0, ge=0)
+    """Processes of the command still alive after the provider's final kill (0: none survived)."""
 
     @property
     def ok(self) -> bool:

@@ -12,6 +12,7 @@ The commands use `sh` and `python3` from the sandbox's PATH.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import secrets
 import socket
@@ -23,10 +24,16 @@ from typing import Literal
 
 from tasks_lib.contracts import ContractModel, NonEmptyText
 from tasks_lib.sandbox.base import Guarantee, Sandbox, SandboxLimits, SandboxRequest, SandboxResult
+from tasks_lib.sandbox.hostview import ETC_ALLOWED, VIEW_ROOTS
 from tasks_lib.sandbox.loopback import loopback_listener
 from tasks_lib.sandbox.procs import is_running, pids_matching
 
 FAST = SandboxLimits(timeout_seconds=30, memory_mb=512, max_output_bytes=64 * 1024)
+
+ALLOWED_TOP = VIEW_ROOTS | {"workspace", "sys", ".dockerenv"}
+"""Top-level names a sandbox may show: the bwrap view, the workspace, a container's own /sys and marker."""
+ALLOWED_ETC = (*ETC_ALLOWED, "hostname", "resolv.conf", "mtab")
+"""`/etc` names a sandbox may show: the bwrap allow-list and the files a container engine writes."""
 
 
 class CheckOutcome(ContractModel):
@@ -145,6 +152,44 @@ def check_hidden_paths(sandbox: Sandbox, base: Path) -> CheckOutcome:
     return _outcome("hidden-paths", ok, _brief(result))
 
 
+def check_host_allowlist(sandbox: Sandbox, base: Path) -> CheckOutcome:
+    """The host is seen through an allow-list: `/` and `/etc` hold only allowed names, and the
+    memtrial checkout (never named as hidden here) cannot be read unless it is part of the toolchain."""
+    if (skip := _unenforceable(sandbox, "host-allowlist", "host-allowlist")) is not None:
+        return skip
+    workspace, _ = _layout(base)
+    source = Path(__file__).resolve()
+    result = _run(sandbox, workspace, f"ls -A /; echo ==etc; ls -A /etc; echo ==src; if cat {source} >/dev/null 2>&1; then echo READ; fi")
+    top, _, rest = result.stdout.text.partition("==etc\n")
+    etc, _, probe = rest.partition("==src\n")
+    extra = sorted(set(top.split()) - ALLOWED_TOP)
+    extra += sorted(f"/etc/{n}" for n in etc.split() if not any(fnmatch.fnmatch(n, p) for p in ALLOWED_ETC))
+    in_toolchain = str(source).startswith(("/usr/", "/lib"))
+    read = "READ" in probe and not in_toolchain
+    ok = result.ok and "==src" in result.stdout.text and bool(top.split()) and not extra and not read
+    return _outcome("host-allowlist", ok, f"not allowed: {extra} checkout readable: {read} {_brief(result)}")
+
+
+def check_unprivileged(sandbox: Sandbox, base: Path) -> CheckOutcome:
+    """The command is not root on the host (uid mapped out of any user namespace) and holds no capability."""
+    if (skip := _unenforceable(sandbox, "unprivileged", "unprivileged")) is not None:
+        return skip
+    workspace, _ = _layout(base)
+    result = _run(sandbox, workspace, "id -u; cat /proc/self/uid_map; grep CapEff /proc/self/status")
+    lines = result.stdout.text.split("\n")
+    host_uid: int | None = None
+    try:
+        uid = int(lines[0])
+        for inside, outside, count in (map(int, line.split()) for line in lines[1:] if len(line.split()) == 3):
+            if inside <= uid < inside + count:
+                host_uid = outside + uid - inside
+        effective = int(next(line for line in lines if line.startswith("CapEff:")).split()[1], 16)
+    except (ValueError, StopIteration):
+        return _outcome("unprivileged", False, f"unreadable identity: {_brief(result)}")
+    ok = result.ok and host_uid not in (None, 0) and effective == 0
+    return _outcome("unprivileged", ok, f"host uid={host_uid} CapEff={effective:x} {_brief(result)}")
+
+
 def check_write_confinement(sandbox: Sandbox, base: Path) -> CheckOutcome:
     """A write next to the workspace or into the root filesystem does not reach the host."""
     if (skip := _unenforceable(sandbox, "write-confinement", "write-confinement")) is not None:
@@ -247,11 +292,13 @@ CHECKS: dict[str, Check] = {
     "private-tmp": check_private_tmp,
     "env-scrubbed": check_env_scrubbed,
     "hidden-paths": check_hidden_paths,
+    "host-allowlist": check_host_allowlist,
     "write-confinement": check_write_confinement,
     "network-none": check_network_none,
     "timeout-kills-tree": check_timeout_kills_tree,
     "memory-limit": check_memory_limit,
     "output-bounded": check_output_bounded,
+    "unprivileged": check_unprivileged,
 }
 """Every check by name, in the order they run."""
 

@@ -4,12 +4,15 @@ The container's root filesystem is read-only; `/tmp` and HOME are private tmpfs;
 bound read-write at `/workspace` and nothing else of the host is mounted except the request's
 read-only mounts, so the runner-owned area is invisible by construction (a hidden path inside the
 workspace or a mount is covered by an empty tmpfs). CPUs, memory (memory+swap equal, so no
-swap), process count and file size come from the limits; all capabilities are dropped. On timeout
-the container is killed, which kills every process in it. Isolation is `container`.
+swap), process count and file size come from the limits; all capabilities are dropped and the
+command never runs as root: a root runner lends the workspace to a uid of its own for the run
+(see `identity`), any other runner runs it as itself. On timeout the container is killed, which
+kills every process in it. Isolation is `container`.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 from tasks_lib.sandbox.base import (
@@ -22,9 +25,10 @@ from tasks_lib.sandbox.base import (
 )
 from tasks_lib.sandbox.capture import BoundedSink, drain_chunks
 from tasks_lib.sandbox.errors import SandboxError, SandboxUnavailable, SandboxUnsupported
+from tasks_lib.sandbox.identity import RunIdentity, lent_workspace, run_identity
 
 WORKSPACE_INSIDE = "/workspace"
-TMPFS_OPTIONS = "rw,nosuid,nodev,size=512m"
+TMPFS_OPTIONS = "rw,nosuid,nodev,size=512m,mode=1777"
 READER_JOIN_SECONDS = 10.0
 API_TIMEOUT_SECONDS = 60
 
@@ -89,12 +93,20 @@ class DockerSandbox(Sandbox):
         if limits.network != "none":
             raise SandboxUnsupported(f"network {limits.network!r}: docker containers run with network none only")
         mounts, tmpfs = self._mounts(request)
+        identity = run_identity() or RunIdentity(uid=os.getuid(), gid=os.getgid())
+        with lent_workspace(request.workspace, identity if os.geteuid() == 0 else None):
+            return self._create_and_run(request, mounts, tmpfs, identity)
+
+    def _create_and_run(self, request: SandboxRequest, mounts: list[object], tmpfs: dict[str, str],
+                        identity: RunIdentity) -> SandboxResult:
+        limits = request.limits
         env = {"PATH": DEFAULT_PATH, **request.env, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp"}
         types = self._docker.types
         try:
             container = self._client.containers.create(
                 self.image,
                 command=list(request.argv),
+                user=f"{identity.uid}:{identity.gid}",
                 environment=env,
                 working_dir=WORKSPACE_INSIDE,
                 mounts=mounts,
@@ -117,12 +129,15 @@ class DockerSandbox(Sandbox):
         except self._api_errors as error:
             raise SandboxError(f"docker could not create a container for {request.argv[0]!r}: {error}") from error
         try:
-            return self._run_container(container, request)
+            result = self._run_container(container, request)
         finally:
             try:
                 container.remove(force=True)
             except self._api_errors:
                 pass  # already gone; nothing of the run depends on it
+        if os.geteuid() != 0:
+            return result  # the runner's own uid: removing the container is the proof
+        return result.model_copy(update={"survivors": len(identity.survivors())})
 
     def _run_container(self, container: object, request: SandboxRequest) -> SandboxResult:
         limits = request.limits

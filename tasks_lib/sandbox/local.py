@@ -1,20 +1,24 @@
 """The `local` provider: a subprocess in its own session, limited by prlimit, confined by bwrap.
 
 With bubblewrap (`bwrap`) the command runs in new PID, IPC, UTS and (for network `none`) network
-namespaces with no capabilities. Its root is an empty read-only tmpfs onto which every top-level
-host directory is bound read-only, except the ones masked (`/root`, `/run`, `/mnt`, `/media`;
-`/tmp`, `/home` and `/var/tmp` become private empty tmpfs). The workspace appears read-write at
-`/workspace`, and every hidden path (the runner-owned area) is covered by an empty tmpfs. The
-bwrap arguments travel through a pipe (`--args`), so host paths do not show in the sandbox's
-process list. Isolation is `namespace`.
+namespaces with no capabilities. What it sees of the host is an allow-list (see `hostview`): the
+toolchain and a few `/etc` files read-only, private `/tmp`, `/var/tmp` and HOME, the workspace
+read-write at `/workspace` and the request's read-only mounts; nothing else of the host exists
+inside. A hidden path (the runner-owned area) that lies in the workspace or a mount is covered by
+an empty tmpfs. The command never runs as root on the host: a root runner switches it to a uid
+of its own for the run (see `identity`) and lends it the workspace; any other runner's uid is
+mapped into a user namespace. The bwrap arguments travel through a pipe (`--args`), so host
+paths do not show in the sandbox's process list. Isolation is `namespace`.
 
 Without a working bwrap the command runs as a plain process in its own session (isolation
 `process`): private HOME and TMPDIR directories and a scrubbed environment still hold, but the
-host filesystem, `/tmp` and the network are shared; each result lists that in `unenforced`.
+host filesystem, `/tmp`, the network and the runner's uid are shared; each result lists that in
+`unenforced`.
 
 In both modes util-linux `prlimit` sets address space (memory, per process), CPU time, file size,
-process count and core size, and `taskset` pins the command to whole cores. On timeout the
-process group, the session and every descendant seen while it ran are killed.
+process count and core size, and `taskset` pins the command to whole cores. When the command
+ends (or times out) the process group, the session, every descendant seen while it ran and every
+process of the run's uid are killed; one still alive after that is counted in `survivors`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import functools
 import math
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -41,41 +46,55 @@ from tasks_lib.sandbox.base import (
 )
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
 from tasks_lib.sandbox.errors import SandboxError, SandboxRequestError, SandboxUnavailable, SandboxUnsupported
-from tasks_lib.sandbox.procs import TreeWatcher, kill_tree
+from tasks_lib.sandbox.hostview import host_view_args, is_visible, parent_dirs
+from tasks_lib.sandbox.identity import SETPRIV_CAPS, RunIdentity, lent_workspace, run_identity, setpriv_argv
+from tasks_lib.sandbox.procs import TreeWatcher, is_running, kill_tree
 
 WORKSPACE_INSIDE = "/workspace"
 """Where the workspace appears under bwrap."""
 
-MASKED_TOP = ("root", "run", "mnt", "media")
-"""Top-level host directories never shown inside bwrap (besides /proc, /dev, /tmp, /home)."""
-
-PRIVATE_TMPFS = ("/tmp", "/home", "/var/tmp")
-"""Directories that are private, empty tmpfs inside bwrap."""
-
 READER_JOIN_SECONDS = 5.0
+REAP_SECONDS = 2.0
+"""How long killed processes get to disappear before they count as survivors."""
 
 PROCESS_ONLY: dict[Guarantee, str] = {
     "private-tmp": "no bwrap: /tmp is the host's shared /tmp (TMPDIR is private)",
     "hidden-paths": "no bwrap: the runner-owned area is readable by the command",
     "write-confinement": "no bwrap: the command can write anywhere its user can",
     "network-none": "no bwrap: the command shares the host network",
+    "host-allowlist": "no bwrap: the command sees the whole host filesystem",
+    "unprivileged": "no bwrap: the command runs as the runner's uid (root, when the runner is root)",
 }
 
 
 @functools.lru_cache(maxsize=8)
 def bwrap_problem(path: str | None) -> str | None:
-    """Why bwrap at `path` cannot confine a command here, or None when it can."""
+    """Why bwrap at `path` cannot confine a command here, or None when it can (for a root runner:
+    including the switch to an unprivileged uid)."""
     if path is None:
         return "bwrap not found on PATH; install bubblewrap (scripts/install_test_deps.sh)"
     probe = [path, "--die-with-parent", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/",
-             "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]
+             "--proc", "/proc", "--dev", "/dev", "--cap-drop", "ALL"]
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            return "util-linux setpriv not found on PATH; a root runner needs it to drop the command to an unprivileged uid"
+        probe += [*(a for cap in SETPRIV_CAPS for a in ("--cap-add", cap)), "--",
+                  *setpriv_argv(setpriv, RunIdentity(uid=65534, gid=65534))]
+    else:
+        probe.append("--")
     try:
-        done = subprocess.run(probe, capture_output=True, timeout=20, check=False)
+        done = subprocess.run([*probe, "/bin/true"], capture_output=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"bwrap at {path} could not run: {error}"
     if done.returncode != 0:
         return f"bwrap at {path} cannot create namespaces here: {done.stderr.decode(errors='replace').strip()}"
     return None
+
+
+def _process_only() -> dict[Guarantee, str]:
+    """What process isolation cannot enforce here (running as the runner's uid only matters for root)."""
+    return {k: v for k, v in PROCESS_ONLY.items() if k != "unprivileged" or os.geteuid() == 0}
 
 
 def _under(path: str, roots: Sequence[str]) -> bool:
@@ -103,13 +122,14 @@ class LocalSandbox(Sandbox):
         if bwrap is True and self.bwrap_reason is not None:
             raise SandboxUnavailable(self.bwrap_reason)
         self._bwrap = path if self.bwrap_reason is None else None
+        self._setpriv = shutil.which("setpriv") if self._bwrap and os.geteuid() == 0 else None
 
     # ------------------------------------------------------------------ interface
 
     def capabilities(self) -> SandboxCapabilities:
         if self._bwrap:
             return SandboxCapabilities(provider=self.name, isolation="namespace", network_modes=("none", "loopback"))
-        reasons = {k: f"{v} ({self.bwrap_reason})" for k, v in PROCESS_ONLY.items()}
+        reasons = {k: f"{v} ({self.bwrap_reason})" for k, v in _process_only().items()}
         return SandboxCapabilities(
             provider=self.name, isolation="process", unenforceable=reasons, network_modes=("none", "loopback")
         )
@@ -119,9 +139,10 @@ class LocalSandbox(Sandbox):
         unenforced = self._unenforced(request)
         scratch = Path(tempfile.mkdtemp())  # neutral name: the command sees it as HOME
         try:
+            identity = run_identity() if self._setpriv else None
             if self._bwrap:
                 home, tmpdir, workspace_path = SANDBOX_HOME, "/tmp", WORKSPACE_INSIDE
-                bwrap_args = self._bwrap_args(request)
+                bwrap_args = self._bwrap_args(request, identity)
             else:
                 self._check_process_mounts(request)
                 (scratch / "home").mkdir()
@@ -129,7 +150,8 @@ class LocalSandbox(Sandbox):
                 home, tmpdir, workspace_path = str(scratch / "home"), str(scratch / "tmp"), str(request.workspace)
                 bwrap_args = None
             env = {"PATH": DEFAULT_PATH, **request.env, "HOME": home, "TMPDIR": tmpdir}
-            return self._execute(request, env, bwrap_args, workspace_path, unenforced)
+            with lent_workspace(request.workspace, identity):
+                return self._execute(request, env, bwrap_args, workspace_path, unenforced, identity)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)  # our own scratch; a leftover is only disk
 
@@ -141,12 +163,12 @@ class LocalSandbox(Sandbox):
         cores = self._cores(limits)
         if len(cores) != limits.cpus:
             notes.append(f"cpus={limits.cpus}: pinned to {len(cores)} whole core(s); a fractional quota is not enforced")
-        if os.geteuid() == 0:
+        if os.geteuid() == 0 and not self._bwrap:
             notes.append("max_processes: RLIMIT_NPROC does not bind root")
         if limits.network == "loopback":
             notes.append("network=loopback: the host network is shared; egress beyond loopback is not blocked")
         if not self._bwrap:
-            notes.extend(f"{k}: {v}" for k, v in PROCESS_ONLY.items())
+            notes.extend(f"{k}: {v}" for k, v in _process_only().items())
         return notes
 
     @staticmethod
@@ -163,48 +185,38 @@ class LocalSandbox(Sandbox):
                     "drop the target or install bubblewrap"
                 )
 
-    def _bwrap_args(self, request: SandboxRequest) -> list[str]:
+    def _bwrap_args(self, request: SandboxRequest, identity: RunIdentity | None) -> list[str]:
         workspace = str(request.workspace)
         for hidden in request.hidden_paths:
             if _under(workspace, [str(hidden)]):
                 raise SandboxRequestError(f"workspace {workspace} lies inside hidden path {hidden}; it would be masked")
         args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup-try", "--cap-drop", "ALL"]
+        if identity is not None:
+            args += [a for cap in SETPRIV_CAPS for a in ("--cap-add", cap)]
         if request.limits.network == "none":
             args.append("--unshare-net")
-        args += ["--tmpfs", "/"]
-        for entry in sorted(os.scandir("/"), key=lambda e: e.name):
-            if entry.name in ("proc", "dev", "tmp", "home", *MASKED_TOP):
-                continue
-            if entry.is_symlink():
-                args += ["--symlink", os.readlink(entry.path), entry.path]
-            else:
-                args += ["--ro-bind", entry.path, entry.path]
-        args += ["--proc", "/proc", "--dev", "/dev"]
-        for private in PRIVATE_TMPFS:
-            if private in ("/tmp", "/home") or os.path.isdir(private):
-                args += ["--tmpfs", private]
-        args += ["--dir", SANDBOX_HOME, "--dir", WORKSPACE_INSIDE, "--bind", workspace, WORKSPACE_INSIDE]
+        made: set[str] = set()
+        args += host_view_args(SANDBOX_HOME, made)
+        args += ["--perms", "0755", "--dir", WORKSPACE_INSIDE, "--bind", workspace, WORKSPACE_INSIDE]
         for mount in request.mounts:
             if _under(mount.inside, [WORKSPACE_INSIDE]):
                 raise SandboxUnsupported(
                     f"mount target {mount.inside} lies inside {WORKSPACE_INSIDE}; its mount point would be "
                     "created in the workspace and show up as a mutation"
                 )
-            args += ["--ro-bind", str(mount.source), mount.inside]
-        masked_roots = ["/tmp", "/home", "/var/tmp", *(f"/{n}" for n in MASKED_TOP)]
+            args += [*parent_dirs(mount.inside, made), "--ro-bind", str(mount.source), mount.inside]
         for hidden in request.hidden_paths:
             text = str(hidden)
             inside = self._inside_path(text, request)
-            if not os.path.lexists(text) or (inside is None and _under(text, masked_roots)):
-                continue  # nothing to hide, or already invisible (a mount point would reveal its name)
+            if not os.path.lexists(text) or (inside is None and not is_visible(text)):
+                continue  # nothing to hide, or outside the view already (a mount point would reveal its name)
             target = inside or text
             if hidden.is_dir() and not hidden.is_symlink():
                 args += ["--tmpfs", target]
             else:
                 args += ["--ro-bind", "/dev/null", target]
-        args += ["--remount-ro", "/", "--chdir", WORKSPACE_INSIDE]
-        return args
+        return [*args, "--remount-ro", "/", "--chdir", WORKSPACE_INSIDE]
 
     @staticmethod
     def _inside_path(host: str, request: SandboxRequest) -> str | None:
@@ -237,6 +249,7 @@ class LocalSandbox(Sandbox):
         bwrap_args: list[str] | None,
         workspace_path: str,
         unenforced: list[str],
+        identity: RunIdentity | None,
     ) -> SandboxResult:
         limits = request.limits
         argv = self._limit_prefix(limits)
@@ -251,6 +264,8 @@ class LocalSandbox(Sandbox):
             os.close(write_end)
             pass_fds = (read_end,)
             argv += [str(self._bwrap), "--args", str(read_end), "--"]
+            if identity is not None:
+                argv += setpriv_argv(str(self._setpriv), identity)
         argv += list(request.argv)
         stdout, stderr = BoundedSink(limits.max_output_bytes), BoundedSink(limits.max_output_bytes)
         started = time.monotonic()
@@ -277,6 +292,7 @@ class LocalSandbox(Sandbox):
                 watcher.stop()
             kill_tree(proc.pid, watcher)  # leftovers of a finished command die with it too
             proc.wait()
+            survivors = self._reap(identity, watcher)
         for reader in readers:
             reader.join(READER_JOIN_SECONDS)
         if any(r.is_alive() for r in readers):
@@ -297,4 +313,27 @@ class LocalSandbox(Sandbox):
             kill_reason="timeout" if timed_out else ("signal" if killed else None),
             workspace_path=workspace_path,
             unenforced=tuple(unenforced),
+            survivors=survivors,
         )
+
+    @staticmethod
+    def _reap(identity: RunIdentity | None, watcher: TreeWatcher | None) -> int:
+        """Kill every process of the run's uid; return how many of the run's processes are still alive.
+
+        Under bwrap the PID namespace ends with the command (the kernel kills what is left in it);
+        a root runner's run also owns a uid of its own, so a process that escaped is found by uid.
+        """
+        if identity is not None:
+            for pid in identity.survivors():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        deadline = time.monotonic() + REAP_SECONDS
+        while True:
+            alive = set(identity.survivors()) if identity is not None else set()
+            if watcher is not None:
+                alive |= {pid for pid, start in watcher.seen.items() if is_running(pid, start)}
+            if not alive or time.monotonic() > deadline:
+                return len(alive)
+            time.sleep(0.02)

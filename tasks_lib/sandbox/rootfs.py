@@ -1,4 +1,5 @@
-"""The smallest image that works offline: `sh`, a few coreutils and python3, copied from the host.
+"""The smallest image that works offline: `sh`, a few coreutils, python3 and (when the host has it)
+node, copied from the host: what the bundled tasks' verifiers run.
 
 Nothing can be pulled, so the image is a deterministic tar of host files (the named programs, the
 shared libraries `ldd` says they need, and python3's standard library) imported with
@@ -20,6 +21,9 @@ from tasks_lib.sandbox.errors import SandboxUnavailable
 
 PROGRAMS = ("sh", "cat", "ls", "env", "sleep", "setsid", "head", "touch", "mkdir", "rm", "id", "true", "false", "wc", "tr", "grep")
 """Programs copied into the image besides python3."""
+
+OPTIONAL_PROGRAMS = ("node",)
+"""Programs copied when the host has them (verifiers run `node --test`)."""
 
 PYTHON = "/usr/bin/python3"
 """The host interpreter copied into the image (a Debian build with its stdlib under /usr/lib)."""
@@ -58,6 +62,9 @@ def rootfs_files() -> dict[str, str]:
         if found is None:
             raise SandboxUnavailable(f"program {name!r} not found on the host; the image copies it from there")
         files[f"bin/{name}"] = os.path.realpath(found)
+    for name in OPTIONAL_PROGRAMS:
+        if (found := shutil.which(name, path="/usr/bin:/bin")) is not None:
+            files[f"bin/{name}"] = os.path.realpath(found)
     if not os.path.exists(PYTHON):
         raise SandboxUnavailable(f"{PYTHON} not found; install Debian's python3 (scripts/install_test_deps.sh)")
     python = os.path.realpath(PYTHON)

@@ -1,0 +1,96 @@
+"""An unprivileged identity for one sandboxed command, and the workspace handed over to it.
+
+A runner that is not root already runs every sandboxed command unprivileged (bwrap maps it into
+a user namespace; the host sees the runner's own uid). A root runner must not hand root to the
+command, not even root without capabilities: each run then gets a uid of its own from a high
+range no account uses (`RunIdentity`), the command is switched to it before it starts
+(`setpriv_argv`), the workspace is lent to it for the run (`lent_workspace`: every entry is
+chowned to the run's uid, and back to the runner's afterwards), and every process still owned by
+that uid after the run is found by uid alone (`survivors`), so no escaped daemon goes unseen.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks_lib.sandbox.errors import SandboxError
+from tasks_lib.sandbox.procs import PROC, all_pids, is_running
+
+UID_BASE = 0x7E000000
+"""First uid of the range run identities are drawn from (far above any account or subuid range)."""
+UID_SPAN = 1 << 24
+"""How many uids the range holds."""
+SETPRIV_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+"""The only capabilities a root runner's bwrap keeps, so `setpriv` can switch uid and clear the
+bounding set; the uid switch itself clears them before the command starts."""
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """The uid and gid one sandboxed command runs as on the host."""
+
+    uid: int
+    gid: int
+
+    def survivors(self) -> list[int]:
+        """PIDs of every live process (not a zombie) whose real, effective or saved uid is this identity's."""
+        return [pid for pid in all_pids() if self.uid in (_uids(pid) or ()) and is_running(pid)]
+
+
+def run_identity() -> RunIdentity | None:
+    """A fresh identity when the runner is root (none of its uids runs a process), else None."""
+    if os.geteuid() != 0:
+        return None
+    for _ in range(16):
+        uid = UID_BASE + secrets.randbelow(UID_SPAN)
+        identity = RunIdentity(uid=uid, gid=uid)
+        if not identity.survivors():
+            return identity
+    raise SandboxError(f"no free uid found in {UID_BASE}..{UID_BASE + UID_SPAN}; processes of earlier runs survive")
+
+
+def setpriv_argv(setpriv: str, identity: RunIdentity) -> list[str]:
+    """The argv prefix that drops root to `identity`: no groups, no capabilities, no new privileges."""
+    return [setpriv, f"--reuid={identity.uid}", f"--regid={identity.gid}", "--clear-groups", "--no-new-privs",
+            "--inh-caps=-all", "--bounding-set=-all", "--"]
+
+
+def _uids(pid: int) -> tuple[int, ...] | None:
+    try:
+        for line in (PROC / str(pid) / "status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return tuple(int(v) for v in line.split()[1:])
+    except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
+        return None
+    return None
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    """lchown `root` and every entry under it, never following a symlink."""
+    os.chown(root, uid, gid, follow_symlinks=False)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            os.chown(os.path.join(dirpath, name), uid, gid, follow_symlinks=False)
+
+
+@contextmanager
+def lent_workspace(workspace: Path, identity: RunIdentity | None) -> Iterator[None]:
+    """Lend `workspace` to `identity` for the run (nothing to do without one); always take it back.
+
+    Only the workspace changes hands: a mount stays the runner's, and hard links cannot reach it
+    from outside (a bind mount is its own mount, and link() never crosses mounts).
+    """
+    if identity is None:
+        yield
+        return
+    owner = os.stat(workspace, follow_symlinks=False)
+    try:
+        _chown_tree(workspace, identity.uid, identity.gid)
+        yield
+    finally:
+        _chown_tree(workspace, owner.st_uid, owner.st_gid)

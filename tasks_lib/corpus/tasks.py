@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -282,18 +283,84 @@ def load_tasks(tasks_root: Path) -> list[LoadedTask]:
 # --------------------------------------------------------------------------- workspaces and runs
 
 
+class OverlayRefused(MemtrialError):
+    """A path the overlay must write runs through a symlink, or something else stands where a
+    runner-owned folder or file goes; nothing was written through it."""
+
+
+def _refusal(shown: str, rel: str, fd: int, name: str) -> OverlayRefused:
+    """The error for `name` (at `shown` in the destination, opened under `fd`) blocking `rel`."""
+    try:
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError as error:
+        return OverlayRefused(f"{shown}: cannot be opened on the way to {rel}: {error}")
+    if stat.S_ISLNK(info.st_mode):
+        return OverlayRefused(f"{shown}: a symlink (to {os.readlink(name, dir_fd=fd)!r}) stands where the runner "
+                              f"writes {rel}; the overlay never follows a symlink")
+    kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a folder"
+    return OverlayRefused(f"{shown}: {kind} stands where the runner writes {rel}")
+
+
+def _open_folder(fd: int, name: str, shown: str, rel: str) -> int:
+    """Open folder `name` under `fd` (creating it), never through a symlink."""
+    try:
+        os.mkdir(name, 0o755, dir_fd=fd)
+    except FileExistsError:
+        pass
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+    except OSError:
+        raise _refusal(shown, rel, fd, name) from None
+
+
+def _write_file(src: Path, fd: int, name: str, shown: str, rel: str) -> None:
+    """Put a copy of `src` (content, mode, times; a symlink as a symlink) at `name` under `fd`."""
+    try:
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        info = None
+    if info is not None:
+        if not stat.S_ISREG(info.st_mode):
+            raise _refusal(shown, rel, fd, name)
+        os.unlink(name, dir_fd=fd)
+    if src.is_symlink():
+        os.symlink(os.readlink(src), name, dir_fd=fd)
+        return
+    source_info = src.stat()
+    out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+    try:
+        with open(src, "rb") as reader, os.fdopen(os.dup(out), "wb") as writer:
+            shutil.copyfileobj(reader, writer)
+        os.fchmod(out, stat.S_IMODE(source_info.st_mode))
+        os.utime(out, ns=(source_info.st_atime_ns, source_info.st_mtime_ns))
+    finally:
+        os.close(out)
+
+
 def overlay(source: Path, dest: Path) -> list[str]:
-    """Copy every file of `source` over `dest` (creating folders); return the relative paths copied."""
+    """Copy every file of `source` over `dest` (creating folders); return the relative paths copied.
+
+    No component of a path written under `dest` is followed if it is a symlink: every folder is
+    opened with O_NOFOLLOW from the one above it, and a file is created with O_EXCL. A symlink
+    (dangling or not) where a folder or file goes, a file where a folder goes or a folder where a
+    file goes raises OverlayRefused naming it; nothing outside `dest` is ever written.
+    """
     copied = walk_files(source)
-    for rel in copied:
-        src, target = source / rel, dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.is_symlink() or target.is_file():
-            target.unlink()
-        if src.is_symlink():
-            os.symlink(os.readlink(src), target)
-        else:
-            shutil.copy2(src, target)
+    root = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for rel in copied:
+            parts = rel.split("/")
+            fd = os.dup(root)
+            try:
+                for depth, name in enumerate(parts[:-1], start=1):
+                    folder = _open_folder(fd, name, "/".join(parts[:depth]), rel)
+                    os.close(fd)
+                    fd = folder
+                _write_file(source / rel, fd, parts[-1], rel, rel)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(root)
     return copied
 
 
@@ -303,7 +370,12 @@ def _check_argv(task: LoadedTask) -> list[str]:
 
 
 def run_check(task: LoadedTask, workspace: Path, stage: Literal["fixture", "solution"]) -> CheckRun:
-    """Run the task's check command with `workspace` as cwd; never raises for a failing check."""
+    """Run the task's check command on the host with `workspace` as cwd; never raises for a failing check.
+
+    Only for authored code: `check_corpus` runs it on a fixture and a solution built from the
+    committed corpus (the task author's own files, the same trust as the verifier itself), never
+    on anything an agent wrote. An attempt's check runs in a sandbox (`tasks_lib.arm.sandboxed_check`).
+    """
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTHONPATH", None)
     started = time.monotonic()

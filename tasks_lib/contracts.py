@@ -458,6 +458,11 @@ class RunRecord(Document):
     """Memory ids the transcript shows delivered."""
     audit_receipt: RelPath | None = None
     """Mutation-audit receipt, relative to the artifact root."""
+    check_sandbox: NonEmptyText | None = None
+    """Where the post-turn check ran (`local/namespace`, `docker/container`; marked `unsandboxed`
+    under the explicit opt-out); None when it did not run in any."""
+    check_unenforced: tuple[str, ...] = ()
+    """What the check's sandbox could not enforce for this attempt (the opt-out first, when it was used)."""
     build_under_test: NonEmptyText
     """The memory-system build measured; recorded per data point, not in the comparability key."""
     model: NonEmptyText | None = None

@@ -27,8 +27,10 @@ Prefect task (`flows.stages.run_arm`), instead of composing the stages again:
 4. `release_memory(memory, embedder)`: forget the planted ids by exact id, or destroy the
    provisioner's project (call it in a finally; never wrapped).
 5. `audit_workspace(attempt, workspace) -> AuditReceipt`. Wrapped as `audit-mutations`.
-6. `check_workspace(attempt, workspace, receipt, run) -> CheckOutcome`: `hidden/` then the check,
-   only after a passed audit and no infrastructure failure. Wrapped as `check-workspace`.
+6. `check_workspace(attempt, workspace, receipt, run, sandbox=...) -> CheckOutcome`: `hidden/`
+   (never through a symlink the agent made) then the check in a fresh sandbox of the agent's kind
+   (see `sandboxed_check`), only after a passed audit and no infrastructure failure. Wrapped as
+   `check-workspace`.
 7. `record_attempt(attempt, ..., store) -> RunRecord`: grade, confirm injection, store the
    transcript, receipt and record. Wrapped as `record-arm`.
 8. `teardown_workspace(workspace)`: remove the scratch root (call it in a finally; never wrapped).
@@ -68,7 +70,8 @@ from tasks_lib.memory.env import ABLATE_LANES_ENV as ABLATE_ENV
 from tasks_lib.memory.env import MEMORY_OFF_ENV as OFF_ENV
 from tasks_lib.arm.provisioned import LiveArm, release, restore_arm
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
-from tasks_lib.corpus.tasks import LoadedTask, overlay, run_check
+from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check
+from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
 from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
 
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
@@ -185,6 +188,11 @@ class CheckOutcome:
     """True when the check ran to an exit status or a timeout."""
     output_tail: str = field(default="", repr=False)
     """The last characters of its output."""
+    sandboxed: SandboxedCheck | None = field(default=None, repr=False)
+    """Where and how the check ran (None when no check was attempted)."""
+    refused: str | None = None
+    """Why `hidden/` could not be applied: the workspace put a symlink or a file where a runner-owned
+    path goes (the agent's violation; nothing was written through it)."""
 
 
 def memory_env(condition: str, realm: str, store_path: Path | None) -> dict[str, str]:
@@ -350,11 +358,14 @@ def audit_workspace(attempt: Attempt, workspace: Workspace) -> AuditReceipt:
     return audit(workspace.before, workspace.workspace, attempt.task.manifest.allowed_output_paths)
 
 
-def check_workspace(attempt: Attempt, workspace: Workspace, receipt: AuditReceipt, run: AgentRun) -> CheckOutcome:
-    """Stage 6: apply `hidden/` and run the check, only after a passed audit and a run without
-    infrastructure failure (otherwise the check is not run and nothing is applied). Both come from
-    the files pinned from git objects, re-hashed first (`tasks_lib.arm.pinned`); a pinned file that
-    changed makes the check not run, so the attempt is ungradable."""
+def check_workspace(attempt: Attempt, workspace: Workspace, receipt: AuditReceipt, run: AgentRun, *,
+                    sandbox: str = "local", sandbox_options: Mapping[str, object] | None = None) -> CheckOutcome:
+    """Stage 6: apply `hidden/` and run the check in a fresh `sandbox` (the agent's provider, built
+    with `sandbox_options`), only after a passed audit and a run without infrastructure failure
+    (otherwise the check is not run and nothing is applied). Both come from the files pinned from
+    git objects, re-hashed first (`tasks_lib.arm.pinned`); a pinned file that changed makes the
+    check not run, so the attempt is ungradable. `hidden/` that cannot be applied without following
+    a symlink the agent made fails the attempt, naming it."""
     if not receipt.passed or run.infra_failure:
         return CheckOutcome()
     try:
@@ -362,14 +373,22 @@ def check_workspace(attempt: Attempt, workspace: Workspace, receipt: AuditReceip
     except PinnedTaskError as error:
         return CheckOutcome(output_tail=f"[{error}]")
     task = workspace.pinned.task
-    overlay(task.hidden_dir, workspace.workspace)
-    check = run_check(task, workspace.workspace, "solution")
-    ran = check.exit_code is not None or "[timed out]" in check.output_tail
-    return CheckOutcome(exit_code=check.exit_code, ran=ran, output_tail=check.output_tail)
+    try:
+        overlay(task.hidden_dir, workspace.workspace)
+    except OverlayRefused as error:
+        return CheckOutcome(refused=str(error))
+    check = run_sandboxed_check(task, workspace.workspace, sandbox, sandbox_options)
+    return CheckOutcome(exit_code=check.exit_code, ran=check.ran, output_tail=check.output_tail, sandboxed=check)
 
 
-def _grade(run: AgentRun, receipt: AuditReceipt | None, check_exit: int | None, check_ran: bool) -> tuple[str, bool, str | None]:
-    """(outcome, infra_failure, reason): nothing passes without a passed audit and a zero exit."""
+def sandbox_options_of(agent_options: Mapping[str, object] | None) -> dict[str, object]:
+    """The agent's `sandbox_options` (how its provider is built), for a check of the same kind."""
+    options = (agent_options or {}).get("sandbox_options")
+    return dict(options) if isinstance(options, Mapping) else {}
+
+
+def _grade(run: AgentRun, receipt: AuditReceipt | None, check: CheckOutcome) -> tuple[str, bool, str | None]:
+    """(outcome, infra_failure, reason): nothing passes without a passed audit, a sandboxed check and a zero exit."""
     if run.infra_failure:
         return "ungradable", True, f"agent infrastructure: {run.infra_failure}"
     if receipt is None:
@@ -378,11 +397,15 @@ def _grade(run: AgentRun, receipt: AuditReceipt | None, check_exit: int | None, 
         if receipt.limit_breach is not None:
             return "fail", False, f"mutation audit: {receipt.limit_breach.describe()}"
         return "fail", False, f"mutation audit: {len(receipt.violations)} change(s) outside the allowed paths"
-    if not check_ran:
+    if check.refused is not None:
+        return "fail", False, f"hidden/ not applied: {check.refused}"
+    if check.sandboxed is not None and check.sandboxed.problem is not None:
+        return "ungradable", True, check.sandboxed.problem
+    if not check.ran:
         return "ungradable", True, "the check command could not run"
-    if check_exit == 0:
+    if check.exit_code == 0:
         return "pass", False, None
-    return "fail", False, "check failed" if check_exit is not None else "check timed out"
+    return "fail", False, "check failed" if check.exit_code is not None else "check timed out"
 
 
 def attempt_prefix(attempt: Attempt) -> tuple[str, ...]:
@@ -405,7 +428,7 @@ def record_attempt(
     """Stage 7: grade, confirm injection, and store the transcript, the audit receipt and the record."""
     task = attempt.task
     prefix = attempt_prefix(attempt)
-    outcome, infra, reason = _grade(run, receipt, check.exit_code, check.ran)
+    outcome, infra, reason = _grade(run, receipt, check)
     planted = memory.planted_ids
     injection = confirm_injection(run.transcript, expected_ids=planted)
     transcript_key = run_key(run_id, *prefix, "transcript.json")
@@ -437,6 +460,8 @@ def record_attempt(
         planted_ids=planted,
         delivered_ids=injection.memory_ids,
         audit_receipt=receipt_key,
+        check_sandbox=check.sandboxed.sandbox if check.sandboxed is not None else None,
+        check_unenforced=check.sandboxed.unenforced if check.sandboxed is not None else (),
         build_under_test=memory.build,
         **record_fields(workspace.pinned.task, agent_name, run.model, source_root=task.root),
     )
@@ -478,7 +503,8 @@ def run_attempt(attempt: Attempt, setup: ArmSetup, *, templates: WorkspaceTempla
         finally:
             release_memory(memory, setup.embedder)
         receipt = wrap("audit-mutations", audit_workspace)(attempt, workspace)
-        check = wrap("check-workspace", check_workspace)(attempt, workspace, receipt, run)
+        check = wrap("check-workspace", check_workspace)(attempt, workspace, receipt, run, sandbox=setup.sandbox,
+                                                         sandbox_options=sandbox_options_of(setup.agent_options))
         return wrap("record-arm", record_attempt)(attempt, run_id=setup.run_id, workspace=workspace, memory=memory,
                                                  run=run, receipt=receipt, check=check, agent_name=setup.agent_name,
                                                  store=setup.store)

@@ -1,0 +1,128 @@
+"""An attempt's post-turn check, in a fresh sandbox of the same kind as the agent's.
+
+The post-turn tests import what the agent wrote, so the check runs code the agent controls: it
+never runs on the host. It runs in a fresh sandbox of the attempt's provider (`local` = bwrap,
+`docker` = a container) with network `none`, only PATH, LANG and PYTHONDONTWRITEBYTECODE in its
+environment, the host seen through the provider's allow-list (the toolchain read-only, the
+workspace read-write, the verifier read-only at the neutral path `/verifier/<name>`), unprivileged
+with every capability dropped, and limits on time, processes, memory and output. Every process of
+the check is killed when it ends, and the provider counts any that outlived the kill.
+
+The result (`SandboxedCheck`) says which sandbox ran the check and what it could not enforce; the
+attempt's record carries both (`check_sandbox`, `check_unenforced`).
+
+A check that cannot be sandboxed (no working bwrap for `local`, no daemon or image for `docker`)
+is not run and the attempt is `ungradable`, unless the environment variable
+`MEMTRIAL_ALLOW_UNSANDBOXED_CHECK=1` says otherwise: the check then runs in whatever the `local`
+provider offers here (a plain process group at worst), and the record names it
+`... (unsandboxed: MEMTRIAL_ALLOW_UNSANDBOXED_CHECK=1)`, never silently clean. A process that
+outlived the check's kill makes the attempt `ungradable` too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+
+from tasks_lib.contracts import ContractModel
+from tasks_lib.corpus.tasks import OUTPUT_TAIL_CHARS, LoadedTask
+from tasks_lib.sandbox.base import DEFAULT_PATH, ReadOnlyMount, Sandbox, SandboxLimits, SandboxRequest, SandboxResult
+from tasks_lib.sandbox.errors import SandboxError
+from tasks_lib.sandbox.local import LocalSandbox
+from tasks_lib.sandbox.registry import get_sandbox
+
+UNSANDBOXED_OPT_OUT = "MEMTRIAL_ALLOW_UNSANDBOXED_CHECK"
+"""Set to 1 to run a check that cannot be sandboxed anyway (recorded on every record it affects)."""
+VERIFIER_DIR = "/verifier"
+"""Where the verifier appears inside the sandbox (a neutral path: no host path leaks in)."""
+CHECK_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+"""The check's whole environment (the provider adds a private HOME and TMPDIR)."""
+MAX_PROCESSES = 256
+"""Processes the check may run at once."""
+MAX_OUTPUT_BYTES = 1 << 20
+"""Bytes of the check's stdout and of its stderr kept."""
+
+
+class SandboxedCheck(ContractModel):
+    """What the sandboxed post-turn check of one attempt did."""
+
+    exit_code: int | None = None
+    """Exit status (negative: the signal that ended it); None when it timed out or did not run."""
+    ran: bool = False
+    """True when the check ran to an exit status or a timeout."""
+    output_tail: str = ""
+    """The last characters of its stdout and stderr."""
+    sandbox: str | None = None
+    """`<provider>/<isolation>` that ran it (`local/namespace`, `docker/container`), with
+    `(unsandboxed: MEMTRIAL_ALLOW_UNSANDBOXED_CHECK=1)` appended under the opt-out; None when none could."""
+    unenforced: tuple[str, ...] = ()
+    """What that sandbox could not enforce for this check, the opt-out first when it was used."""
+    problem: str | None = None
+    """Why the result cannot be graded (not sandboxable, could not start, a process survived)."""
+
+
+def check_limits(task: LoadedTask) -> SandboxLimits:
+    """The check's limits: the task's CPUs and memory, the verifier's timeout, network none."""
+    environment = task.manifest.environment
+    return SandboxLimits(cpus=environment.cpus, memory_mb=environment.memory_mb,
+                         timeout_seconds=task.manifest.verifier.timeout_seconds, network="none",
+                         max_processes=MAX_PROCESSES, max_output_bytes=MAX_OUTPUT_BYTES)
+
+
+def check_request(task: LoadedTask, workspace: Path, *, moved: bool = True) -> SandboxRequest:
+    """The check as a sandbox request; `moved=False` keeps the verifier at its host path (process isolation)."""
+    verifier = task.verifier_path.resolve()
+    inside = f"{VERIFIER_DIR}/{PurePosixPath(task.manifest.verifier.asset.path).name}" if moved else str(verifier)
+    argv = tuple(arg.replace("{verifier}", inside) for arg in task.manifest.check_command)
+    return SandboxRequest(argv=argv, workspace=workspace.resolve(), env=dict(CHECK_ENV), limits=check_limits(task),
+                          mounts=(ReadOnlyMount(source=verifier, target=inside if moved else None),))
+
+
+def open_check_sandbox(name: str, options: Mapping[str, object]) -> tuple[Sandbox | None, str | None]:
+    """(a provider that isolates the check, None) or (None, why there is none here)."""
+    try:
+        sandbox = get_sandbox(name, **options)
+    except SandboxError as error:
+        return None, f"sandbox {name!r} is unavailable: {error}"
+    if sandbox.capabilities().isolation == "process":
+        reason = getattr(sandbox, "bwrap_reason", None) or "it only isolates a process group"
+        sandbox.close()
+        return None, f"sandbox {name!r} cannot isolate the check here: {reason}"
+    return sandbox, None
+
+
+def _exit_code(result: SandboxResult) -> int | None:
+    """The exit status, a signal as its negative (as subprocess reports it), None on a timeout."""
+    if result.timed_out:
+        return None
+    if result.exit_code is not None:
+        return result.exit_code
+    return -result.signal if result.signal else None
+
+
+def run_sandboxed_check(task: LoadedTask, workspace: Path, sandbox: str = "local",
+                        options: Mapping[str, object] | None = None) -> SandboxedCheck:
+    """Run the task's check in a fresh `sandbox` over `workspace` (hidden/ already applied); never raises."""
+    provider, problem = open_check_sandbox(sandbox, options or {})
+    notes: tuple[str, ...] = ()
+    if provider is None:
+        if os.environ.get(UNSANDBOXED_OPT_OUT) != "1":
+            return SandboxedCheck(problem=f"the post-turn check could not be sandboxed: {problem} "
+                                          f"(set {UNSANDBOXED_OPT_OUT}=1 only to run it unsandboxed, recorded as such)")
+        try:
+            provider = LocalSandbox()
+        except SandboxError as error:
+            return SandboxedCheck(problem=f"the post-turn check could not run at all: {problem}; {error}")
+        notes = (f"{UNSANDBOXED_OPT_OUT}=1: the check ran without the attempt's sandbox ({problem})",)
+    with provider:
+        caps = provider.capabilities()
+        label = f"{caps.provider}/{caps.isolation}" + (f" (unsandboxed: {UNSANDBOXED_OPT_OUT}=1)" if notes else "")
+        try:
+            result = provider.run(check_request(task, workspace, moved=caps.isolation != "process"))
+        except SandboxError as error:
+            return SandboxedCheck(sandbox=label, unenforced=notes, problem=f"the check could not start in {label}: {error}")
+    tail = (result.stdout.text + result.stderr.text + ("\n[timed out]" if result.timed_out else ""))[-OUTPUT_TAIL_CHARS:]
+    survived = f"{result.survivors} process(es) of the check outlived the sandbox's kill" if result.survivors else None
+    return SandboxedCheck(exit_code=_exit_code(result), ran=True, output_tail=tail, sandbox=label,
+                          unenforced=notes + result.unenforced, problem=survived)

@@ -11,6 +11,37 @@ from gitrepo import MakeRepo, git, write_files
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
+
+def unavailable(variable: str, reason: str) -> None:
+    """Skip with `reason`, or fail when `variable`=1 says the part is required (CI sets it)."""
+    import os
+
+    if os.environ.get(variable) == "1":
+        pytest.fail(f"{reason} ({variable}=1 requires it)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def private_docker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A private dockerd (own socket, data and exec roots) with the sandbox image, for the session:
+    yields the `docker` provider's options (base_url, image)."""
+    from tasks_lib.sandbox.dockerd import PrivateDockerd, dockerd_problem
+    from tasks_lib.sandbox.errors import DockerdError
+    from tasks_lib.sandbox.rootfs import ensure_image
+
+    problem = dockerd_problem()
+    if problem is not None:
+        unavailable("MEMTRIAL_REQUIRE_DOCKER", f"docker provider not tested: {problem}")
+    daemon = PrivateDockerd()
+    try:
+        daemon.start()
+    except DockerdError as error:
+        unavailable("MEMTRIAL_REQUIRE_DOCKER", f"docker provider not tested: {error}")
+    try:
+        yield {"base_url": daemon.base_url, "image": ensure_image(daemon.base_url, tmp_path_factory.mktemp("image"))}
+    finally:
+        daemon.stop()
+
 @pytest.fixture
 def make_repo(tmp_path: Path) -> MakeRepo:
     """Factory: a real git repository with `files` committed; returns (path, commit id)."""

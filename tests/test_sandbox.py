@@ -9,11 +9,11 @@ scripts/install_test_deps.sh) to make that a failure instead.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import unavailable
 
 from tasks_lib.contracts import Environment
 from tasks_lib.sandbox import (
@@ -33,33 +33,11 @@ from tasks_lib.sandbox.local import LocalSandbox
 PROVIDERS = ("local-bwrap", "local-process", "docker")
 
 
-def _unavailable(variable: str, reason: str) -> None:
-    if os.environ.get(variable) == "1":
-        pytest.fail(f"{reason} ({variable}=1 requires it)")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
-def docker_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+def docker_sandbox(private_docker: dict[str, str]) -> Iterator[Sandbox]:
     """A docker provider on a private dockerd (own socket, data and exec roots) for the session."""
-    from tasks_lib.sandbox.dockerd import PrivateDockerd, dockerd_problem
-    from tasks_lib.sandbox.errors import DockerdError
-    from tasks_lib.sandbox.rootfs import ensure_image
-
-    problem = dockerd_problem()
-    if problem is not None:
-        _unavailable("MEMTRIAL_REQUIRE_DOCKER", f"docker provider not tested: {problem}")
-    daemon = PrivateDockerd()
-    try:
-        daemon.start()
-    except DockerdError as error:
-        _unavailable("MEMTRIAL_REQUIRE_DOCKER", f"docker provider not tested: {error}")
-    try:
-        image = ensure_image(daemon.base_url, tmp_path_factory.mktemp("image"))
-        with get_sandbox("docker", base_url=daemon.base_url, image=image) as sandbox:
-            yield sandbox
-    finally:
-        daemon.stop()
+    with get_sandbox("docker", **private_docker) as sandbox:
+        yield sandbox
 
 
 @pytest.fixture(scope="session")
@@ -67,7 +45,7 @@ def bwrap_sandbox() -> Sandbox:
     try:
         return LocalSandbox(bwrap=True)
     except SandboxUnavailable as error:
-        _unavailable("MEMTRIAL_REQUIRE_BWRAP", f"local provider with bwrap not tested: {error}")
+        unavailable("MEMTRIAL_REQUIRE_BWRAP", f"local provider with bwrap not tested: {error}")
         raise
 
 

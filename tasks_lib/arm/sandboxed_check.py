@@ -13,8 +13,8 @@ attempt's record carries both (`check_sandbox`, `check_unenforced`).
 
 A check that cannot be sandboxed (no working bwrap for `local`, no daemon or image for `docker`)
 is not run and the attempt is `ungradable`, unless the environment variable
-`MEMTRIAL_ALLOW_UNSANDBOXED_CHECK=1` says otherwise: the check then runs in whatever the `local`
-provider offers here (a plain process group at worst), and the record names it
+`MEMTRIAL_ALLOW_UNSANDBOXED_CHECK=1` says otherwise: the check then runs in the provider as it is
+(a plain process group; `local` without bwrap when the provider cannot start), and the record names it
 `... (unsandboxed: MEMTRIAL_ALLOW_UNSANDBOXED_CHECK=1)`, never silently clean. A process that
 outlived the check's kill makes the attempt `ungradable` too.
 """
@@ -80,15 +80,14 @@ def check_request(task: LoadedTask, workspace: Path, *, moved: bool = True) -> S
 
 
 def open_check_sandbox(name: str, options: Mapping[str, object]) -> tuple[Sandbox | None, str | None]:
-    """(a provider that isolates the check, None) or (None, why there is none here)."""
+    """(the provider, None) when it isolates the check here; else (the provider when it can run at
+    all, why it does not isolate the check)."""
     try:
         sandbox = get_sandbox(name, **options)
     except SandboxError as error:
         return None, f"sandbox {name!r} is unavailable: {error}"
     if sandbox.capabilities().isolation == "process":
-        reason = getattr(sandbox, "bwrap_reason", None) or "it only isolates a process group"
-        sandbox.close()
-        return None, f"sandbox {name!r} cannot isolate the check here: {reason}"
+        return sandbox, f"sandbox {name!r} cannot isolate the check here: {getattr(sandbox, 'bwrap_reason', None) or 'process isolation only'}"
     return sandbox, None
 
 
@@ -106,15 +105,18 @@ def run_sandboxed_check(task: LoadedTask, workspace: Path, sandbox: str = "local
     """Run the task's check in a fresh `sandbox` over `workspace` (hidden/ already applied); never raises."""
     provider, problem = open_check_sandbox(sandbox, options or {})
     notes: tuple[str, ...] = ()
-    if provider is None:
+    if problem is not None:
         if os.environ.get(UNSANDBOXED_OPT_OUT) != "1":
+            if provider is not None:
+                provider.close()
             return SandboxedCheck(problem=f"the post-turn check could not be sandboxed: {problem} "
                                           f"(set {UNSANDBOXED_OPT_OUT}=1 only to run it unsandboxed, recorded as such)")
-        try:
-            provider = LocalSandbox()
-        except SandboxError as error:
-            return SandboxedCheck(problem=f"the post-turn check could not run at all: {problem}; {error}")
         notes = (f"{UNSANDBOXED_OPT_OUT}=1: the check ran without the attempt's sandbox ({problem})",)
+        if provider is None:
+            try:
+                provider = LocalSandbox(bwrap=False)
+            except SandboxError as error:
+                return SandboxedCheck(problem=f"the post-turn check could not run at all: {problem}; {error}")
     with provider:
         caps = provider.capabilities()
         label = f"{caps.provider}/{caps.isolation}" + (f" (unsandboxed: {UNSANDBOXED_OPT_OUT}=1)" if notes else "")

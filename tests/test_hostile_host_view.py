@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from hostile_corpus import PAYLOAD_INSIDE, Staged, attempt_stages, make_corpus, 
 
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.sandbox.local import LocalSandbox
+from tasks_lib.sandbox.session_confine import bwrap_for_sessions, python_paths, session_prefix
 from tasks_lib.trees import walk_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,3 +105,29 @@ def test_the_check_cannot_read_outside_its_allow_list(probed: Probed, which: str
     for where, text in (("report", report), ("check output", staged.check.output_tail), ("stored artifacts", staged.stored_text())):
         assert secret not in text, f"{which} content leaked into the {where}"
     assert staged.record.outcome == "fail" and staged.record.failure_reason == "check failed"
+
+
+def test_a_confined_cli_session_sees_the_same_allow_list(tmp_path: Path) -> None:
+    """Regression (class 8) for whole CLI sessions (Claude Code): the session saw the host root minus
+    its hidden paths, so a second checkout and any unnamed artifact root were readable."""
+    bwrap, problem = bwrap_for_sessions()
+    if bwrap is None:
+        pytest.skip(f"no session confinement here: {problem}")
+    workspace, home, store = tmp_path / "workspace", tmp_path / "home", tmp_path / "store"
+    for folder in (workspace, home, store):
+        folder.mkdir()
+    (store / "memory.sqlite").write_text("store\n")
+    checkout_file, checkout_line = _second_checkout_secret()
+    hidden_inside = store / "runner-owned"
+    hidden_inside.mkdir()
+    (hidden_inside / "secret.txt").write_text("HIDDEN-INSIDE-A-READABLE-FOLDER\n")
+    prefix = session_prefix(bwrap, workdir=workspace, writable=[workspace, home], readable=[store, *python_paths()],
+                            hidden=[hidden_inside, REPO])
+    script = (f"cat {checkout_file}; cat {hidden_inside / 'secret.txt'}; cat {store / 'memory.sqlite'}; "
+              f"python3 -c 'print(\"python ok\")'; echo made > {home / 'made.txt'}; ls -A /; echo ==checkout; ls -A {REPO}")
+    done = subprocess.run([*prefix, "sh", "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert "store" in done.stdout and "python ok" in done.stdout and (home / "made.txt").read_text() == "made\n", done.stderr
+    assert checkout_line not in done.stdout and "HIDDEN-INSIDE-A-READABLE-FOLDER" not in done.stdout
+    top, _, checkout = done.stdout.split("python ok")[-1].partition("==checkout")
+    assert not set(top.split()) & {"opt", "srv", "mnt", "boot"}, top
+    assert set(checkout.split()) <= {".venv"}, f"only the folders leading to a readable path exist: {checkout}"

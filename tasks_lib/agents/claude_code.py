@@ -32,9 +32,10 @@ root the CLI refuses bypass mode outside a sandbox it recognises, so there IS_SA
 Confinement. The per-command `tasks_lib.sandbox` providers give every command a fresh private HOME
 and no network, so they can neither keep the arm's HOME (hooks, the session files a follow-up
 prompt resumes from) nor reach the model endpoint. The whole CLI session is confined with bubblewrap
-instead (`tasks_lib.sandbox.session_confine`): host root read-only, `/tmp`, `/home`, `/root` and
-`session.hidden_paths` (task corpus, checkout, artifact root) empty, the memory store's folder
-read-only, only the workspace and the HOME writable; the network is shared. Without a working bwrap (or with
+instead (`tasks_lib.sandbox.session_confine`): the host seen through an allow-list (the toolchain,
+the CLI's install, the Python that runs the hooks, memtrial; `session.hidden_paths` masked where
+they lie inside those), the memory store's folder read-only, only the workspace and the HOME
+writable; the network is shared. Without a working bwrap (or with
 `confine=False`) the CLI runs as a plain subprocess in its own session with its own HOME and TMPDIR
 and a scrubbed environment, sharing the host filesystem; `confine=True` refuses that. Each
 transcript starts with a `system` step saying which of the two happened.
@@ -47,7 +48,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -63,7 +63,7 @@ from tasks_lib.memory.env import STORE_PATHS
 from tasks_lib.sandbox.base import DEFAULT_PATH
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
 from tasks_lib.sandbox.procs import TreeWatcher, kill_tree
-from tasks_lib.sandbox.session_confine import bwrap_for_sessions, session_prefix
+from tasks_lib.sandbox.session_confine import bwrap_for_sessions, python_paths, session_prefix
 
 PINNED_VERSION = "2.1.332"
 """The CLI version `scripts/install_claude_code.sh` installs and the tests drive."""
@@ -104,8 +104,9 @@ MAX_STDERR_BYTES = 1 << 20
 READER_JOIN_SECONDS = 5.0
 
 CONFINED_NOTE = (
-    "claude-code ran confined by bubblewrap: host root read-only; /tmp, /home, /root and {hidden} runner-owned "
-    "path(s) hidden; memory store read-only; only its workspace and HOME writable; network shared (model endpoint)"
+    "claude-code ran confined by bubblewrap: the host seen through an allow-list (toolchain, its install, Python, "
+    "memtrial; {hidden} runner-owned path(s) hidden); memory store read-only; only its workspace and HOME writable; "
+    "network shared (model endpoint)"
 )
 PLAIN_NOTE = (
     "claude-code ran as a plain subprocess (own session, HOME and TMPDIR; scrubbed environment), NOT confined: "
@@ -415,8 +416,7 @@ class ClaudeCodeAgent(Agent):
             return [], PLAIN_NOTE.format(reason=problem)
         hook_python = Path(session.hook_argv[0])
         stores = [Path(session.env[name]).parent for name in MEMORY_PATH_ENVS if session.env.get(name)]
-        readable = [_install_root(binary), hook_python.parent.parent, Path(sys.prefix), Path(sys.base_prefix),
-                    Path(tasks_lib.__file__).parent, *stores]
+        readable = [_install_root(binary), hook_python.parent.parent, *python_paths(), Path(tasks_lib.__file__).parent, *stores]
         prefix = session_prefix(bwrap, workdir=session.workspace, writable=[session.workspace, session.home],
                                 readable=readable, hidden=session.hidden_paths)
         return prefix, CONFINED_NOTE.format(hidden=len(session.hidden_paths))

@@ -23,6 +23,9 @@ ETC_ALLOWED = ("alternatives", "group", "host.conf", "hosts", "ld.so.cache", "ld
                "localtime", "nsswitch.conf", "passwd", "python3*")
 """Entries of the host's `/etc` shown read-only (glob patterns); nothing else of `/etc` is."""
 
+NETWORK_ETC = ("ca-certificates", "ca-certificates.conf", "gai.conf", "protocols", "resolv.conf", "services", "ssl")
+"""Further `/etc` entries for a sandbox that shares the network (name resolution, TLS roots)."""
+
 PRIVATE_TMP = ("/tmp", "/var/tmp")
 """World-writable (sticky) private tmpfs folders."""
 
@@ -30,9 +33,9 @@ VIEW_ROOTS = frozenset({*TOOLCHAIN_TOP, "etc", "tmp", "var", "home", "proc", "de
 """Every top-level name of the view before the caller's workspace and mounts."""
 
 
-def _etc_entries() -> list[str]:
+def _etc_entries(extra: Iterable[str] = ()) -> list[str]:
     found: set[str] = set()
-    for pattern in ETC_ALLOWED:
+    for pattern in (*ETC_ALLOWED, *extra):
         found.update(glob.glob(os.path.join("/etc", pattern)))
     return sorted(found)
 
@@ -50,8 +53,9 @@ def parent_dirs(path: str, made: set[str]) -> list[str]:
     return args
 
 
-def host_view_args(home: str, made: set[str]) -> list[str]:
-    """bwrap arguments for the allow-listed view described above, HOME at `home` (mode 1777).
+def host_view_args(home: str | None, made: set[str], etc_extra: Iterable[str] = ()) -> list[str]:
+    """bwrap arguments for the allow-listed view described above, an empty HOME at `home` (mode
+    1777; none when None) and the `/etc` entries `etc_extra` besides the allowed ones.
 
     `made` collects the folders created, for `parent_dirs`.
     """
@@ -63,17 +67,23 @@ def host_view_args(home: str, made: set[str]) -> list[str]:
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
     args += ["--perms", "0755", "--dir", "/etc"]
-    for path in _etc_entries():
+    for path in _etc_entries(etc_extra):
         args += ["--ro-bind", path, path]
     args += ["--proc", "/proc", "--dev", "/dev", "--perms", "0755", "--dir", "/var"]
     for private in PRIVATE_TMP:
         args += ["--perms", "01777", "--tmpfs", private]
-    args += ["--perms", "0755", "--tmpfs", "/home", "--perms", "01777", "--dir", home]
-    made.update({"/etc", "/var", *PRIVATE_TMP, "/home", home})
+    args += ["--perms", "0755", "--tmpfs", "/home"]
+    if home is not None:
+        args += ["--perms", "01777", "--dir", home]
+    made.update({"/etc", "/var", *PRIVATE_TMP, "/home", *([home] if home else [])})
     return args
+
+
+def under(path: str, roots: Iterable[str]) -> bool:
+    """True when `path` is one of `roots` or lies below one."""
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
 def is_visible(path: str, extra: Iterable[str] = ()) -> bool:
     """True when host path `path` lies in the view (the toolchain, allowed /etc entries) or under `extra`."""
-    roots = [f"/{n}" for n in TOOLCHAIN_TOP] + _etc_entries() + list(extra)
-    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+    return under(path, [f"/{n}" for n in TOOLCHAIN_TOP] + _etc_entries() + list(extra))

@@ -31,7 +31,6 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 from tasks_lib.sandbox.base import (
@@ -46,7 +45,7 @@ from tasks_lib.sandbox.base import (
 )
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
 from tasks_lib.sandbox.errors import SandboxError, SandboxRequestError, SandboxUnavailable, SandboxUnsupported
-from tasks_lib.sandbox.hostview import host_view_args, is_visible, parent_dirs
+from tasks_lib.sandbox.hostview import host_view_args, is_visible, parent_dirs, under
 from tasks_lib.sandbox.identity import SETPRIV_CAPS, RunIdentity, lent_workspace, run_identity, setpriv_argv
 from tasks_lib.sandbox.procs import TreeWatcher, is_running, kill_tree
 
@@ -95,10 +94,6 @@ def bwrap_problem(path: str | None) -> str | None:
 def _process_only() -> dict[Guarantee, str]:
     """What process isolation cannot enforce here (running as the runner's uid only matters for root)."""
     return {k: v for k, v in PROCESS_ONLY.items() if k != "unprivileged" or os.geteuid() == 0}
-
-
-def _under(path: str, roots: Sequence[str]) -> bool:
-    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
 class LocalSandbox(Sandbox):
@@ -188,7 +183,7 @@ class LocalSandbox(Sandbox):
     def _bwrap_args(self, request: SandboxRequest, identity: RunIdentity | None) -> list[str]:
         workspace = str(request.workspace)
         for hidden in request.hidden_paths:
-            if _under(workspace, [str(hidden)]):
+            if under(workspace, [str(hidden)]):
                 raise SandboxRequestError(f"workspace {workspace} lies inside hidden path {hidden}; it would be masked")
         args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup-try", "--cap-drop", "ALL"]
@@ -200,7 +195,7 @@ class LocalSandbox(Sandbox):
         args += host_view_args(SANDBOX_HOME, made)
         args += ["--perms", "0755", "--dir", WORKSPACE_INSIDE, "--bind", workspace, WORKSPACE_INSIDE]
         for mount in request.mounts:
-            if _under(mount.inside, [WORKSPACE_INSIDE]):
+            if under(mount.inside, [WORKSPACE_INSIDE]):
                 raise SandboxUnsupported(
                     f"mount target {mount.inside} lies inside {WORKSPACE_INSIDE}; its mount point would be "
                     "created in the workspace and show up as a mutation"
@@ -223,7 +218,7 @@ class LocalSandbox(Sandbox):
         """Where host path `host` appears inside bwrap when it lies in the workspace or a mount."""
         pairs = [(str(request.workspace), WORKSPACE_INSIDE), *((str(m.source), m.inside) for m in request.mounts)]
         for source, inside in pairs:
-            if _under(host, [source]):
+            if under(host, [source]):
                 return inside + host[len(source.rstrip("/")):]
         return None
 

@@ -5,13 +5,17 @@ as Claude Code needs more across its invocations: its arm's HOME (user-level hoo
 files a follow-up prompt resumes from) and its model endpoint on the network. `session_prefix`
 gives it exactly that and nothing else of the host:
 
-- the host root read-only, new PID/IPC/UTS namespaces, dies with its parent;
-- `/tmp`, `/var/tmp`, `/home`, `/root` and every runner-owned path (the task corpus with its hidden
-  tests and solutions, the checkout and its git history, the artifact root) behind empty tmpfs;
-- then read-only the paths the CLI and its hooks must read (the CLI's install, the Python that runs
-  the hooks, the memtrial package, the memory store's or socket's folder), even when they lie
-  inside a hidden path;
-- then writable the arm's own folders (workspace, HOME).
+- new PID/IPC/UTS namespaces, dies with its parent;
+- the host seen through the same allow-list as the `local` provider (`hostview`: the toolchain and
+  a few `/etc` files read-only, plus name resolution and TLS roots for the network; private
+  `/tmp`, `/var/tmp` and `/home`): nothing else exists inside, not another checkout, another
+  arm's scratch folder or an artifact root;
+- read-only the paths the CLI and its hooks must read (the CLI's install, the Python that runs
+  the hooks and its library folders, the memtrial package, the memory store's or socket's folder);
+- writable the arm's own folders (workspace, HOME);
+- every runner-owned path (the task corpus with its hidden tests and solutions, the checkout and
+  its git history, the artifact root) that lies inside one of those behind an empty tmpfs, and a
+  readable or writable path inside such a mask bound again on top.
 
 The network is shared: the CLI must reach its model endpoint (the paired runs' other arm differs
 only in memory, so both see the same network).
@@ -22,12 +26,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-MASKED = ("/tmp", "/var/tmp", "/home", "/root")
-"""Host folders that are empty inside the session (scratch areas of other arms, users' files)."""
-
+from tasks_lib.sandbox.hostview import NETWORK_ETC, host_view_args, parent_dirs, under
 
 def bwrap_for_sessions() -> tuple[str | None, str | None]:
     """(path to a working bwrap, None) or (None, why a session cannot be confined here)."""
@@ -49,18 +52,28 @@ def _existing(paths: Iterable[Path]) -> list[str]:
     return sorted(unique, key=lambda p: (p.count("/"), p))
 
 
+def python_paths() -> list[Path]:
+    """This interpreter's prefixes and library folders (stdlib, site- and dist-packages on sys.path),
+    never a plain folder that sys.path happens to hold (the current directory, a checkout)."""
+    libraries = [Path(p) for p in sys.path if p and (p.endswith(".zip") or Path(p).name in ("site-packages", "dist-packages")
+                                                    or Path(p).name.startswith("python3") or Path(p).name == "lib-dynload")]
+    return [Path(sys.prefix), Path(sys.base_prefix), *libraries]
+
+
 def session_prefix(bwrap: str, *, workdir: Path, writable: Iterable[Path], readable: Iterable[Path], hidden: Iterable[Path]) -> list[str]:
     """The argv prefix that runs a command confined as the module describes, in `workdir`."""
-    args = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for path in _existing([Path(p) for p in MASKED]):
-        args += ["--tmpfs", path]
-    for path in _existing(hidden):
-        if any(path == m or path.startswith(m + "/") for m in MASKED):
-            continue  # already behind an empty tmpfs
-        args += ["--tmpfs", path] if Path(path).is_dir() and not Path(path).is_symlink() else ["--ro-bind", "/dev/null", path]
-    for path in _existing(readable):
-        args += ["--ro-bind", path, path]
-    for path in _existing(writable):
-        args += ["--bind", path, path]
+    args = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    made: set[str] = set()
+    args += host_view_args(None, made, etc_extra=NETWORK_ETC)
+    binds = [("--ro-bind", p) for p in _existing(readable)] + [("--bind", p) for p in _existing(writable)]
+    for flag, path in binds:
+        args += [*parent_dirs(path, made), flag, path, path]
+    bound = [path for _, path in binds]
+    for mask in _existing(hidden):
+        if mask in bound or not under(mask, bound):
+            continue  # outside every bound path it is not visible; a path asked for by name stays
+        args += ["--tmpfs", mask] if Path(mask).is_dir() and not Path(mask).is_symlink() else ["--ro-bind", "/dev/null", mask]
+        for flag, path in binds:
+            if path != mask and under(path, [mask]):
+                args += [flag, path, path]  # readable or writable even inside a hidden path
     return [*args, "--chdir", str(Path(workdir).absolute()), "--"]

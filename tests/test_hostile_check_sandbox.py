@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from tasks_lib.agents.registry import register_agent
 from tasks_lib.arm.sandboxed_check import UNSANDBOXED_OPT_OUT
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.sandbox.local import LocalSandbox
-from tasks_lib.sandbox.loopback import loopback_listener
+from tasks_lib.sandbox.loopback import control_connection, loopback_listener
 from tasks_lib.sandbox.procs import pids_matching
 
 PAYLOAD = '''import os, socket, subprocess
@@ -115,13 +114,7 @@ def hostile(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
             outside=str(outside), port=port, canary=str(base / "host-canary.txt"), marker=marker,
             other_solution=str(other.solution_dir / "calc" / "core.py"), other_hidden=str(other.hidden_dir / "tests" / "test_hidden.py"),
         ))
-        with socket.create_connection(("127.0.0.1", port), timeout=3) as control:  # the listener really works
-            control.sendall(b"control")
-        deadline = time.monotonic() + 5
-        while not connections and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert connections == [b"control"], "control connection to the listener failed"
-        connections.clear()
+        assert control_connection(port, connections), "control connection to the listener failed"
         register_planter("check-attacker", "--copy", f"{PAYLOAD_INSIDE}/core.py", "calc/core.py", payload=payload)
         try:
             with attempt_stages(corpus, "check-attacker", LocalStore(base / "artifacts"), sandbox=sandbox,

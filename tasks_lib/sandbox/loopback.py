@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -40,3 +41,16 @@ def loopback_listener() -> Iterator[tuple[int, list[bytes]]]:
         stop.set()
         listener.close()
         thread.join(5)
+
+
+def control_connection(port: int, received: list[bytes], timeout: float = 5.0) -> bool:
+    """Connect from here (outside any sandbox), wait until the listener recorded it, then forget it;
+    True when it did: the proof that a connection the sandbox makes would be seen."""
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as control:
+        control.sendall(b"control")
+    deadline = time.monotonic() + timeout
+    while not received and time.monotonic() < deadline:
+        time.sleep(0.05)
+    seen = received == [b"control"]
+    received.clear()
+    return seen

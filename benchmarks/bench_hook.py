@@ -1,0 +1,72 @@
+"""The delivery hook's cost per prompt, beside its floor: a bare interpreter (`python -c pass`).
+
+Three commands, interleaved round by round so machine noise hits all of them alike:
+- floor: `python -c pass`;
+- off: the hook with the kill switch set (an arm without memory must cost about the floor);
+- on: the hook recalling from a reference store holding one task's memories (target: well under 100 ms).
+
+Prints the median wall time of each and the ratios to the floor, in one run.
+
+    .venv/bin/python benchmarks/bench_hook.py [--rounds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, STORE_ENV
+from tasks_lib.memory.reference.store import SqliteMemoryStore
+
+REALM = "project:0123456789abcdef"
+MEMORIES = [
+    "logship send: a partially acknowledged delivery must exit with status 17; the ops pager rule matches exactly that status.",
+    "logship keeps a spool file on disk until every record in it was accepted, so a rejected record is retried on the next run.",
+]
+EVENT = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": "Give a partially acknowledged delivery its own exit status."})
+
+
+def _time(argv: list[str], env: dict[str, str], stdin: str) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, input=stdin.encode(), capture_output=True, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{argv}: exit {done.returncode}: {done.stderr.decode(errors='replace').strip()}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args()
+    hook = [sys.executable, "-m", "tasks_lib.memory.delivery.hook"]
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIAL_")}
+    with tempfile.TemporaryDirectory() as scratch:
+        store_path = Path(scratch) / "memory.sqlite"
+        store = SqliteMemoryStore(store_path)
+        store.create_realm(REALM)
+        store.remember(REALM, MEMORIES)
+        store.close()
+        commands = {
+            "floor": ([sys.executable, "-c", "pass"], base),
+            "off": (hook, {**base, MEMORY_OFF_ENV: "1"}),
+            "on": (hook, {**base, REALM_ENV: REALM, STORE_ENV: str(store_path)}),
+        }
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(args.rounds):
+            for name, (argv, env) in commands.items():
+                times[name].append(_time(argv, env, EVENT))
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    for name, value in medians.items():
+        print(f"{name:6s} median {value * 1000:7.1f} ms  ({value / medians['floor']:.2f}x the floor)")
+
+
+if __name__ == "__main__":
+    main()

@@ -33,9 +33,9 @@ from bench_prepare import GIT_ENV, fetch_sdist
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.arm.steps import ArmSetup, TaskSource, run_attempt, schedule
+from tasks_lib.arm.workspace import WorkspaceTemplates
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.corpus.tasks import load_tasks
-from tasks_lib.arm.workspace import WorkspaceTemplates
 
 FILES = 1000
 VERIFIER = b"#!/bin/sh\nexit 0\n"

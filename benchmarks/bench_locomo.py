@@ -39,6 +39,7 @@ from pathlib import Path
 
 from tasks_lib.memory.adapter import MemoryItem
 from tasks_lib.memory.embeddings import get_embedder
+from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.suites.public.bench import (
     KS,
     SystemRun,
@@ -47,7 +48,6 @@ from tasks_lib.suites.public.bench import (
     run_fts_baseline,
     run_store,
 )
-from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.suites.public.locomo import CATEGORY_NAMES, DEFAULT_CATEGORIES
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -45,8 +45,8 @@ from flows.paired import arm_specs, paired_flow, prepare_tasks
 from flows.runners import task_runner
 from tasks_lib.arm.steps import run_attempt
 from tasks_lib.artifacts import new_run_id
-from tasks_lib.runconfig import RunConfig, RunnerSpec
 from tasks_lib.corpus.tasks import load_tasks
+from tasks_lib.runconfig import RunConfig, RunnerSpec
 
 ARM_TASK_RUNS = 7
 """Prefect task runs per arm: run-arm and its six steps."""

@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tasks_lib.corpus.certify import HARNESS_TERMS, certify
 from tasks_lib.corpus.build import build_tree
+from tasks_lib.corpus.certify import HARNESS_TERMS, certify
 from tasks_lib.corpus.redact import redact_tree
 
 SDIST = "Django==5.1.4"

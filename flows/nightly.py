@@ -26,10 +26,10 @@ from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home
 from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_stage, trend_snapshots
 from tasks_lib.artifacts import new_run_id, open_store, run_key
 from tasks_lib.contracts import RunRecord, dump_document
+from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.preflight import preflight
 from tasks_lib.runconfig import RunConfig, load_run_config
 from tasks_lib.trees import write_atomically
-from tasks_lib.corpus.tasks import load_tasks
 
 DEFAULT_CONFIG = "configs/default.yaml"
 RUN_CONFIG_JSON = "run-config.json"

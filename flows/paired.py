@@ -25,11 +25,11 @@ from flows.progress import reporter
 from tasks_lib.arm.steps import check_conditions, schedule, select_tasks, task_subdir_of
 from tasks_lib.contracts import PreparedCorpus, RunRecord
 from tasks_lib.corpus.build import resolve_commit
+from tasks_lib.corpus.prepare import fixture_tree_oid
+from tasks_lib.corpus.tasks import CorpusCheckReport, LoadedTask, load_tasks
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.reference.lanes import LANES
-from tasks_lib.corpus.prepare import fixture_tree_oid
 from tasks_lib.runconfig import AgentSpec, ArmSpec, RunConfig
-from tasks_lib.corpus.tasks import CorpusCheckReport, LoadedTask, load_tasks
 from tasks_lib.trees import sha256_file
 
 PREPARE, INVARIANTS = "prepare", "corpus invariants"

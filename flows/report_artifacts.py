@@ -12,9 +12,9 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from tasks_lib.analysis.aggregate import SUMMARY_JSON, aggregate_run
+from tasks_lib.analysis.grading import GradingSummary
 from tasks_lib.artifacts import open_store, run_key
 from tasks_lib.errors import ArtifactNotFound
-from tasks_lib.analysis.grading import GradingSummary
 from tasks_lib.report import REPORT_HTML
 from tasks_lib.report.markdown import summary_markdown, table_rows
 

@@ -16,13 +16,13 @@ from typing import Any
 
 import boto3
 
-from tasks_lib.manifest import seal_run
-from tasks_lib.arm.audit import AuditReceipt, Change, SnapshotEntry
-from tasks_lib.artifacts import ArtifactStore, S3Settings, open_store, run_key
-from tasks_lib.arm.comparability import record_fields
-from tasks_lib.contracts import RunRecord
 from tasks_lib.analysis.prereg import Preregistration, create_prereg
+from tasks_lib.arm.audit import AuditReceipt, Change, SnapshotEntry
+from tasks_lib.arm.comparability import record_fields
+from tasks_lib.artifacts import ArtifactStore, S3Settings, open_store, run_key
+from tasks_lib.contracts import RunRecord
 from tasks_lib.corpus.tasks import LoadedTask, load_tasks
+from tasks_lib.manifest import seal_run
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = {t.task_id: t for t in load_tasks(REPO / "corpora" / "tasks")}

@@ -25,8 +25,19 @@ from tasks_lib.agents.base import AgentRun
 from tasks_lib.agents.command import CommandAgent
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.arm.steps import (
-    CheckOutcome, TaskSource, Workspace, audit_workspace, check_workspace, materialize_workspace, provision_memory,
-    record_attempt, release_memory, run_agent, sandbox_options_of, schedule, teardown_workspace,
+    CheckOutcome,
+    TaskSource,
+    Workspace,
+    audit_workspace,
+    check_workspace,
+    materialize_workspace,
+    provision_memory,
+    record_attempt,
+    release_memory,
+    run_agent,
+    sandbox_options_of,
+    schedule,
+    teardown_workspace,
 )
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.contracts import RunRecord

@@ -35,9 +35,9 @@ from tasks_lib.analysis.admission import (
     parse_exclusion,
     run_started_at,
 )
+from tasks_lib.analysis.prereg import PreregError, Preregistration, prereg_digest
 from tasks_lib.arm.steps import run_matrix, schedule
 from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id
-from tasks_lib.analysis.prereg import PreregError, Preregistration, prereg_digest
 
 RUN = run_id()
 

@@ -24,14 +24,14 @@ from tasks_lib.agents.base import AgentSession, Transcript
 from tasks_lib.agents.claude_code import ClaudeCodeAgent, find_binary, parse_stream, settings_for
 from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import get_agent
-from tasks_lib.contracts import MemorySpec
 from tasks_lib.arm.injection import confirm_injection
-from tasks_lib.memory.planting import plant
+from tasks_lib.contracts import MemorySpec
 from tasks_lib.memory.delivery.provenance import open_marker
+from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, STORE_ENV
+from tasks_lib.memory.planting import plant
 from tasks_lib.memory.realms import trial_realm
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.sandbox.session_confine import bwrap_for_sessions
-from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, STORE_ENV
 
 MODEL = "claude-sonnet-4-5"
 PRICE_PER_MTOK = {"input_tokens": 3.0, "output_tokens": 15.0, "cache_creation_input_tokens": 3.75, "cache_read_input_tokens": 0.30}

@@ -14,9 +14,6 @@ from tasks_lib.agents.command import CommandAgent, parse_agent_output
 from tasks_lib.agents.registry import get_agent
 from tasks_lib.arm.injection import confirm_injection
 from tasks_lib.memory.delivery.provenance import wrap_block
-from tasks_lib.memory.reference.store import SqliteMemoryStore
-from tasks_lib.sandbox.base import SandboxLimits
-from tasks_lib.sandbox.errors import SandboxUnavailable
 from tasks_lib.memory.env import (
     HOOK_ARGV_ENV,
     MEMORY_OFF_ENV,
@@ -29,6 +26,9 @@ from tasks_lib.memory.env import (
     TRANSCRIPT_ENV,
     WORKSPACE_ENV,
 )
+from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.sandbox.base import SandboxLimits
+from tasks_lib.sandbox.errors import SandboxUnavailable
 
 REALM = "trial:command.uploader.on.t0"
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")

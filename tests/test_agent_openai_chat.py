@@ -15,13 +15,13 @@ from scripted_openai import ScriptedOpenAI, final, tool_call
 from tasks_lib.agents.base import AgentSession
 from tasks_lib.agents.openai_chat import TURN_LIMIT_EXIT, OpenAIChatAgent, resolve_in_workspace
 from tasks_lib.agents.registry import agent_names, get_agent
+from tasks_lib.arm.injection import confirm_injection
 from tasks_lib.contracts import MemorySpec
 from tasks_lib.corpus.build import build_tree
-from tasks_lib.arm.injection import confirm_injection
+from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, SESSION_QUERY_ENV, STORE_ENV
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.sandbox.base import SandboxLimits
-from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, SESSION_QUERY_ENV, STORE_ENV
 
 REALM = "trial:openai-chat.calc.on.t0"
 MARKER = "<!-- recalled-memory"

@@ -26,9 +26,8 @@ from tasks_lib.agents.calibration_plan import (
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.arm.steps import (
     STEP_NAMES,
-    ArmSetup,
     ArmsError,
-    runner_owned_paths,
+    ArmSetup,
     TaskSource,
     audit_workspace,
     check_conditions,
@@ -42,16 +41,17 @@ from tasks_lib.arm.steps import (
     run_agent,
     run_attempt,
     run_matrix,
+    runner_owned_paths,
     schedule,
     select_tasks,
     teardown_workspace,
 )
 from tasks_lib.artifacts import LocalStore
+from tasks_lib.corpus.tasks import load_tasks, overlay
 from tasks_lib.errors import MemtrialError
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV, REALM_ENV, STORE_ENV
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.memory.reference.store import SqliteMemoryStore
-from tasks_lib.corpus.tasks import load_tasks, overlay
-from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV, REALM_ENV, STORE_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = load_tasks(REPO / "corpora" / "tasks")

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from gitrepo import write_files
 
+from tasks_lib.contracts import FixtureManifest, dump_document, parse_document
 from tasks_lib.corpus.certify import UNCHECKED_OPT_OUT, certify, certify_path
-from tasks_lib.contracts import dump_document, parse_document, FixtureManifest
 from tasks_lib.errors import DigestMismatchError, MissingSurfaceError
 from tasks_lib.trees import sha256_file
 
@@ -176,7 +176,8 @@ def test_the_opt_out_records_unchecked_never_clean(tmp_path: Path, monkeypatch: 
 
 
 def test_a_clean_report_over_nothing_cannot_be_constructed() -> None:
-    from tasks_lib.contracts import CertificationReport, ContractError, parse_document as parse
+    from tasks_lib.contracts import CertificationReport, ContractError
+    from tasks_lib.contracts import parse_document as parse
 
     with pytest.raises(ContractError, match="checked nothing"):
         parse(CertificationReport, {"schema_version": 1, "verdict": "clean", "scans": [], "findings": []}, "c.json")

@@ -17,9 +17,9 @@ import pytest
 
 from flows.cli.main import main
 from tasks_lib.memory.delivery.provenance import find_provenance
-from tasks_lib.trees import sha256_file
-from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, SOCKET_ENV
+from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.trees import sha256_file
 
 MEMTRIAL = Path(sys.executable).parent / "memtrial"
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "minimal_provisioner.py"

@@ -12,8 +12,6 @@ import pytest
 from admission_fixtures import AGENT, HEAD, REPO, TASK_A, TASK_B, record, task
 from gitrepo import MakeRepo
 
-from tasks_lib.arm.steps import run_matrix, schedule
-from tasks_lib.artifacts import LocalStore, new_run_id
 from tasks_lib.arm.comparability import (
     IncomparableError,
     MissingKeyError,
@@ -26,6 +24,8 @@ from tasks_lib.arm.comparability import (
     source_commit_of,
     verifier_digest,
 )
+from tasks_lib.arm.steps import run_matrix, schedule
+from tasks_lib.artifacts import LocalStore, new_run_id
 from tasks_lib.contracts import RunRecord, parse_document
 from tasks_lib.corpus.tasks import load_task
 

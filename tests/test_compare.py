@@ -21,11 +21,11 @@ from admission_fixtures import (
 
 from flows.cli.main import main
 from tasks_lib.analysis.admission import AdmissionError, admit_run
-from tasks_lib.arm.steps import run_matrix, schedule
-from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id
-from tasks_lib.arm.comparability import IncomparableError
 from tasks_lib.analysis.compare import compare_runs
 from tasks_lib.analysis.stats import wilson
+from tasks_lib.arm.comparability import IncomparableError
+from tasks_lib.arm.steps import run_matrix, schedule
+from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id
 
 RUN_A, RUN_B = run_id(tag="aaaaaa"), run_id(stamp="20261202-120000", tag="bbbbbb")
 

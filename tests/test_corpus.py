@@ -7,13 +7,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from gitrepo import MakeRepo, git, write_files
 
 from tasks_lib.contracts import CorpusBuild, load_document
 from tasks_lib.corpus.build import build_tree, corpus_id_of, package_corpus
 from tasks_lib.errors import CorpusError, UnknownCommitError
 from tasks_lib.trees import list_tree, tree_digest
-
-from gitrepo import MakeRepo, git, write_files
 
 FILES: dict[str, str | bytes] = {
     "README.md": "# logship\n",

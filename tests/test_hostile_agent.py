@@ -21,12 +21,12 @@ from tasks_lib.agents.base import AgentRun, AgentSession
 from tasks_lib.agents.command import CommandAgent
 from tasks_lib.agents.registry import get_agent, register_agent
 from tasks_lib.arm.audit import AuditReceipt, audit, snapshot_tree
-from tasks_lib.corpus.build import build_tree
 from tasks_lib.arm.injection import confirm_injection
+from tasks_lib.corpus.build import build_tree
+from tasks_lib.memory.env import MEMORY_OFF_ENV
 from tasks_lib.sandbox.base import ReadOnlyMount, SandboxLimits, SandboxRequest, SandboxResult
 from tasks_lib.sandbox.local import LocalSandbox
 from tasks_lib.sandbox.loopback import loopback_listener
-from tasks_lib.memory.env import MEMORY_OFF_ENV
 
 ALLOWED = ("src/calc.py",)
 """The narrow allowlist: the one file the task is about."""

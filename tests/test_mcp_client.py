@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib.memory.errors import MemoryStoreError
 from tasks_lib.memory.adapters.mcp_client import (
     McpProtocolError,
     McpServerExitedError,
@@ -21,6 +20,7 @@ from tasks_lib.memory.adapters.mcp_client import (
     McpTimeoutError,
     McpToolError,
 )
+from tasks_lib.memory.errors import MemoryStoreError
 from tasks_lib.memory.registry import memory_system_unavailable
 
 MEMORY_TOOLS = {"create_entities", "add_observations", "search_nodes", "open_nodes", "read_graph", "delete_entities", "delete_observations"}

@@ -20,6 +20,7 @@ from tasks_lib.memory.adapter import MemoryItem
 from tasks_lib.memory.adapters.common import AdapterUnavailableError
 from tasks_lib.memory.conformance import CONFORMANCE_CHECKS, FACTS, AdapterFactory, switched
 from tasks_lib.memory.embeddings import HashedEmbedder
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 from tasks_lib.memory.errors import EmbedderMismatchError, RealmExistsError, UnknownRealmError
 from tasks_lib.memory.registry import (
     MEMORY_SYSTEMS,
@@ -28,7 +29,6 @@ from tasks_lib.memory.registry import (
     memory_system_unavailable,
     open_memory_system,
 )
-from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 
 SYSTEMS = tuple(MEMORY_SYSTEMS)
 REALM = "adapters:realm-a"
@@ -190,8 +190,8 @@ def test_mcp_close_leaves_no_server_process(tmp_path: Path) -> None:
 def test_mcp_memories_are_plain_graph_entities_other_clients_can_read(tmp_path: Path) -> None:
     """The state lives in the server's own file format: a second MCP client on the same file sees the memory."""
     require("mcp-memory")
-    from tasks_lib.memory.adapters.mcp_memory import McpMemoryAdapter, mcp_memory_server
     from tasks_lib.memory.adapters.mcp_client import McpStdioClient
+    from tasks_lib.memory.adapters.mcp_memory import McpMemoryAdapter, mcp_memory_server
 
     with McpMemoryAdapter(tmp_path / "m") as adapter:
         adapter.create_realm(REALM)

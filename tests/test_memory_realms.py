@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from tasks_lib.memory.embeddings import EMBEDDERS, HashedEmbedder, embedder_available, get_embedder
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 from tasks_lib.memory.errors import InvalidRealmError, SwitchError, UnknownEmbedderError, UnknownLaneError
 from tasks_lib.memory.realms import trial_realm, validate_realm
 from tasks_lib.memory.switches import active_lanes
-from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 
 LANES = ("keyword", "semantic", "graph", "corrections")
 

@@ -10,8 +10,8 @@ import json
 import os
 import shutil
 import socket
-import stat
 import socketserver
+import stat
 import subprocess
 import sys
 import tempfile
@@ -21,12 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib.memory.errors import MemoryInputError, MemoryServerError, UnknownRealmError
 from tasks_lib.memory.delivery.client import MemoryClient
 from tasks_lib.memory.delivery.protocol import MAX_REQUEST_BYTES, PROTOCOL_VERSION, ErrorResponse, PingResponse
 from tasks_lib.memory.delivery.provenance import find_provenance
-from tasks_lib.memory.reference.replica import restore_replica, snapshot
-from tasks_lib.trees import sha256_file
 from tasks_lib.memory.delivery.server import (
     PID_NAME,
     REQUEST_LOG_NAME,
@@ -35,8 +32,11 @@ from tasks_lib.memory.delivery.server import (
     start_server,
     stop_server,
 )
-from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.memory.env import ABLATE_LANES_ENV, AGENT_ENV, MEMORY_OFF_ENV, REALM_ENV, SOCKET_ENV
+from tasks_lib.memory.errors import MemoryInputError, MemoryServerError, UnknownRealmError
+from tasks_lib.memory.reference.replica import restore_replica, snapshot
+from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.trees import sha256_file
 
 REALM = "trial:run-1.uploader.on.t0"
 PROMPT = "what exit code does the uploader use for a full disk quota?"

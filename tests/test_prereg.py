@@ -19,8 +19,6 @@ from admission_fixtures import (
 )
 
 from flows.cli.main import main
-from tasks_lib.artifacts import LocalStore
-from tasks_lib.contracts import ContractError, parse_document
 from tasks_lib.analysis.prereg import (
     PreregError,
     Preregistration,
@@ -31,6 +29,8 @@ from tasks_lib.analysis.prereg import (
     prereg_key,
     record_mismatches,
 )
+from tasks_lib.artifacts import LocalStore
+from tasks_lib.contracts import ContractError, parse_document
 from tasks_lib.corpus.tasks import load_task
 
 

@@ -17,16 +17,17 @@ from typing import Any
 
 import pytest
 
-from tasks_lib.memory.provisioner import client as prov
 from tasks_lib.contracts import ArmArtifacts, ArtifactRef
 from tasks_lib.errors import DigestMismatchError, MemtrialError
 from tasks_lib.memory.env import MEMORY_OFF_ENV
+from tasks_lib.memory.provisioner import client as prov
+from tasks_lib.memory.provisioner.check import CHECK_NAMES, check_provisioner, format_results, write_check_fixture
 from tasks_lib.memory.provisioner.client import (
     FixtureArtifactDigestError,
     FixtureArtifactEscapeError,
     FixtureArtifactMissingError,
-    ProbeReceiptError,
     Probe,
+    ProbeReceiptError,
     Provisioner,
     ProvisionerConfig,
     ProvisionerError,
@@ -39,7 +40,6 @@ from tasks_lib.memory.provisioner.client import (
     provisioned,
     provisioned_sync,
 )
-from tasks_lib.memory.provisioner.check import CHECK_NAMES, check_provisioner, format_results, write_check_fixture
 from tasks_lib.trees import sha256_file
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "minimal_provisioner.py"

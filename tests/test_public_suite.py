@@ -11,9 +11,9 @@ import pytest
 
 from tasks_lib.memory.adapter import MemoryAdapter
 from tasks_lib.memory.registry import memory_system_unavailable, open_memory_system
+from tasks_lib.suites.public import PublicResult, registry_factory, run_locomo, run_longmemeval
 from tasks_lib.suites.public.bench import load_locomo as bench_load_locomo
 from tasks_lib.suites.public.bench import run_store
-from tasks_lib.suites.public import PublicResult, registry_factory, run_locomo, run_longmemeval
 from tasks_lib.suites.public.locomo import LOCOMO_RULES
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data"

@@ -25,10 +25,6 @@ from admission_fixtures import (
 
 from flows.cli.main import main
 from tasks_lib.analysis.admission import AdmissionError, admit_run
-from tasks_lib.manifest import seal_run
-from tasks_lib.arm.steps import run_matrix, schedule
-from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id, run_key
-from tasks_lib.contracts import load_document
 from tasks_lib.analysis.prereg import prereg_key
 from tasks_lib.analysis.publish import (
     MANIFEST,
@@ -37,6 +33,10 @@ from tasks_lib.analysis.publish import (
     check_release,
     publish_run,
 )
+from tasks_lib.arm.steps import run_matrix, schedule
+from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id, run_key
+from tasks_lib.contracts import load_document
+from tasks_lib.manifest import seal_run
 from tasks_lib.trees import sha256_file
 
 RUN = run_id()

@@ -83,8 +83,8 @@ def test_bad_case_file_names_file_and_field(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_artifacts_appends_a_trend_snapshot_with_the_knee(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tasks_lib.artifacts import open_store
     from tasks_lib.analysis.trend import load_trend, regressions
+    from tasks_lib.artifacts import open_store
 
     corpus = small_corpus(tmp_path / "corpus")
     root = str(tmp_path / "artifacts")

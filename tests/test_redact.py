@@ -9,9 +9,9 @@ from gitrepo import MakeRepo, write_files
 
 from tasks_lib.contracts import RedactionReceipt, load_document
 from tasks_lib.corpus.build import package_corpus
-from tasks_lib.errors import CorpusError
 from tasks_lib.corpus.redact import redact_package, redact_tree
 from tasks_lib.corpus.rules import AUTO_LOADED_CONTEXT, AUTO_LOADED_CONTEXT_RULES
+from tasks_lib.errors import CorpusError
 from tasks_lib.trees import list_tree, sha256_bytes, tree_digest
 
 CORPUS_ID = "c" * 64

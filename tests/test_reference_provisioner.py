@@ -16,12 +16,10 @@ import pytest
 
 from tasks_lib.contracts import ArmArtifacts, ArtifactRef
 from tasks_lib.errors import MemtrialError
-from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV, REALM_ENV, SOCKET_ENV, STORE_ENV
-from tasks_lib.memory.provisioner.verbs import SERVE_FILE, STATE_ENV
-from tasks_lib.memory.reference.replica import REPLICA_FILE_NAME
 from tasks_lib.memory.delivery.client import MemoryClient
 from tasks_lib.memory.delivery.server import ServedReplica
-from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV, REALM_ENV, SOCKET_ENV, STORE_ENV
+from tasks_lib.memory.provisioner.check import CHECK_NAMES, check_provisioner, format_results
 from tasks_lib.memory.provisioner.client import (
     Probe,
     ProvisionerExitError,
@@ -31,7 +29,9 @@ from tasks_lib.memory.provisioner.client import (
     restore_sync,
     snapshot_sync,
 )
-from tasks_lib.memory.provisioner.check import CHECK_NAMES, check_provisioner, format_results
+from tasks_lib.memory.provisioner.verbs import SERVE_FILE, STATE_ENV
+from tasks_lib.memory.reference.replica import REPLICA_FILE_NAME
+from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.trees import sha256_file
 from tests.test_memory_adapters import alive
 

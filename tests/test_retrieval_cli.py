@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from flows.cli.main import main
-from tasks_lib.artifacts import open_store
 from tasks_lib.analysis.trend import load_trend
+from tasks_lib.artifacts import open_store
 
 
 def test_json_report_and_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

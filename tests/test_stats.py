@@ -22,7 +22,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from tasks_lib.errors import MemtrialError
 from tasks_lib.analysis.stats import (
     MIN_ATTEMPTS_FOR_TEST,
     SIGN_FLIP_DRAWS,
@@ -40,6 +39,7 @@ from tasks_lib.analysis.stats import (
     wilcoxon_signed_rank_exact,
     wilson,
 )
+from tasks_lib.errors import MemtrialError
 
 CONFIDENCES = (0.5, 0.8, 0.9, 0.95, 0.99, 0.999)
 DERANDOMIZED = settings(derandomize=True, max_examples=100, deadline=None)

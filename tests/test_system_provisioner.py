@@ -16,17 +16,17 @@ import pytest
 
 from tasks_lib.agents.base import Transcript
 from tasks_lib.agents.calibration_plan import key_texts
+from tasks_lib.arm.provisioned import write_artifact
 from tasks_lib.arm.steps import Attempt, run_matrix, select_tasks
 from tasks_lib.artifacts import LocalStore
-from tasks_lib.memory.provisioner.verbs import SERVE_ENV, SERVE_FILE, STATE_ENV
-from tasks_lib.memory.delivery.client import MemoryClient
-from tasks_lib.memory.errors import MemoryServerError
-from tasks_lib.memory.provisioner.system import SYSTEM_ENV
-from tasks_lib.memory.provisioner.client import Probe, ProvisionerExitError, ProvisionerSpec, destroy_sync, make_provisioner, restore_sync, snapshot_sync
-from tasks_lib.memory.provisioner.check import check_provisioner, format_results
-from tasks_lib.arm.provisioned import write_artifact
 from tasks_lib.corpus.tasks import load_tasks
+from tasks_lib.memory.delivery.client import MemoryClient
 from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV
+from tasks_lib.memory.errors import MemoryServerError
+from tasks_lib.memory.provisioner.check import check_provisioner, format_results
+from tasks_lib.memory.provisioner.client import Probe, ProvisionerExitError, ProvisionerSpec, destroy_sync, make_provisioner, restore_sync, snapshot_sync
+from tasks_lib.memory.provisioner.system import SYSTEM_ENV
+from tasks_lib.memory.provisioner.verbs import SERVE_ENV, SERVE_FILE, STATE_ENV
 from tests.test_memory_adapters import alive, require
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,8 +14,8 @@ from gitrepo import MakeRepo, write_files
 
 from flows.cli.main import main
 from flows.settings import build_under_test
-from tasks_lib.artifacts import ArtifactStore, S3Settings, open_store
 from tasks_lib.analysis.trend import Snapshot, TrendError, append_snapshot, comparability_key, curve_folder, curve_key, load_trend, regressions
+from tasks_lib.artifacts import ArtifactStore, S3Settings, open_store
 
 T0 = datetime(2026, 12, 1, 3, 0, tzinfo=timezone.utc)
 

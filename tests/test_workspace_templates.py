@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from tasks_lib.arm.audit import audit, snapshot_tree
-from tasks_lib.corpus.build import build_tree
 from tasks_lib.arm.workspace import (
     WorkspaceTemplates,
     build_redacted,
     listing_snapshot,
 )
+from tasks_lib.corpus.build import build_tree
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.org", "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent"}

@@ -47,11 +47,11 @@ def prereg(
     """Freeze prompts, verifier, model, budget and analysis plan as one digest, before any paid run."""
     from flows.settings import PROJECT_ROOT
     from tasks_lib.analysis.admission import apply_correction
-    from tasks_lib.arm.steps import check_conditions, select_tasks
-    from tasks_lib.arm.comparability import model_label
-    from tasks_lib.memory.reference.lanes import LANES
     from tasks_lib.analysis.prereg import create_prereg, load_prereg, prereg_digest, prereg_key
+    from tasks_lib.arm.comparability import model_label
+    from tasks_lib.arm.steps import check_conditions, select_tasks
     from tasks_lib.corpus.tasks import load_tasks
+    from tasks_lib.memory.reference.lanes import LANES
 
     store = _store(artifacts)
     chosen = select_tasks(load_tasks(PROJECT_ROOT / "corpora" / "tasks"), _split(tasks))

@@ -50,7 +50,6 @@ def _failed(run_id: str, error: BaseException) -> MemtrialError:
 def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bool, as_json: bool) -> None:
     from flows.nightly import nightly, resolve_config
     from flows.progress import reporting
-
     from flows.settings import PROJECT_ROOT
     from tasks_lib.preflight import preflight
 

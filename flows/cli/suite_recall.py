@@ -87,9 +87,9 @@ def recall(
     trend = None
     if artifacts:
         from flows.settings import build_under_test
+        from tasks_lib.analysis.trend import append_snapshot, now
         from tasks_lib.artifacts import open_store
         from tasks_lib.suites.recall.snapshot import recall_snapshot
-        from tasks_lib.analysis.trend import append_snapshot, now
 
         key = append_snapshot(open_store(artifacts), recall_snapshot(result, build_under_test(), now()), curve)
         trend = f"{artifacts.rstrip('/')}/{key}"

@@ -36,6 +36,7 @@ def suite_retrieval(
 ) -> None:
     """Run the deterministic offline retrieval suite in a disposable store; exit 1 when a gate or --min-score fails."""
     from flows.settings import build_under_test
+    from tasks_lib.analysis.trend import append_snapshot, now
     from tasks_lib.artifacts import open_store, write_atomically
     from tasks_lib.memory.registry import get_memory_system, open_memory_system
     from tasks_lib.suites.retrieval import (
@@ -45,7 +46,6 @@ def suite_retrieval(
         run_retrieval_suite,
     )
     from tasks_lib.suites.retrieval.snapshot import retrieval_snapshot
-    from tasks_lib.analysis.trend import append_snapshot, now
 
     if min_score is not None and not 0 <= min_score <= 1:
         raise MemtrialError(f"--min-score: {min_score} is outside 0..1; give a share such as 0.9")

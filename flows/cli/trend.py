@@ -23,7 +23,6 @@ def trend(
 ) -> None:
     """Show a suite's scores over time; exit 1 when the latest snapshot regresses against the previous one."""
     from flows.settings import default_artifact_root
-    from tasks_lib.artifacts import open_store, write_atomically
     from tasks_lib.analysis.trend import (
         TREND_PREFIX,
         curve_folder,
@@ -31,6 +30,7 @@ def trend(
         regressions,
         render_trend_png,
     )
+    from tasks_lib.artifacts import open_store, write_atomically
 
     root = artifacts or default_artifact_root()
     store = open_store(root)

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
 from tasks_lib.agents.registry import register_agent
-from tasks_lib.memory.delivery.provenance import find_provenance
 from tasks_lib.corpus.tasks import overlay
+from tasks_lib.memory.delivery.provenance import find_provenance
 from tasks_lib.trees import walk_files
 
 EXPLORABLE = frozenset({"deducible", "tare", "cross-file", "investigation"})

@@ -29,12 +29,12 @@ from pydantic import Field
 
 from tasks_lib.agents.calibration import EXPLORABLE, MEMORY_SOLVES, tokens
 from tasks_lib.contracts import Document, Identifier, LaneName, NonEmptyText
+from tasks_lib.corpus.tasks import LoadedTask
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.delivery.hook import DEFAULT_K
-from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.memory.planting import plant
+from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.memory.reference.store import SqliteMemoryStore
-from tasks_lib.corpus.tasks import LoadedTask
 from tasks_lib.trees import walk_files
 
 KEY_LANES_NAME = "key_lanes.json"

@@ -19,9 +19,6 @@ from typing import Literal
 import pyarrow as pa
 from pydantic import Field
 
-from tasks_lib.artifacts import RUNS, ArtifactStore, run_key
-from tasks_lib.contracts import Condition, ContractModel, Identifier, RunRecord, Sha256
-from tasks_lib.errors import MemtrialError
 from tasks_lib.analysis.prereg import (
     PreregError,
     Preregistration,
@@ -29,6 +26,9 @@ from tasks_lib.analysis.prereg import (
     record_mismatches,
     versions,
 )
+from tasks_lib.artifacts import RUNS, ArtifactStore, run_key
+from tasks_lib.contracts import Condition, ContractModel, Identifier, RunRecord, Sha256
+from tasks_lib.errors import MemtrialError
 
 ADMISSIONS_TABLE = "admissions.parquet"
 ADMISSION_COLUMNS = ("task_id", "condition", "trial", "decision", "reason_code", "detail", "prereg_digest", "decided_at")

@@ -24,16 +24,16 @@ from typing import Any
 import pyarrow as pa
 from pydantic import Field, ValidationError
 
+from tasks_lib.agents.base import Transcript
 from tasks_lib.analysis.admission import AdmissionDecision, admissions_key, load_decisions
 from tasks_lib.analysis.evidence import with_evidence
-from tasks_lib.manifest import verify_run
-from tasks_lib.agents.base import Transcript
-from tasks_lib.artifacts import RECORDS_TABLE, RUNS, ArtifactStore, run_key
+from tasks_lib.analysis.grading import AttemptGrade, ConditionDelta, GradingSummary, grade_attempts, summarize
 from tasks_lib.arm.audit import AuditReceipt
 from tasks_lib.arm.comparability import MissingKeyError, comparison_key
+from tasks_lib.artifacts import RECORDS_TABLE, RUNS, ArtifactStore, run_key
 from tasks_lib.contracts import ContractModel, RunRecord, parse_document, violations_of
 from tasks_lib.errors import ArtifactNotFound, ContractError, MemtrialError
-from tasks_lib.analysis.grading import AttemptGrade, ConditionDelta, GradingSummary, grade_attempts, summarize
+from tasks_lib.manifest import verify_run
 
 GRADES_TABLE = "grades.parquet"
 ABLATIONS_TABLE = "ablations.parquet"

@@ -18,16 +18,16 @@ from pydantic import Field
 
 from tasks_lib.analysis.admission import load_decisions, load_records
 from tasks_lib.analysis.evidence import with_evidence
-from tasks_lib.manifest import verify_run
-from tasks_lib.artifacts import ArtifactStore
+from tasks_lib.analysis.stats import wilson
 from tasks_lib.arm.comparability import (
     ComparabilityKey,
     IncomparableError,
     comparison_key,
     require_same_key,
 )
+from tasks_lib.artifacts import ArtifactStore
 from tasks_lib.contracts import Condition, ContractModel, Identifier, RunRecord
-from tasks_lib.analysis.stats import wilson
+from tasks_lib.manifest import verify_run
 
 Basis = Literal["admitted", "completed"]
 

@@ -16,7 +16,6 @@ from typing import ClassVar
 
 from pydantic import AwareDatetime, Field, ValidationError, model_validator
 
-from tasks_lib.artifacts import ArtifactStore, check_key
 from tasks_lib.arm.comparability import (
     digest_of,
     manifest_digest,
@@ -24,6 +23,7 @@ from tasks_lib.arm.comparability import (
     source_commit_of,
     verifier_digest,
 )
+from tasks_lib.artifacts import ArtifactStore, check_key
 from tasks_lib.contracts import (
     Condition,
     ContractModel,
@@ -35,8 +35,8 @@ from tasks_lib.contracts import (
     Sha256,
     violations_of,
 )
-from tasks_lib.errors import MemtrialError
 from tasks_lib.corpus.tasks import LoadedTask
+from tasks_lib.errors import MemtrialError
 
 PREREGS = "preregistrations"
 """Folder of preregistration documents under the artifact root."""

@@ -29,7 +29,13 @@ import pyarrow.parquet as pq
 from pydantic import Field, ValidationError
 
 from tasks_lib.analysis.admission import ADMISSIONS_TABLE, AdmissionDecision, load_decisions
-from tasks_lib.manifest import TamperedRunError, verify_run
+from tasks_lib.analysis.prereg import (
+    PREREGS,
+    PreregError,
+    Preregistration,
+    find_by_digest,
+    prereg_digest,
+)
 from tasks_lib.artifacts import RUNS, ArtifactStore, LocalStore, check_key
 from tasks_lib.contracts import (
     ContractModel,
@@ -43,13 +49,7 @@ from tasks_lib.contracts import (
     parse_document,
 )
 from tasks_lib.errors import ContractError, MemtrialError
-from tasks_lib.analysis.prereg import (
-    PREREGS,
-    PreregError,
-    Preregistration,
-    find_by_digest,
-    prereg_digest,
-)
+from tasks_lib.manifest import TamperedRunError, verify_run
 from tasks_lib.trees import sha256_file
 
 MANIFEST = "MANIFEST.json"

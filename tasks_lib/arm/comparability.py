@@ -45,8 +45,8 @@ from tasks_lib.contracts import (
     Sha256,
     TaskManifest,
 )
-from tasks_lib.errors import MemtrialError
 from tasks_lib.corpus.tasks import LoadedTask
+from tasks_lib.errors import MemtrialError
 from tasks_lib.trees import sha256_bytes, sha256_file, walk_files
 
 RECORD_KEY_FIELDS = ("challenge", "fixture", "model", "manifest_digest", "verifier_digest", "source_commit")

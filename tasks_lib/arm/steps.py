@@ -54,25 +54,25 @@ from tasks_lib.agents.base import Agent, AgentRun, AgentSession
 from tasks_lib.agents.calibration import CalibrationAgent
 from tasks_lib.agents.calibration_plan import key_texts
 from tasks_lib.agents.registry import get_agent
-from tasks_lib.manifest import seal_run
-from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
 from tasks_lib.arm.comparability import record_fields
-from tasks_lib.contracts import RunRecord, check_rel_path
-from tasks_lib.errors import MemtrialError
-from tasks_lib.arm.pinned import PinnedTask, PinnedTaskError, check_pinned, pin_task
 from tasks_lib.arm.injection import confirm_injection
-from tasks_lib.memory.env import REALM_ENV, STORE_ENV
-from tasks_lib.memory.planting import plant
-from tasks_lib.memory.realms import trial_realm
-from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.arm.pinned import PinnedTask, PinnedTaskError, check_pinned, pin_task
+from tasks_lib.arm.provisioned import LiveArm, release, restore_arm
+from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check
+from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
+from tasks_lib.artifacts import ArtifactStore, run_key
+from tasks_lib.contracts import RunRecord, check_rel_path
+from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
+from tasks_lib.errors import MemtrialError
+from tasks_lib.manifest import seal_run
 from tasks_lib.memory.env import ABLATE_LANES_ENV as ABLATE_ENV
 from tasks_lib.memory.env import MEMORY_OFF_ENV as OFF_ENV
-from tasks_lib.arm.provisioned import LiveArm, release, restore_arm
+from tasks_lib.memory.env import REALM_ENV, STORE_ENV
+from tasks_lib.memory.planting import plant
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
-from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check
-from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
-from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
+from tasks_lib.memory.realms import trial_realm
+from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
 """The memory delivery hook every agent's prompt/session hooks call."""

@@ -31,8 +31,8 @@ from typing import ClassVar
 from tasks_lib.arm.audit import SnapshotEntry, TreeSnapshot, snapshot_digest, snapshot_tree
 from tasks_lib.contracts import CorpusBuild, Document, Sha256, dump_document
 from tasks_lib.corpus.build import build_tree, staged_directory
-from tasks_lib.errors import MemtrialError
 from tasks_lib.corpus.redact import apply_redaction, plan_redaction
+from tasks_lib.errors import MemtrialError
 
 TREE = "tree"
 RECORD = "template.json"

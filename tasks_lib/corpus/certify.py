@@ -30,11 +30,19 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from tasks_lib.contracts import (
-    ArtifactRef, CertificationReport, ChallengeManifest, Finding, FindingKind, FixtureManifest, Surface, SurfaceScan,
-    TaskManifest, load_document,
+    ArtifactRef,
+    CertificationReport,
+    ChallengeManifest,
+    Finding,
+    FindingKind,
+    FixtureManifest,
+    Surface,
+    SurfaceScan,
+    TaskManifest,
+    load_document,
 )
-from tasks_lib.errors import DigestMismatchError, MemtrialError, MissingSurfaceError
 from tasks_lib.corpus.rules import AUTO_LOADED_CONTEXT, RuleSet, unbacked, within
+from tasks_lib.errors import DigestMismatchError, MemtrialError, MissingSurfaceError
 from tasks_lib.trees import sha256_file, walk_files
 
 UNCHECKED_OPT_OUT = "MEMTRIAL_ALLOW_UNCHECKED_CORPUS"

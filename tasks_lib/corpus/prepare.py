@@ -7,12 +7,11 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tasks_lib.corpus.certify import certify, challenge_surface
 from tasks_lib.contracts import PreparedCorpus, TaskManifest, load_document
 from tasks_lib.corpus.build import build_tree, reachable_repository, resolve_commit, resolve_tree
-from tasks_lib.errors import CorpusError
+from tasks_lib.corpus.certify import certify, challenge_surface
 from tasks_lib.corpus.redact import redact_tree
-
+from tasks_lib.errors import CorpusError
 
 TASK_MANIFEST = "task.json"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from tasks_lib.contracts import CorpusBuild, RedactionReceipt, RemovedPath, TreeEntry, dump_document, load_document
 from tasks_lib.corpus.build import RECEIPT_NAME, TREE_DIR
-from tasks_lib.errors import CorpusError
 from tasks_lib.corpus.rules import AUTO_LOADED_CONTEXT, RuleSet
+from tasks_lib.errors import CorpusError
 from tasks_lib.trees import list_tree, tree_digest
 
 REDACTION_RECEIPT = "redaction.json"

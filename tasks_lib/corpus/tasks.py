@@ -42,14 +42,22 @@ from typing import Literal
 
 from pydantic import Field
 
-from tasks_lib.corpus.certify import certify, decode_text, fold_text
 from tasks_lib.contracts import (
-    CertificationReport, ContractModel, GitOid, Identifier, MemorySpec, RelPath, Sha256, TaskManifest, load_document,
+    CertificationReport,
+    ContractModel,
+    GitOid,
+    Identifier,
+    MemorySpec,
+    RelPath,
+    Sha256,
+    TaskManifest,
+    load_document,
 )
 from tasks_lib.corpus.build import build_tree
-from tasks_lib.errors import ContractError, CorpusError, MemtrialError
+from tasks_lib.corpus.certify import certify, decode_text, fold_text
 from tasks_lib.corpus.redact import redact_tree
 from tasks_lib.corpus.rules import within
+from tasks_lib.errors import ContractError, CorpusError, MemtrialError
 from tasks_lib.trees import sha256_bytes, sha256_file, walk_files
 
 MANIFEST_NAME = "task.json"

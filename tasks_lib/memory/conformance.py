@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from tasks_lib.memory.adapter import MemoryAdapter, MemoryItem
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 from tasks_lib.memory.errors import (
     InvalidRealmError,
     MemoryInputError,
@@ -20,7 +21,6 @@ from tasks_lib.memory.errors import (
     UnknownMemoryIdError,
     UnknownRealmError,
 )
-from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 
 AdapterFactory = Callable[[], MemoryAdapter]
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from tasks_lib.sandbox.hostview import NETWORK_ETC, host_view_args, parent_dirs, under
 
+
 def bwrap_for_sessions() -> tuple[str | None, str | None]:
     """(path to a working bwrap, None) or (None, why a session cannot be confined here)."""
     path = shutil.which("bwrap")

@@ -48,7 +48,6 @@ from tasks_lib.memory.delivery import protocol
 from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV, SWITCHES
 from tasks_lib.memory.errors import MemoryInputError, MemoryServerError, MemoryStoreError, UnreadableRequestError
 
-
 SOCKET_NAME = "memory.sock"
 """File name of the socket inside the private socket folder."""
 PID_NAME = "server.pid"

@@ -43,8 +43,8 @@ from tasks_lib.contracts import ArmArtifacts, ArtifactRef, ContractModel, Identi
 from tasks_lib.memory.provisioner.client import (
     DEFAULT_OUTPUT_LIMIT_BYTES,
     Probe,
-    ProvisionerConfig,
     Provisioner,
+    ProvisionerConfig,
     ProvisionerError,
     ProvisionerExitError,
     ProvisionerOutputError,

@@ -52,6 +52,7 @@ from pydantic import BaseModel, ValidationError
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.adapter import MemoryHit
 from tasks_lib.memory.delivery.server import ServedReplica, stop_server
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 from tasks_lib.memory.provisioner.artifact_format import BadRequestError, ReadArtifacts, artifact_realm, bad_request, read_artifacts
 from tasks_lib.memory.provisioner.client import (
     DestroyRequest,
@@ -65,7 +66,6 @@ from tasks_lib.memory.provisioner.client import (
     SnapshotResponse,
     SnapshotState,
 )
-from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 
 STATE_ENV = "MEMTRIAL_PROVISIONER_STATE"
 """Folder holding the provisioner's state (per-run projects, anything shared between them); required."""

@@ -27,9 +27,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from tasks_lib.memory.reference.dates import Period, in_window, parse_date
 from tasks_lib.memory.embeddings import Embedder, words
 from tasks_lib.memory.entities import COMMON_WORDS, extract_entities
+from tasks_lib.memory.reference.dates import Period, in_window, parse_date
 
 LANES: tuple[str, ...] = ("keyword", "semantic", "graph", "corrections")
 """Lanes of the reference store, in the order hits list them."""

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import ClassVar, TypeVar
 
 from tasks_lib.memory.adapter import Accounting, MemoryAdapter, MemoryHit, MemoryItem, coerce_items, normalize_subject
-from tasks_lib.memory.reference.dates import query_period
 from tasks_lib.memory.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
 from tasks_lib.memory.entities import extract_entities
 from tasks_lib.memory.errors import (
@@ -32,6 +31,8 @@ from tasks_lib.memory.errors import (
     UnknownMemoryIdError,
     UnknownRealmError,
 )
+from tasks_lib.memory.realms import validate_realm
+from tasks_lib.memory.reference.dates import query_period
 from tasks_lib.memory.reference.lanes import (
     LANES,
     corrections_lane,
@@ -45,7 +46,6 @@ from tasks_lib.memory.reference.lanes import (
     semantic_lane,
     speaker_focus,
 )
-from tasks_lib.memory.realms import validate_realm
 
 T = TypeVar("T")
 

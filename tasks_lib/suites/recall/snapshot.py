@@ -6,8 +6,8 @@ import hashlib
 import json
 from datetime import datetime
 
-from tasks_lib.suites.recall.results import SweepResult
 from tasks_lib.analysis.trend import Direction, Snapshot
+from tasks_lib.suites.recall.results import SweepResult
 
 SUITE = "recall"
 

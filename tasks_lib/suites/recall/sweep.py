@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
 
+from tasks_lib.analysis.stats import wilson
 from tasks_lib.memory.adapter import MemoryAdapter
 from tasks_lib.memory.registry import (
     MEMORY_SYSTEMS,
@@ -33,6 +34,7 @@ from tasks_lib.memory.registry import (
     get_memory_system,
     open_memory_system,
 )
+from tasks_lib.resources import bundled_folder
 from tasks_lib.suites.recall.cases import RecallCase, load_cases, load_filler
 from tasks_lib.suites.recall.errors import RecallError
 from tasks_lib.suites.recall.filler import (
@@ -54,8 +56,6 @@ from tasks_lib.suites.recall.results import (
 from tasks_lib.suites.recall.retention import Turn, make_policy
 from tasks_lib.suites.recall.scoring import Verdict, score_answer
 from tasks_lib.suites.recall.session import RecallSession
-from tasks_lib.analysis.stats import wilson
-from tasks_lib.resources import bundled_folder
 
 BUNDLED_CASES = bundled_folder("recall")
 """The authored cases and filler shipped with memtrial (corpora/recall in a checkout)."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from tasks_lib.suites.retrieval.result import RetrievalResult
 from tasks_lib.analysis.trend import Direction, Snapshot
+from tasks_lib.suites.retrieval.result import RetrievalResult
 
 SUITE = "retrieval"
 

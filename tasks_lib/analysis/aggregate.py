@@ -24,15 +24,13 @@ from typing import Any
 import pyarrow as pa
 from pydantic import Field, ValidationError
 
-from tasks_lib.agents.base import Transcript
 from tasks_lib.analysis.admission import AdmissionDecision, admissions_key, load_decisions
-from tasks_lib.analysis.evidence import with_evidence
+from tasks_lib.analysis.evidence import Cell, Evidence, load_evidence, with_evidence
 from tasks_lib.analysis.grading import AttemptGrade, ConditionDelta, GradingSummary, grade_attempts, summarize
-from tasks_lib.arm.audit import AuditReceipt
 from tasks_lib.arm.comparability import MissingKeyError, comparison_key
 from tasks_lib.artifacts import RECORDS_TABLE, RUNS, ArtifactStore, run_key
 from tasks_lib.contracts import ContractModel, RunRecord, parse_document, violations_of
-from tasks_lib.errors import ArtifactNotFound, ContractError, MemtrialError
+from tasks_lib.errors import ArtifactNotFound, MemtrialError
 from tasks_lib.manifest import verify_run
 
 GRADES_TABLE = "grades.parquet"
@@ -140,30 +138,11 @@ def load_admissions(store: ArtifactStore, run_id: str) -> list[AdmissionDecision
         raise AggregateError(f"not an admission decision: {problems}") from None
 
 
-def load_transcripts(store: ArtifactStore, records: Sequence[RunRecord]) -> dict[tuple[str, str, int], Transcript | None]:
-    """Stored transcripts by (task, condition, trial); None where the record names none or it is missing."""
-    out: dict[tuple[str, str, int], Transcript | None] = {}
-    for r in records:
-        transcript = None
-        if r.transcript:
-            try:
-                transcript = store.get_json(r.transcript, Transcript)
-            except (ArtifactNotFound, ContractError):
-                transcript = None
-        out[(r.task_id, r.condition, r.trial)] = transcript
-    return out
-
-
-def audit_rows(store: ArtifactStore, records: Sequence[RunRecord]) -> list[AuditRow]:
+def audit_rows(records: Sequence[RunRecord], evidence: Mapping[Cell, Evidence]) -> list[AuditRow]:
     """One row per record from its stored audit receipt (found=False when it is missing or invalid)."""
     rows = []
     for r in records:
-        receipt = None
-        if r.audit_receipt:
-            try:
-                receipt = store.get_json(r.audit_receipt, AuditReceipt)
-            except (ArtifactNotFound, ContractError):
-                receipt = None
+        receipt = evidence[(r.task_id, r.condition, r.trial)].receipt
         rows.append(AuditRow(
             task_id=r.task_id, condition=r.condition, trial=r.trial, receipt=r.audit_receipt, found=receipt is not None,
             passed=receipt.passed if receipt else None,
@@ -223,17 +202,19 @@ def aggregate_run(store: ArtifactStore, run_id: str, memory_texts: Mapping[str, 
     """
     records = load_records(store, run_id)
     verify_run(store, run_id)
-    records = with_evidence(store, records)
+    evidence = load_evidence(store, records)
+    records = with_evidence(records, evidence)
     require_one_key_per_task(records, run_id)
     admissions = load_admissions(store, run_id)
     cohort, excluded = _cohort(records, admissions)
-    transcripts = load_transcripts(store, cohort) if memory_texts is not None else None
+    transcripts = {(r.task_id, r.condition, r.trial): evidence[(r.task_id, r.condition, r.trial)].transcript for r in cohort} \
+        if memory_texts is not None else None
     grades = grade_attempts(cohort, transcripts, memory_texts)
     summary = summarize(run_id, cohort, grades, excluded=len(records) - len(cohort))
     keys = {name: run_key(run_id, name) for name in (GRADES_TABLE, ABLATIONS_TABLE, AUDIT_TABLE, SUMMARY_JSON)}
     store.put_table(keys[GRADES_TABLE], _table(grades, AttemptGrade))
     store.put_table(keys[ABLATIONS_TABLE], _table(summary.ablations, ConditionDelta))
-    audit = audit_rows(store, records)
+    audit = audit_rows(records, evidence)
     store.put_table(keys[AUDIT_TABLE], _table(audit, AuditRow))
     store.put_json(keys[SUMMARY_JSON], summary)
     return Aggregate(summary, tuple(grades), tuple(excluded), admissions is not None, tuple(audit), keys)

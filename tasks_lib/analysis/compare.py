@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from tasks_lib.analysis.admission import load_decisions, load_records
-from tasks_lib.analysis.evidence import with_evidence
+from tasks_lib.analysis.evidence import load_evidence, with_evidence
 from tasks_lib.analysis.stats import wilson
 from tasks_lib.arm.comparability import (
     ComparabilityKey,
@@ -84,7 +84,7 @@ def counted_records(store: ArtifactStore, run_id: str, basis: Basis) -> list[Run
     not back made `ungradable`); IncomparableError when none do."""
     records = load_records(store, run_id)
     verify_run(store, run_id)
-    records = with_evidence(store, records)
+    records = with_evidence(records, load_evidence(store, records))
     if basis == "admitted":
         admitted = {(d.task_id, d.condition, d.trial) for d in load_decisions(store, run_id) if d.decision == "admitted"}
         records = [r for r in records if (r.task_id, r.condition, r.trial) in admitted]

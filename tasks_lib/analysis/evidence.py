@@ -8,31 +8,58 @@ counted neither as a pass nor as a fail. The run's files themselves are sealed b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
 from tasks_lib.agents.base import Transcript
 from tasks_lib.analysis.grading import MISSING_EVIDENCE
 from tasks_lib.arm.audit import AuditReceipt
 from tasks_lib.artifacts import ArtifactStore
-from tasks_lib.contracts import RunRecord
+from tasks_lib.contracts import Document, RunRecord
 from tasks_lib.errors import ArtifactError, ContractError
 
+D = TypeVar("D", bound=Document)
 
-def evidence_problem(store: ArtifactStore, record: RunRecord) -> str | None:
-    """Why `record`'s outcome is not backed by its stored evidence, or None when it is."""
+Cell = tuple[str, str, int]
+"""(task, condition, trial): one attempt."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the artifact root holds for one attempt; None where the record names nothing or it is unreadable."""
+
+    transcript: Transcript | None
+    receipt: AuditReceipt | None
+
+
+def _read(store: ArtifactStore, key: str | None, model: type[D]) -> D | None:
+    if not key:
+        return None
+    try:
+        return store.get_json(key, model)
+    except (ArtifactError, ContractError):
+        return None
+
+
+def load_evidence(store: ArtifactStore, records: Sequence[RunRecord]) -> dict[Cell, Evidence]:
+    """Each record's stored transcript and audit receipt, read once, by (task, condition, trial)."""
+    return {(r.task_id, r.condition, r.trial): Evidence(_read(store, r.transcript, Transcript), _read(store, r.audit_receipt, AuditReceipt))
+            for r in records}
+
+
+def evidence_problem(record: RunRecord, evidence: Evidence) -> str | None:
+    """Why `record`'s outcome is not backed by its stored `evidence`, or None when it is."""
     if record.outcome == "ungradable":
         return None
     if not record.transcript:
         return "the record names no transcript"
-    try:
-        store.get_json(record.transcript, Transcript)
-    except (ArtifactError, ContractError):
+    if evidence.transcript is None:
         return f"transcript {record.transcript} is missing or unreadable"
     if not record.audit_receipt:
         return "the record names no mutation-audit receipt"
-    try:
-        receipt = store.get_json(record.audit_receipt, AuditReceipt)
-    except (ArtifactError, ContractError):
+    receipt = evidence.receipt
+    if receipt is None:
         return f"audit receipt {record.audit_receipt} is missing or unreadable"
     if record.audit_passed is not None and receipt.passed != record.audit_passed:
         return f"audit receipt {record.audit_receipt} says passed={receipt.passed}, the record says {record.audit_passed}"
@@ -44,11 +71,12 @@ def evidence_problem(store: ArtifactStore, record: RunRecord) -> str | None:
     return None
 
 
-def with_evidence(store: ArtifactStore, records: Sequence[RunRecord]) -> list[RunRecord]:
-    """`records`, each one whose evidence does not back its outcome turned `ungradable` (with the reason)."""
+def with_evidence(records: Sequence[RunRecord], evidence: Mapping[Cell, Evidence]) -> list[RunRecord]:
+    """`records`, each one whose `evidence` (from `load_evidence`) does not back its outcome turned
+    `ungradable` (with the reason)."""
     out = []
     for record in records:
-        problem = evidence_problem(store, record)
+        problem = evidence_problem(record, evidence[(record.task_id, record.condition, record.trial)])
         if problem is None:
             out.append(record)
         else:

@@ -75,8 +75,9 @@ def check_pinned(pinned: PinnedTask) -> None:
     expected = dict(pinned.digests)
     present = {"task.json", pinned.task.manifest.verifier.asset.path,
                *(f"{pinned.task.manifest.hidden_dir}/{rel}" for rel in walk_files(pinned.task.hidden_dir))}
-    for rel in sorted(present - expected.keys()):
-        raise PinnedTaskError(f"{root / rel}: appeared among the pinned runner-owned files before the check")
+    added = sorted(present - expected.keys())
+    if added:
+        raise PinnedTaskError(f"{root / added[0]}: appeared among the pinned runner-owned files before the check")
     for rel, digest in pinned.digests:
         path = root / rel
         if path.is_symlink() or not path.is_file() or sha256_file(path) != digest:

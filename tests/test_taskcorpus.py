@@ -262,7 +262,7 @@ def test_broken_task_fails_exactly_its_invariant(tmp_path: Path, breaker: Callab
 def test_invariant_names_are_the_documented_ones() -> None:
     assert INVARIANTS == (
         "layout", "fails-on-fixture", "passes-with-solution", "hidden-unreachable", "no-answer-leak",
-        "certification-clean", "digests-match",
+        "certification-clean", "digests-match", "post-turn-owned",
     )
 
 

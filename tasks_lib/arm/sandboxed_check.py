@@ -4,9 +4,14 @@ The post-turn tests import what the agent wrote, so the check runs code the agen
 never runs on the host. It runs in a fresh sandbox of the attempt's provider (`local` = bwrap,
 `docker` = a container) with network `none`, only PATH, LANG and PYTHONDONTWRITEBYTECODE in its
 environment, the host seen through the provider's allow-list (the toolchain read-only, the
-workspace read-write, the verifier read-only at the neutral path `/verifier/<name>`), unprivileged
+workspace read-write, the verifier read-only at the neutral path `/verifier/<name>`, the post-turn
+harness read-only at `/harness`), unprivileged
 with every capability dropped, and limits on time, processes, memory and output. Every process of
 the check is killed when it ends, and the provider counts any that outlived the kill.
+
+The check is the runner-owned harness (`post_turn`), which runs the post-turn tests and then the
+verifier, and prints its result with the attempt's nonce; every `__pycache__` and `.pyc` of the
+workspace is removed first and the check's Python keeps its bytecode under a private prefix.
 
 The result (`SandboxedCheck`) says which sandbox ran the check and what it could not enforce; the
 attempt's record carries both (`check_sandbox`, `check_unenforced`).
@@ -26,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from tasks_lib.contracts import ContractModel
+from tasks_lib.arm.post_turn import HARNESS_DIR, HARNESS_TARGET, PostTurnVerdict, expected_cases, harness_argv, new_nonce, purge_bytecode, verdict
 from tasks_lib.corpus.tasks import OUTPUT_TAIL_CHARS, LoadedTask
 from tasks_lib.sandbox.base import DEFAULT_PATH, ReadOnlyMount, Sandbox, SandboxLimits, SandboxRequest, SandboxResult
 from tasks_lib.sandbox.errors import SandboxError
@@ -36,8 +42,9 @@ UNSANDBOXED_OPT_OUT = "MEMTRIAL_ALLOW_UNSANDBOXED_CHECK"
 """Set to 1 to run a check that cannot be sandboxed anyway (recorded on every record it affects)."""
 VERIFIER_DIR = "/verifier"
 """Where the verifier appears inside the sandbox (a neutral path: no host path leaks in)."""
-CHECK_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
-"""The check's whole environment (the provider adds a private HOME and TMPDIR)."""
+CHECK_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/tmp/.pycache"}
+"""The check's whole environment (the provider adds a private HOME and TMPDIR); bytecode is never
+read from the workspace, only from the sandbox's private /tmp."""
 MAX_PROCESSES = 256
 """Processes the check may run at once."""
 MAX_OUTPUT_BYTES = 1 << 20
@@ -60,6 +67,8 @@ class SandboxedCheck(ContractModel):
     """What that sandbox could not enforce for this check, the opt-out first when it was used."""
     problem: str | None = None
     """Why the result cannot be graded (not sandboxable, could not start, a process survived)."""
+    post_turn: PostTurnVerdict | None = None
+    """The harness's verdict on the post-turn cases (None when the check did not run)."""
 
 
 def check_limits(task: LoadedTask) -> SandboxLimits:
@@ -70,13 +79,17 @@ def check_limits(task: LoadedTask) -> SandboxLimits:
                          max_processes=MAX_PROCESSES, max_output_bytes=MAX_OUTPUT_BYTES)
 
 
-def check_request(task: LoadedTask, workspace: Path, *, moved: bool = True) -> SandboxRequest:
-    """The check as a sandbox request; `moved=False` keeps the verifier at its host path (process isolation)."""
+def check_request(task: LoadedTask, workspace: Path, nonce: str, *, moved: bool = True) -> SandboxRequest:
+    """The check as a sandbox request: the harness (with `nonce`) over the post-turn files, then the
+    verifier; `moved=False` keeps both at their host paths (process isolation)."""
     verifier = task.verifier_path.resolve()
     inside = f"{VERIFIER_DIR}/{PurePosixPath(task.manifest.verifier.asset.path).name}" if moved else str(verifier)
-    argv = tuple(arg.replace("{verifier}", inside) for arg in task.manifest.check_command)
-    return SandboxRequest(argv=argv, workspace=workspace.resolve(), env=dict(CHECK_ENV), limits=check_limits(task),
-                          mounts=(ReadOnlyMount(source=verifier, target=inside if moved else None),))
+    harness = HARNESS_TARGET if moved else str(HARNESS_DIR)
+    verifier_argv = tuple(arg.replace("{verifier}", inside) for arg in task.manifest.check_command)
+    return SandboxRequest(argv=harness_argv(nonce, task.hidden_dir, verifier_argv, harness), workspace=workspace.resolve(),
+                          env=dict(CHECK_ENV), limits=check_limits(task),
+                          mounts=(ReadOnlyMount(source=verifier, target=inside if moved else None),
+                                  ReadOnlyMount(source=HARNESS_DIR, target=harness if moved else None)))
 
 
 def open_check_sandbox(name: str, options: Mapping[str, object]) -> tuple[Sandbox | None, str | None]:
@@ -117,14 +130,17 @@ def run_sandboxed_check(task: LoadedTask, workspace: Path, sandbox: str = "local
                 provider = LocalSandbox(bwrap=False)
             except SandboxError as error:
                 return SandboxedCheck(problem=f"the post-turn check could not run at all: {problem}; {error}")
+    purge_bytecode(workspace)
+    nonce = new_nonce()
     with provider:
         caps = provider.capabilities()
         label = f"{caps.provider}/{caps.isolation}" + (f" (unsandboxed: {UNSANDBOXED_OPT_OUT}=1)" if notes else "")
         try:
-            result = provider.run(check_request(task, workspace, moved=caps.isolation != "process"))
+            result = provider.run(check_request(task, workspace, nonce, moved=caps.isolation != "process"))
         except SandboxError as error:
             return SandboxedCheck(sandbox=label, unenforced=notes, problem=f"the check could not start in {label}: {error}")
-    tail = (result.stdout.text + result.stderr.text + ("\n[timed out]" if result.timed_out else ""))[-OUTPUT_TAIL_CHARS:]
+    tail = (result.stderr.text + ("\n[timed out]" if result.timed_out else ""))[-OUTPUT_TAIL_CHARS:]
     survived = f"{result.survivors} process(es) of the check outlived the sandbox's kill" if result.survivors else None
     return SandboxedCheck(exit_code=_exit_code(result), ran=True, output_tail=tail, sandbox=label,
-                          unenforced=notes + result.unenforced, problem=survived)
+                          unenforced=notes + result.unenforced, problem=survived,
+                          post_turn=verdict(result.stdout.text, nonce, expected_cases(task.hidden_dir)))

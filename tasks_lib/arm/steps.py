@@ -403,9 +403,14 @@ def _grade(run: AgentRun, receipt: AuditReceipt | None, check: CheckOutcome) -> 
         return "ungradable", True, check.sandboxed.problem
     if not check.ran:
         return "ungradable", True, "the check command could not run"
+    if check.exit_code is None:
+        return "fail", False, "check timed out"
+    post_turn = check.sandboxed.post_turn if check.sandboxed is not None else None
+    if post_turn is not None and not post_turn.passed:
+        return "fail", False, f"post-turn tests not proven: {post_turn.problem}"
     if check.exit_code == 0:
         return "pass", False, None
-    return "fail", False, "check failed" if check.exit_code is not None else "check timed out"
+    return "fail", False, "check failed"
 
 
 def attempt_prefix(attempt: Attempt) -> tuple[str, ...]:

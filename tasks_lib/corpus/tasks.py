@@ -42,6 +42,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from tasks_lib.arm.post_turn import HARNESS_DIR, entry_points, expected_cases, harness_argv, new_nonce, verdict
 from tasks_lib.contracts import (
     CertificationReport,
     ContractModel,
@@ -69,7 +70,7 @@ NARRATION_NGRAM = 6
 
 Invariant = Literal[
     "layout", "fails-on-fixture", "passes-with-solution", "hidden-unreachable", "no-answer-leak",
-    "certification-clean", "digests-match",
+    "certification-clean", "digests-match", "post-turn-owned",
 ]
 INVARIANTS: tuple[str, ...] = Invariant.__args__  # type: ignore[attr-defined]
 """Every invariant name, in the order they are checked."""
@@ -114,7 +115,9 @@ class CheckRun(ContractModel):
     seconds: float = Field(ge=0)
     """Wall time of the check."""
     output_tail: str
-    """The last characters of its combined stdout and stderr."""
+    """The last characters of its stderr (the harness keeps stdout for its result)."""
+    post_turn: str | None = None
+    """Why the harness did not prove every post-turn case passed; None when it did."""
 
 
 class TaskCheck(ContractModel):
@@ -372,13 +375,15 @@ def overlay(source: Path, dest: Path) -> list[str]:
     return copied
 
 
-def _check_argv(task: LoadedTask) -> list[str]:
+def _check_argv(task: LoadedTask, nonce: str) -> list[str]:
     verifier = str(task.verifier_path.resolve())
-    return [arg.replace("{verifier}", verifier) for arg in task.manifest.check_command]
+    verifier_argv = tuple(arg.replace("{verifier}", verifier) for arg in task.manifest.check_command)
+    return list(harness_argv(nonce, task.hidden_dir, verifier_argv, str(HARNESS_DIR)))
 
 
 def run_check(task: LoadedTask, workspace: Path, stage: Literal["fixture", "solution"]) -> CheckRun:
-    """Run the task's check command on the host with `workspace` as cwd; never raises for a failing check.
+    """Run the task's check (the post-turn harness, then the verifier) on the host with `workspace`
+    as cwd; never raises for a failing check.
 
     Only for authored code: `check_corpus` runs it on a fixture and a solution built from the
     committed corpus (the task author's own files, the same trust as the verifier itself), never
@@ -386,19 +391,23 @@ def run_check(task: LoadedTask, workspace: Path, stage: Literal["fixture", "solu
     """
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTHONPATH", None)
+    nonce = new_nonce()
     started = time.monotonic()
+    stdout = b""
     try:
         done = subprocess.run(
-            _check_argv(task), cwd=workspace, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+            _check_argv(task, nonce), cwd=workspace, env=env, stdin=subprocess.DEVNULL, capture_output=True,
             timeout=task.manifest.verifier.timeout_seconds, check=False,
         )
-        code, output = done.returncode, done.stdout + done.stderr
+        code, stdout, output = done.returncode, done.stdout, done.stderr
     except subprocess.TimeoutExpired as error:
-        code, output = None, (error.stdout or b"") + (error.stderr or b"") + b"\n[timed out]"
+        code, output = None, (error.stderr or b"") + b"\n[timed out]"
     except OSError as error:
         code, output = None, f"[cannot start the check: {error}]".encode()
     tail = output.decode("utf-8", errors="replace")[-OUTPUT_TAIL_CHARS:]
-    return CheckRun(stage=stage, exit_code=code, seconds=round(time.monotonic() - started, 3), output_tail=tail)
+    proof = verdict(stdout.decode("utf-8", errors="replace"), nonce, expected_cases(task.hidden_dir))
+    return CheckRun(stage=stage, exit_code=code, seconds=round(time.monotonic() - started, 3), output_tail=tail,
+                    post_turn=proof.problem)
 
 
 def build_workspace(repo: Path, commit: str, task: LoadedTask, task_subdir: str, dest: Path) -> list[str]:
@@ -415,15 +424,40 @@ def check_check_runs(task: LoadedTask, fixture_run: CheckRun, solution_run: Chec
     """Invariants 1 and 2 from the two runs."""
     out = []
     tid, m = task.task_id, task.manifest
-    if fixture_run.exit_code == 0:
+    if fixture_run.exit_code == 0 and fixture_run.post_turn is None:
         out.append(_failure(tid, "fails-on-fixture", m.fixture, "the check already passes on the untouched fixture with hidden/ applied; a task that passes with no work is broken"))
     if solution_run.exit_code != 0:
         status = "timed out or could not start" if solution_run.exit_code is None else f"exits {solution_run.exit_code}"
         out.append(_failure(tid, "passes-with-solution", m.solution_dir, f"the check {status} with solution/ and hidden/ applied: {solution_run.output_tail.strip()[-300:]!r}"))
+    if solution_run.exit_code == 0 and solution_run.post_turn is not None:
+        out.append(_failure(tid, "passes-with-solution", m.hidden_dir, f"the post-turn harness did not prove the solution: {solution_run.post_turn}"))
     for rel in walk_files(task.solution_dir):
         if not any(within(rel, allowed) for allowed in m.allowed_output_paths):
             out.append(_failure(tid, "passes-with-solution", f"{m.solution_dir}/{rel}", "the solution writes outside allowed_output_paths, so the mutation audit would void it"))
     return out
+
+
+def _covers(allowed: str, entry: str) -> bool:
+    """True when allowed output path `allowed` lets the agent change `entry` (a file, or a folder ending in /)."""
+    allowed = allowed.rstrip("/")
+    if entry.endswith("/"):
+        folder = entry.rstrip("/")
+        return within(allowed, folder) or within(folder, allowed)
+    return within(entry, allowed)
+
+
+def check_post_turn_owned(task: LoadedTask) -> list[CorpusFailure]:
+    """Invariant 7: hidden/ holds post-turn cases, and no allowed output path covers a post-turn test
+    file or an entry point the tests rely on (`tasks_lib.arm.post_turn.entry_points`)."""
+    tid, m = task.task_id, task.manifest
+    if not expected_cases(task.hidden_dir):
+        return [_failure(tid, "post-turn-owned", m.hidden_dir, "hidden/ holds no post-turn test case (test*.py with TestCase methods, "
+                                                               "*.test.js with top-level test() calls, or *.sh); add one")]
+    return [
+        _failure(tid, "post-turn-owned", f"{MANIFEST_NAME}:allowed_output_paths", f"{allowed!r} lets the agent change {entry!r}, which the "
+                 "post-turn tests rely on; narrow it to the files the agent may change")
+        for allowed in m.allowed_output_paths for entry in entry_points(task.hidden_dir) if _covers(allowed, entry)
+    ]
 
 
 def _symlink_escapes(root: Path, rel: str) -> bool:
@@ -599,6 +633,7 @@ def _check_sound_layout(repo: Path, commit: str, task_subdir: str, task: LoadedT
     overlay(task.hidden_dir, solved)
     solution_run = run_check(task, solved, "solution")
     failures += check_check_runs(task, fixture_run, solution_run)
+    failures += check_post_turn_owned(task)
     return TaskCheck(task_id=task.task_id, kind=task.manifest.kind, runs=(fixture_run, solution_run), certification=report, failures=tuple(failures))
 
 

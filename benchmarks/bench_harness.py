@@ -4,7 +4,7 @@ A task whose fixture holds 1,000 files of Django 5.1.4's sdist (pinned by SHA-25
 bench_prepare.py) is committed into a temporary repository. One attempt under `on` is timed with a
 no-op agent (it returns at once), so the figure is everything the runner does besides the agent:
 materialize the workspace, audit snapshot, plant memories, audit, apply hidden/, run a trivial
-check, confirm injection, store transcript, receipt and record, forget, clean up.
+check (the post-turn harness over one shell case, then the verifier), confirm injection, store transcript, receipt and record, forget, clean up.
 
 Rounds alternate three timings: the floor; an attempt that builds its workspace from git objects
 (what `run_attempt` does alone, and the first attempt of each task in a matrix); and an attempt
@@ -66,13 +66,13 @@ def make_task_repo(where: Path) -> tuple[Path, str]:
     (task / "solution").mkdir()
     (task / "solution" / "NOTES.txt").write_text("done\n")
     (task / "hidden").mkdir()
-    (task / "hidden" / "CHECK.txt").write_text("hidden\n")
+    (task / "hidden" / "check.sh").write_text("#!/bin/sh\nexit 0\n")
     manifest = {
         "schema_version": 1, "task_id": "bench-task", "kind": "deducible",
         "instruction": "Add a notes file.", "check_command": ["sh", "{verifier}"],
         "verifier": {"runtime": "posix-shell", "asset": {"path": "verifier.sh", "sha256": hashlib.sha256(VERIFIER).hexdigest()}},
         "memories": [{"text": "Release notes go in NOTES.txt at the top level.", "lane": "keyword", "kind": "convention"}],
-        "allowed_output_paths": ["NOTES.txt", "CHECK.txt"],
+        "allowed_output_paths": ["NOTES.txt"],
     }
     (task / "task.json").write_text(json.dumps(manifest))
     env = {**GIT_ENV, "PATH": "/usr/bin:/bin"}

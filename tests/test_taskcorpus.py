@@ -174,6 +174,7 @@ def pass_untouched(task: Path) -> str:
     data = _manifest(task)
     data["check_command"] = ["sh", "-c", "exit 0"]
     _save_manifest(task, data)
+    (task / "hidden" / "tests" / "critical.sh").write_text("exit 0\n")
     return "fixture"
 
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from tasks_lib.contracts import ContractModel
-from tasks_lib.arm.post_turn import HARNESS_DIR, HARNESS_TARGET, PostTurnVerdict, expected_cases, harness_argv, new_nonce, purge_bytecode, verdict
+from tasks_lib.corpus.post_turn import HARNESS_DIR, HARNESS_TARGET, PostTurnVerdict, expected_cases, harness_argv, new_nonce, purge_bytecode, verdict
 from tasks_lib.corpus.tasks import OUTPUT_TAIL_CHARS, LoadedTask
 from tasks_lib.sandbox.base import DEFAULT_PATH, ReadOnlyMount, Sandbox, SandboxLimits, SandboxRequest, SandboxResult
 from tasks_lib.sandbox.errors import SandboxError

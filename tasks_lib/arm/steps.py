@@ -405,12 +405,12 @@ def _grade(run: AgentRun, receipt: AuditReceipt | None, check: CheckOutcome) -> 
         return "ungradable", True, "the check command could not run"
     if check.exit_code is None:
         return "fail", False, "check timed out"
+    if check.exit_code != 0:
+        return "fail", False, "check failed"
     post_turn = check.sandboxed.post_turn if check.sandboxed is not None else None
-    if post_turn is not None and not post_turn.passed:
-        return "fail", False, f"post-turn tests not proven: {post_turn.problem}"
-    if check.exit_code == 0:
-        return "pass", False, None
-    return "fail", False, "check failed"
+    if post_turn is None or not post_turn.passed:
+        return "fail", False, f"post-turn tests not proven: {post_turn.problem if post_turn else 'the harness gave no verdict'}"
+    return "pass", False, None
 
 
 def attempt_prefix(attempt: Attempt) -> tuple[str, ...]:

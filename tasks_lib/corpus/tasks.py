@@ -42,7 +42,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tasks_lib.arm.post_turn import HARNESS_DIR, entry_points, expected_cases, harness_argv, new_nonce, verdict
+from tasks_lib.corpus.post_turn import HARNESS_DIR, entry_points, expected_cases, harness_argv, new_nonce, verdict
 from tasks_lib.contracts import (
     CertificationReport,
     ContractModel,
@@ -448,7 +448,7 @@ def _covers(allowed: str, entry: str) -> bool:
 
 def check_post_turn_owned(task: LoadedTask) -> list[CorpusFailure]:
     """Invariant 7: hidden/ holds post-turn cases, and no allowed output path covers a post-turn test
-    file or an entry point the tests rely on (`tasks_lib.arm.post_turn.entry_points`)."""
+    file or an entry point the tests rely on (`tasks_lib.corpus.post_turn.entry_points`)."""
     tid, m = task.task_id, task.manifest
     if not expected_cases(task.hidden_dir):
         return [_failure(tid, "post-turn-owned", m.hidden_dir, "hidden/ holds no post-turn test case (test*.py with TestCase methods, "

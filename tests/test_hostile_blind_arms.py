@@ -98,7 +98,7 @@ for path in sorted(set(stores)):
 stdin = sys.stdin.read()
 seen = {{
     "env": dict(os.environ), "argv": sys.argv, "cwd": os.getcwd(), "uid": os.getuid(),
-    "stdin": stdin.split("\\n\\n<system-reminder>")[0], "home": listing(os.environ["HOME"]),
+    "stdin": stdin.split("\\n\\n<system-reminder>")[0].rstrip(), "home": listing(os.environ["HOME"]),
     "workspace": listing("."), "tmp": listing("/tmp"), "mountinfo": read("/proc/self/mountinfo"),
     "transcript": [json.loads(line) for line in read(os.environ["AGENT_TRANSCRIPT"]).splitlines()],
     "stores": sorted(set(stores)), "sockets": sockets, "texts": texts, "probe": probe,
@@ -151,7 +151,8 @@ def _view(observed: Mapping[str, object]) -> object:
     folder = Path(store).parent.name + "/" if store else None
     mounts = [" ".join(line.split()[3:]) for line in str(observed["mountinfo"]).splitlines()]
     return _normalized({
-        **{k: observed[k] for k in ("argv", "cwd", "uid", "stdin", "home", "workspace")},
+        **{k: observed[k] for k in ("argv", "cwd", "stdin", "home", "workspace")},
+        "uid": "<per-attempt>" if observed["uid"] != 0 else 0,  # each attempt runs as a fresh unprivileged uid
         "env": env,
         "tmp": [p for p in observed["tmp"] if not (folder and (p + "/").startswith(folder))],  # type: ignore[union-attr]
         "mounts": sorted(m for m in mounts if not (store and store in m)),
@@ -164,7 +165,9 @@ def test_an_off_arm_differs_from_on_only_by_its_memory(seen: dict[str, dict[str,
     its arm off its environment; every other name, path, file and mount must match `on` exactly."""
     on = _view(seen["on"])
     for condition in ("off", "ablate:all", "ablate:keyword"):
-        assert _view(seen[condition]) == on, f"{condition} differs from on beyond its memory"
+        view = _view(seen[condition])
+        assert view == on, f"{condition} differs from on beyond its memory: " + json.dumps(
+            {k: (view[k], on[k]) for k in on if view[k] != on[k]})  # type: ignore[index]
     assert memory_env_names.STORE_ENV in seen["on"]["env"] and memory_env_names.STORE_ENV not in seen["off"]["env"]  # type: ignore[operator]
     assert seen["on"]["injection"] == "yes" and seen["off"]["injection"] == "no"
 
@@ -185,6 +188,7 @@ def test_an_arm_without_memory_finds_no_store_or_socket_anywhere(seen: dict[str,
     """Regression: the store was mounted read-only into `ablate:all`, and an agent reading it directly
     passed with injection "no"; nothing may be planted, mounted or named for an arm without memory."""
     observed = seen[condition]
+    assert seen["on"]["stores"], "the search found no store even in `on`: it proves nothing"
     assert (observed["stores"], observed["sockets"], observed["texts"]) == ([], [], []), condition
     assert observed["injection"] == "no" and observed["outcome"] == "fail", condition
     memories = [m.text for t in load_tasks(Path(__file__).resolve().parents[1] / "corpora" / "tasks")

@@ -4,7 +4,9 @@
 (consistent even while the source is open) and returns its digest. `restore_replica` copies a
 frozen file into one run's folder, checking the digest first, so every run starts from the same
 bytes and nothing a run does can reach the frozen original. `server` serves one replica on a
-private Unix socket so an agent's CLI and its child hooks share one process.
+private Unix socket so an agent's CLI and its child hooks share one process. `strip_lanes` removes
+what an ablated lane answers from (its index rows, vectors or entities) from one run's replica, so an
+`ablate:<lane>` arm's replica cannot answer that lane by any route.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -53,7 +54,7 @@ CONDITIONS = ("off", "on", "ablate:all", "ablate:keyword")
 KEYWORD = "pager"
 """A word only a planted memory holds: a keyword-lane probe for it finds the convention."""
 OBSERVER = f"""
-import json, os, socket, stat, sqlite3, sys
+import json, os, stat, sqlite3, sys
 
 def listing(top):
     out = []
@@ -70,7 +71,9 @@ def read(path):
         return type(error).__name__
 
 stores, sockets, texts = [], [], []
-for top in ("/etc", "/home", "/tmp", "/var", "/workspace", os.environ.get("HOME", "/")):
+mounted = [line.split()[4] for line in read("/proc/self/mountinfo").splitlines()]
+toolchain = ("/usr", "/bin", "/sbin", "/lib", "/proc", "/dev")
+for top in {{"/etc", "/home", "/tmp", "/var", os.getcwd(), os.environ["HOME"], *(m for m in mounted if not m.startswith(toolchain))}}:
     for root, dirs, files in os.walk(top):
         for name in files:
             path = os.path.join(root, name)
@@ -100,13 +103,14 @@ seen = {{
     "env": dict(os.environ), "argv": sys.argv, "cwd": os.getcwd(), "uid": os.getuid(),
     "stdin": stdin.split("\\n\\n<system-reminder>")[0].rstrip(), "home": listing(os.environ["HOME"]),
     "workspace": listing("."), "tmp": listing("/tmp"), "mountinfo": read("/proc/self/mountinfo"),
-    "transcript": [json.loads(line) for line in read(os.environ["AGENT_TRANSCRIPT"]).splitlines()],
+    "transcript": [json.loads(line) for line in read(os.environ[{memory_env_names.TRANSCRIPT_ENV!r}]).splitlines()],
     "stores": sorted(set(stores)), "sockets": sockets, "texts": texts, "probe": probe,
 }}
 print(json.dumps({{"kind": "message", "text": json.dumps(seen)}}))
 """
-"""The observing agent: records what it can see, searches for any store or socket, and opens every
-store it finds itself (no hook, no memtrial code: plain sqlite3), then prints it all as one message."""
+"""The observing agent: records what it can see, searches every folder it can write or that is mounted
+(all but the toolchain) for a store or socket, opens every store it finds itself (no hook, no
+memtrial code: plain sqlite3), then prints it all as one message."""
 
 
 @pytest.fixture(scope="module")
@@ -154,10 +158,18 @@ def _view(observed: Mapping[str, object]) -> object:
         **{k: observed[k] for k in ("argv", "cwd", "stdin", "home", "workspace")},
         "uid": "<per-attempt>" if observed["uid"] != 0 else 0,  # each attempt runs as a fresh unprivileged uid
         "env": env,
-        "tmp": [p for p in observed["tmp"] if not (folder and (p + "/").startswith(folder))],  # type: ignore[union-attr]
-        "mounts": sorted(m for m in mounts if not (store and store in m)),
+        "tmp": sorted(_normalized([p for p in observed["tmp"] if not (folder and (p + "/").startswith(folder))])),  # type: ignore[union-attr, call-overload]
+        "mounts": sorted(_normalized([m for m in mounts if not (store and store in m)])),  # type: ignore[call-overload]
         "transcript": [s for s in observed["transcript"] if s.get("source") != "hook"],  # type: ignore[union-attr]
     })
+
+
+def _difference(got: object, want: object) -> object:
+    """The items only one side has (for lists), else both values."""
+    if isinstance(got, list) and isinstance(want, list):
+        here, there = Counter(map(json.dumps, got)), Counter(map(json.dumps, want))
+        return {"only here": sorted((here - there).elements()), "only in on": sorted((there - here).elements())}
+    return {"here": got, "on": want}
 
 
 def test_an_off_arm_differs_from_on_only_by_its_memory(seen: dict[str, dict[str, object]]) -> None:
@@ -167,7 +179,7 @@ def test_an_off_arm_differs_from_on_only_by_its_memory(seen: dict[str, dict[str,
     for condition in ("off", "ablate:all", "ablate:keyword"):
         view = _view(seen[condition])
         assert view == on, f"{condition} differs from on beyond its memory: " + json.dumps(
-            {k: (view[k], on[k]) for k in on if view[k] != on[k]})  # type: ignore[index]
+            {k: _difference(view[k], on[k]) for k in on if view[k] != on[k]})  # type: ignore[index]
     assert memory_env_names.STORE_ENV in seen["on"]["env"] and memory_env_names.STORE_ENV not in seen["off"]["env"]  # type: ignore[operator]
     assert seen["on"]["injection"] == "yes" and seen["off"]["injection"] == "no"
 

@@ -19,9 +19,9 @@ Prefect task (`flows.stages.run_arm`), instead of composing the stages again:
    Wrapped as `materialize-workspace`.
 2. `provision_memory(attempt, run_id, workspace.root, embedder, provisioner) -> ProvisionedMemory`:
    realm, planted ids and the agent's memory environment (nothing under `off` or `ablate:all`, a
-   replica without the lane's data under `ablate:<lane>`); with a
-   `ProvisionerSpec` the memory system's provisioner restores the memories instead of the
-   embedded store, and proves them present before the agent runs (see `provisioned_arm`).
+   replica without the lane's data under `ablate:<lane>`); with a `ProvisionerSpec` the memory
+   system's provisioner restores the memories instead of the embedded store, and proves them
+   present before the agent runs (see `provisioned_arm`).
    Wrapped as `provision-memory`.
 3. `run_agent(attempt, workspace, memory, agent_name, ...) -> AgentRun`, within the task's
    `agent_timeout_seconds` (part of its manifest, so of the arm's identity). Wrapped as `run-agent`.
@@ -167,7 +167,7 @@ class ProvisionedMemory:
     realm: str
     """The trial's canonical realm."""
     env: Mapping[str, str]
-    """Environment the agent and its hooks get (realm, store, kill switch, ablated lanes)."""
+    """Environment the agent and its hooks get (the realm; the store only in an arm with memory)."""
     planted_ids: tuple[str, ...] = ()
     """Ids returned by planting, for teardown by exact id (empty under `off`)."""
     store_path: Path | None = None

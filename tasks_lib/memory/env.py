@@ -5,8 +5,9 @@ This is the one place these names are spelled: each constant below is one line, 
 here, so renaming a variable is a one-line change (tests/test_memory_env.py fails when code spells a
 name again). The names are neutral on purpose: an agent must not learn from its environment that it
 is measured, by what, or in which arm, so no name says memtrial, a condition, `off` or an ablation,
-and every arm gets the same names except the store variable, which only an arm with memory has. Settings only the runner reads (MEMTRIAL_HOME, MEMTRIAL_ARTIFACT_ROOT, the provisioner's
-state folder, ...) stay with the code that reads them: the agent never sees them.
+and every arm gets the same names except the store variable, which only an arm with memory has.
+Settings only the runner reads (MEMTRIAL_HOME, MEMTRIAL_ARTIFACT_ROOT, the provisioner's state
+folder, ...) stay with the code that reads them: the agent never sees them.
 
 Importing this module costs nothing: the hook reads it on every prompt, before anything else.
 """

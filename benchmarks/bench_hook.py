@@ -2,7 +2,7 @@
 
 Three commands, interleaved round by round so machine noise hits all of them alike:
 - floor: `python -c pass`;
-- off: the hook with the kill switch set (an arm without memory must cost about the floor);
+- off: the hook of an arm without memory (the realm, no store: it must cost about the floor);
 - on: the hook recalling from a reference store holding one task's memories (target: well under 100 ms).
 
 Prints the median wall time of each and the ratios to the floor, in one run.
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, STORE_ENV
+from tasks_lib.memory.env import AGENT_ENV, REALM_ENV, STORE_ENV
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 REALM = "project:0123456789abcdef"
@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     hook = [sys.executable, "-m", "tasks_lib.memory.delivery.hook"]
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIAL_")}
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIAL_") and k not in AGENT_ENV}
     with tempfile.TemporaryDirectory() as scratch:
         store_path = Path(scratch) / "memory.sqlite"
         store = SqliteMemoryStore(store_path)
@@ -56,7 +56,7 @@ def main() -> None:
         store.close()
         commands = {
             "floor": ([sys.executable, "-c", "pass"], base),
-            "off": (hook, {**base, MEMORY_OFF_ENV: "1"}),
+            "off": (hook, {**base, REALM_ENV: REALM}),  # an arm without memory: the realm, no store
             "on": (hook, {**base, REALM_ENV: REALM, STORE_ENV: str(store_path)}),
         }
         times: dict[str, list[float]] = {name: [] for name in commands}

@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--system", required=True)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    workspace = Path(os.environ.get("MEMTRIAL_WORKSPACE", "."))
+    workspace = Path(os.environ.get("AGENT_WORKSPACE", "."))
     hidden = Path(args.hidden)
 
     attempt("edit-visible-test", lambda: Path("tests/test_calc.py").write_text(

@@ -217,15 +217,18 @@ def test_planted_memories_are_forgotten_by_exact_id_even_on_failure(tmp_path: Pa
 @pytest.mark.parametrize(
     ("condition", "expected"),
     [
-        ("off", {MEMORY_OFF_ENV: "1", REALM_ENV: "trial:r"}),
+        ("off", {REALM_ENV: "trial:r"}),
         ("on", {REALM_ENV: "trial:r", STORE_ENV: "/m.sqlite"}),
-        ("ablate:graph", {REALM_ENV: "trial:r", STORE_ENV: "/m.sqlite", ABLATE_LANES_ENV: "graph"}),
-        ("ablate:all", {REALM_ENV: "trial:r", STORE_ENV: "/m.sqlite", ABLATE_LANES_ENV: "all"}),
+        ("ablate:graph", {REALM_ENV: "trial:r", STORE_ENV: "/m.sqlite"}),
+        ("ablate:all", {REALM_ENV: "trial:r"}),
     ],
-    ids=["off-uses-the-kill-switch", "on", "ablate-lane", "ablate-all"],
+    ids=["off-has-no-store", "on", "ablate-lane-gets-its-stripped-replica", "ablate-all-has-no-store"],
 )
 def test_memory_environment_per_condition(condition: str, expected: dict[str, str]) -> None:
-    assert memory_env(condition, "trial:r", Path("/m.sqlite")) == expected
+    """Regression: `off` exported a kill switch and ablations a lane switch, which the agent could read."""
+    env = memory_env(condition, "trial:r", Path("/m.sqlite"))
+    assert env == expected
+    assert not {MEMORY_OFF_ENV, ABLATE_LANES_ENV} & set(env)
 
 
 @pytest.mark.parametrize(

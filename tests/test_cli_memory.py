@@ -17,7 +17,7 @@ import pytest
 
 from flows.cli.main import main
 from tasks_lib.memory.delivery.provenance import find_provenance
-from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, SOCKET_ENV
+from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, SOCKET_ENV, STORE_ENV
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.trees import sha256_file
 
@@ -146,7 +146,7 @@ def test_serve_detached_then_hook_through_the_socket_then_stop(store: tuple[Path
 
 
 def test_hook_command_fails_non_blocking_in_one_line(tmp_path: Path) -> None:
-    done = _cli(["memory", "hook"], stdin=b"{}", env={REALM_ENV: REALM})
+    done = _cli(["memory", "hook"], stdin=b"{}", env={REALM_ENV: REALM, STORE_ENV: str(tmp_path / "memory.sqlite")})
     assert done.returncode == 1 and done.stdout == b"" and done.stderr.count(b"\n") == 1
 
 

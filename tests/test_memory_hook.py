@@ -62,10 +62,12 @@ def test_plain_output_is_the_bare_block(db: tuple[Path, tuple[str, ...]]) -> Non
         ({MEMORY_OFF_ENV: "1"}, None),
         ({MEMORY_OFF_ENV: "1", REALM_ENV: ""}, "not even json"),
         ({ABLATE_LANES_ENV: "all"}, None),
+        ({STORE_ENV: "", REALM_ENV: ""}, "not even json"),
         ({}, _event(name="SessionStart")),
         ({}, _event(prompt="zebra crossing lollipop")),
     ],
-    ids=["kill-switch", "kill-switch-before-anything-else", "ablate-all", "session-start-without-query", "no-hit"],
+    ids=["kill-switch", "kill-switch-before-anything-else", "ablate-all",
+         "no-store-is-silent-like-an-arm-without-memory", "session-start-without-query", "no-hit"],
 )
 def test_hook_emits_nothing(db: tuple[Path, tuple[str, ...]], env_extra: dict[str, str], stdin: str | None) -> None:
     result = run_hook(stdin if stdin is not None else _event(), {**_env(db[0]), **env_extra})
@@ -97,7 +99,6 @@ def test_session_start_uses_the_session_query(db: tuple[Path, tuple[str, ...]]) 
         ({REALM_ENV: ""}, None, f"{REALM_ENV} is not set"),
         ({REALM_ENV: "nocolon"}, None, f"{REALM_ENV}: 'nocolon' is not a canonical realm name"),
         ({REALM_ENV: "trial:never-made"}, None, "was never created"),
-        ({STORE_ENV: ""}, None, f"{STORE_ENV} is not set"),
         ({STORE_ENV: "/nonexistent/memory.sqlite"}, None, "no memory store at"),
         ({ABLATE_LANES_ENV: "keywrod"}, None, "unknown lane(s) keywrod"),
         ({MEMORY_OFF_ENV: "yes"}, None, f"{MEMORY_OFF_ENV}='yes' is not understood"),
@@ -108,7 +109,7 @@ def test_session_start_uses_the_session_query(db: tuple[Path, tuple[str, ...]]) 
         ({}, json.dumps({"hook_event_name": "UserPromptSubmit"}), "prompt: missing"),
     ],
     ids=[
-        "missing-realm", "malformed-realm", "unknown-realm", "missing-db", "absent-db", "misspelt-lane",
+        "missing-realm", "malformed-realm", "unknown-realm", "absent-db", "misspelt-lane",
         "bad-kill-switch", "non-utf8-stdin", "bad-json", "not-an-object", "wrong-event", "no-prompt",
     ],
 )

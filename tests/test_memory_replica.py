@@ -8,7 +8,7 @@ import pytest
 
 from tasks_lib.errors import DigestMismatchError
 from tasks_lib.memory.errors import MemoryStoreError
-from tasks_lib.memory.reference.replica import REPLICA_FILE_NAME, restore_replica, snapshot
+from tasks_lib.memory.reference.replica import REPLICA_FILE_NAME, restore_replica, snapshot, strip_lanes
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.trees import sha256_file
 
@@ -66,3 +66,32 @@ def test_refusals(tmp_path: Path) -> None:
         restore_replica(tmp_path / "frozen.sqlite", tmp_path / "run")
     with pytest.raises(MemoryStoreError, match="run snapshot first"):
         restore_replica(tmp_path / "nothing.sqlite", tmp_path / "run-x")
+
+
+STRIP_TEXT = "Call paybridge.client.send_invoice with the PAYBRIDGE_TENANT header; the gateway rejects invoices without it."
+STRIP_QUERY = "which header does paybridge.client.send_invoice need for invoices"
+
+
+@pytest.mark.parametrize("lane", ["keyword", "semantic", "graph"])
+def test_a_stripped_replica_cannot_answer_its_ablated_lane_but_still_answers_the_others(tmp_path: Path, lane: str) -> None:
+    """Regression: an ablation arm got the full replica plus a switch asking the hook to skip the lane;
+    anything opening the file itself could still recall through it."""
+    path = tmp_path / "memory.sqlite"
+    with SqliteMemoryStore(path) as store:
+        store.create_realm(REALM)
+        (planted,) = store.remember(REALM, [STRIP_TEXT])
+        lanes = store.LANES[:3]
+        assert all(store.recall(REALM, STRIP_QUERY, 5, lanes=(each,)) for each in lanes), "every lane answers before"
+    strip_lanes(path, [lane])
+    with SqliteMemoryStore(path, create=False) as store:
+        assert not store.recall(REALM, STRIP_QUERY, 5, lanes=(lane,))
+        for other in (each for each in lanes if each != lane):
+            assert [h.id for h in store.recall(REALM, STRIP_QUERY, 5, lanes=(other,))] == [planted], other
+        assert store.forget([planted]) == (planted,), "planted ids must still be forgettable by exact id"
+
+
+def test_strip_refuses_an_unknown_lane_and_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(MemoryStoreError, match="cannot strip vector; strippable lanes are keyword"):
+        strip_lanes(tmp_path / "memory.sqlite", ["vector"])
+    with pytest.raises(MemoryStoreError, match="replica: no store at"):
+        strip_lanes(tmp_path / "memory.sqlite", ["keyword"])

@@ -16,7 +16,7 @@ import pytest
 from tasks_lib.agents.base import Transcript
 from tasks_lib.agents.calibration_plan import expected_attempt, key_texts, load_key_lanes
 from tasks_lib.arm.provisioned import ARTIFACT_NAME, ProvisionedArmError, restore_arm, write_artifact
-from tasks_lib.arm.steps import REFERENCE_BUILD, Attempt, run_matrix, schedule, select_tasks
+from tasks_lib.arm.steps import REFERENCE_BUILD, ArmsError, Attempt, run_matrix, schedule, select_tasks
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.memory.provisioner.client import ProvisionerSpec, ProvisionerTimeoutError
@@ -39,7 +39,8 @@ def reference_spec(state: Path, serve: str) -> ProvisionerSpec:
 @pytest.mark.parametrize("serve", ["0", "ro"], ids=["replica-file", "served-read-only"])
 def test_the_calibration_effect_is_recovered_through_the_reference_provisioner(tmp_path: Path, serve: str) -> None:
     state = tmp_path / "state"
-    plan = schedule(select_tasks(TASKS, PICK), CONDITIONS, 1)
+    conditions = CONDITIONS if serve == "0" else [c for c in CONDITIONS if c != "ablate:corrections"]  # see below
+    plan = schedule(select_tasks(TASKS, PICK), conditions, 1)
     store = LocalStore(tmp_path / "artifacts")
     records = run_matrix(plan, run_id="prov-run", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
                          agent_name="calibration", store=store, provisioner=reference_spec(state, serve))
@@ -57,11 +58,24 @@ def test_the_calibration_effect_is_recovered_through_the_reference_provisioner(t
         assert record.planted_ids == (), where
         assert record.build_under_test == "provisioner: " + " ".join(REFERENCE), where
     assert by[("paybridge-tenant-header", "on")].outcome == "pass"
-    assert by[("paybridge-tenant-header", "ablate:corrections")].outcome == "fail", "ablation did not reach the hook"
+    if serve == "0":
+        assert by[("paybridge-tenant-header", "ablate:corrections")].outcome == "fail", "ablation did not reach the hook"
     assert by[("logship-partial-exit", "off")].outcome == "fail" and by[("logship-partial-exit", "on")].outcome == "pass"
     assert list((state / "projects").iterdir()) == [], "a project outlived its attempt"
     frozen = sorted((state / "frozen").glob("*.sqlite"))
-    assert len(frozen) == 6, "one frozen store per attempt with memory (on and two ablations, two tasks)"
+    with_memory = 2 if serve == "0" else 1  # on and ablate:corrections; ablate:all and off restore nothing
+    assert len(frozen) == 2 * with_memory, "one frozen store per attempt with memory (two tasks)"
+
+
+def test_a_served_provisioner_cannot_run_a_lane_ablation_through_an_agent_switch(tmp_path: Path) -> None:
+    """Regression: a lane ablation reached a served memory through a switch in the agent's environment,
+    which told the agent its arm; a socket cannot be stripped of a lane, so the arm is refused."""
+    state = tmp_path / "state"
+    plan = schedule(select_tasks(TASKS, ["paybridge-tenant-header"]), ["ablate:corrections"], 1)
+    with pytest.raises(ArmsError, match="cannot be stripped of a lane"):
+        run_matrix(plan, run_id="prov-run", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
+                   agent_name="calibration", store=LocalStore(tmp_path / "artifacts"), provisioner=reference_spec(state, "ro"))
+    assert list((state / "projects").iterdir()) == [], "the refused arm's project outlived it"
 
 
 def _attempt(task_id: str, condition: str = "on") -> Attempt:

@@ -28,7 +28,7 @@ memory_app = typer.Typer(
 provisioner_app = typer.Typer(help="Check a memory system's provisioner (restore, snapshot, destroy).", no_args_is_help=True)
 
 StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="Memory store file (a live store or a run's replica).")]
-SocketOpt = Annotated[Optional[str], typer.Option("--socket", help="Socket of a served replica, instead of --store (default $MEMTRIAL_MEMORY_SOCKET when --store is not given).")]
+SocketOpt = Annotated[Optional[str], typer.Option("--socket", help="Socket of a served replica, instead of --store (default $MEMORY_SOCKET when --store is not given).")]
 RealmOpt = Annotated[str, typer.Option("--realm", help="Realm, '<namespace>:<name>' (e.g. trial:run-1.task-a.on.t0).")]
 
 
@@ -169,8 +169,8 @@ def hook(
 ) -> None:
     """The agent hook (UserPromptSubmit / SessionStart): event JSON on stdin, memory on stdout.
 
-    Reads MEMTRIAL_REALM, MEMTRIAL_MEMORY_SOCKET or MEMTRIAL_MEMORY_DB, MEMTRIAL_MEMORY_OFF,
-    MEMTRIAL_ABLATE_LANES and MEMTRIAL_SESSION_QUERY. Errors exit 1 (non-blocking for Claude Code).
+    Reads MEMORY_REALM, MEMORY_SOCKET or MEMORY_DB, MEMORY_DISABLED, MEMORY_SKIP_LANES and
+    MEMORY_SESSION_QUERY; with no store set it prints nothing. Errors exit 1 (non-blocking for Claude Code).
     """
     from tasks_lib.memory.delivery.hook import run_hook
 
@@ -187,7 +187,7 @@ def _export_lines(env: dict[str, str]) -> list[str]:
 @memory_app.command("serve")
 def serve(
     store: Annotated[Path, typer.Option("--store", help="The replica file to serve.")],
-    realm: Annotated[Optional[str], typer.Option("--realm", help="Realm to export as MEMTRIAL_REALM for the agent.")] = None,
+    realm: Annotated[Optional[str], typer.Option("--realm", help="Realm to export as MEMORY_REALM for the agent.")] = None,
     socket_dir: Annotated[Optional[Path], typer.Option(help="Private (0700) folder for the socket; default a new folder under the temp dir.")] = None,
     detach: Annotated[bool, typer.Option("--detach", help="Start the server in the background, print its settings and return.")] = False,
     read_only: Annotated[bool, typer.Option("--read-only", help="Refuse remember and forget (for a socket the agent under test can reach).")] = False,

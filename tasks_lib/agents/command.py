@@ -6,7 +6,7 @@ Protocol (what the executable sees, per prompt):
 - stdin: the prompt, then, for each hook that delivered context before this prompt, a blank line
   and `<system-reminder>\\n<Event> hook additional context: <context>\\n</system-reminder>\\n`.
 - environment (nothing else from the host): `PATH`, `LANG`, the configured `env`, the memory
-  environment `session.env` (realm, replica file or socket, kill switch, ablated lanes), and, named
+  environment `session.env` (the realm, and the replica file or socket in an arm with memory), and, named
   in `tasks_lib.memory.env`: `WORKSPACE_ENV` (the workspace as the command sees it), `HOOK_ARGV_ENV`
   (JSON list), `PROMPT_INDEX_ENV` (0-based), `PROMPT_COUNT_ENV`, `SESSION_ID_ENV` (the same for
   every prompt of the session) and `TRANSCRIPT_ENV` (a read-only JSON-lines file of the transcript
@@ -287,7 +287,7 @@ class CommandAgent(Agent):
         """Run the executable once per prompt, each after the runner-run hooks; see the module doc."""
         started = time.monotonic()
         deadline = started + session.timeout_seconds
-        session_id = f"command-{uuid.uuid4().hex[:16]}"
+        session_id = str(uuid.uuid4())  # a plain UUID, as Claude Code uses: it names no agent or harness
         steps: list[TranscriptStep] = []
         totals = [0, 0, 0.0]
         exit_code: int | None = None

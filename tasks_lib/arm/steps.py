@@ -18,9 +18,10 @@ Prefect task (`flows.stages.run_arm`), instead of composing the stages again:
    fixture is built from git objects once and copied per attempt (`run_matrix` does).
    Wrapped as `materialize-workspace`.
 2. `provision_memory(attempt, run_id, workspace.root, embedder, provisioner) -> ProvisionedMemory`:
-   realm, planted ids and the agent's memory environment (nothing planted under `off`); with a
-   `ProvisionerSpec` the memory system's provisioner restores the memories instead of the
-   embedded store, and proves them present before the agent runs (see `provisioned_arm`).
+   realm, planted ids and the agent's memory environment (nothing under `off` or `ablate:all`, a
+   replica without the lane's data under `ablate:<lane>`); with a `ProvisionerSpec` the memory
+   system's provisioner restores the memories instead of the embedded store, and proves them
+   present before the agent runs (see `provisioned_arm`).
    Wrapped as `provision-memory`.
 3. `run_agent(attempt, workspace, memory, agent_name, ...) -> AgentRun`, within the task's
    `agent_timeout_seconds` (part of its manifest, so of the arm's identity). Wrapped as `run-agent`.
@@ -66,12 +67,11 @@ from tasks_lib.contracts import RunRecord, check_rel_path
 from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
 from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import seal_run
-from tasks_lib.memory.env import ABLATE_LANES_ENV as ABLATE_ENV
-from tasks_lib.memory.env import MEMORY_OFF_ENV as OFF_ENV
-from tasks_lib.memory.env import REALM_ENV, STORE_ENV
+from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV, STORE_ENV
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
 from tasks_lib.memory.realms import trial_realm
+from tasks_lib.memory.reference.replica import strip_lanes
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
@@ -167,7 +167,7 @@ class ProvisionedMemory:
     realm: str
     """The trial's canonical realm."""
     env: Mapping[str, str]
-    """Environment the agent and its hooks get (realm, store, kill switch, ablated lanes)."""
+    """Environment the agent and its hooks get (the realm; the store only in an arm with memory)."""
     planted_ids: tuple[str, ...] = ()
     """Ids returned by planting, for teardown by exact id (empty under `off`)."""
     store_path: Path | None = None
@@ -195,14 +195,17 @@ class CheckOutcome:
     path goes (the agent's violation; nothing was written through it)."""
 
 
+NO_MEMORY = ("off", "ablate:all")
+"""Conditions whose arm gets no memory at all: nothing planted, no store file, no store variable."""
+
+
 def memory_env(condition: str, realm: str, store_path: Path | None) -> dict[str, str]:
-    """The environment the agent and its hooks get for `condition` (the store only when a path is given)."""
-    if condition == "off":
-        return {OFF_ENV: "1", REALM_ENV: realm}
-    env = {REALM_ENV: realm} if store_path is None else {REALM_ENV: realm, STORE_ENV: str(store_path)}
-    if condition.startswith("ablate:"):
-        env[ABLATE_ENV] = condition.removeprefix("ablate:")
-    return env
+    """The environment the agent and its hooks get for `condition`: the realm in every condition, and
+    the store only when a path is given and the condition has memory. No switch is ever set: an arm
+    differs from `on` only by the memory its store holds (none, or a replica without a lane)."""
+    if condition in NO_MEMORY or store_path is None:
+        return {REALM_ENV: realm}
+    return {REALM_ENV: realm, STORE_ENV: str(store_path)}
 
 
 def schedule(tasks: Sequence[LoadedTask], conditions: Sequence[str], trials: int) -> list[Attempt]:
@@ -231,7 +234,7 @@ def materialize_workspace(
     """Stage 1: a fresh scratch root holding the task's fixture (built from git objects, redacted),
     an empty HOME, and the pre-run snapshot. With `templates`, the fixture is built once per task
     and copied (see `workspace_templates`). Nothing is left behind when it fails."""
-    root = Path(tempfile.mkdtemp(prefix="memtrial-arm-", dir=scratch_parent))
+    root = Path(tempfile.mkdtemp(dir=scratch_parent))  # a neutral name: the replica below it is mounted at its own path
     try:
         workspace, home = root / "workspace", root / "home"
         home.mkdir()
@@ -252,25 +255,49 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
     """Stage 2: plant the task's memories in a fresh store under `root`, in the trial's realm, or
     have `provisioner` restore them (see `provisioned_arm`).
 
-    Under `off` (or with no memories) nothing is planted and the environment carries the kill
-    switch or an empty realm. Pair with `release_memory` in a finally.
+    Under `off` and `ablate:all` (or with no memories) nothing is planted, no store file is made and
+    the environment names no store. Under `ablate:<lane>` the store is planted, then stripped of that
+    lane's data (see `strip_lanes`), so neither the hook nor an agent opening it can recall through
+    that lane. Pair with `release_memory` in a finally.
+
+    Raises ArmsError for `ablate:<lane>` with a provisioner that serves a socket (see `strip_provisioned`).
     """
     realm = trial_realm(run_id, attempt.task.task_id, attempt.condition, attempt.trial)
-    store_path = root / MEMORY_FILE
     build = REFERENCE_BUILD if provisioner is None else "provisioner: " + " ".join(provisioner.argv)
-    if attempt.condition == "off" or not attempt.task.manifest.memories:
-        return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, store_path), build=build)
+    if attempt.condition in NO_MEMORY or not attempt.task.manifest.memories:
+        return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, None), build=build)
+    lane = attempt.condition.removeprefix("ablate:") if attempt.condition.startswith("ablate:") else None
     if provisioner is not None:
         live = restore_arm(provisioner, attempt.task.task_id, attempt.task.manifest.memories, realm, root)
+        if lane is not None:
+            strip_provisioned(live, attempt.condition)
         return ProvisionedMemory(realm=realm, env={**live.env, **memory_env(attempt.condition, realm, None)},
                                  live=live, build=build)
+    store_path = root / MEMORY_FILE
     store = SqliteMemoryStore(store_path, embedder)
     try:
         store.create_realm(realm)
         ids = plant(store, realm, attempt.task.manifest.memories)
     finally:
         store.close()
+    if lane is not None:
+        strip_lanes(store_path, [lane])
     return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, store_path), planted_ids=ids, store_path=store_path)
+
+
+def strip_provisioned(live: LiveArm, condition: str) -> None:
+    """Strip the lane `condition` ablates from the replica file a provisioner exported (STORE_ENV);
+    release the project and raise ArmsError when it exported none (a served socket cannot be stripped
+    from here, and the agent-side switch would be visible to the agent)."""
+    store = live.env.get(STORE_ENV, "")
+    try:
+        if not store or SOCKET_ENV in live.env:
+            raise ArmsError(f"condition {condition!r}: the provisioner serves its memory on a socket, which cannot be "
+                            f"stripped of a lane; have it export a replica file ({STORE_ENV}) or drop the condition")
+        strip_lanes(Path(store), [condition.removeprefix("ablate:")])
+    except BaseException:
+        release(live.provisioner, live.project)
+        raise
 
 
 def release_memory(memory: ProvisionedMemory, embedder: str = "hashed") -> tuple[str, ...]:

@@ -3,9 +3,11 @@
 `MEMORY_OFF_ENV=1` (see `env`) turns memory delivery off: recall returns nothing without searching
 (its arguments are still checked), and the hook prints nothing. `ABLATE_LANES_ENV` is a comma list
 of lane names, or `all`; those lanes are skipped before any call is made. Both are read at call
-time, in the process that would have made the call, so a runner only has to set them on the agent
-process. A malformed value is an error, never ignored: a typo would otherwise make an ablation arm
-silently equal to `on`.
+time, in the process that would have made the call. They are adapter-level switches (the
+conformance and retrieval suites, a hand-run hook): the arm runner never sets them on an agent,
+whose environment would then name its arm; it withholds the store (`off`, `ablate:all`) or strips
+the lane from the replica instead (`tasks_lib.memory.reference.replica.strip_lanes`). A malformed
+value is an error, never ignored: a typo would otherwise make an ablation silently equal to `on`.
 """
 
 from __future__ import annotations

@@ -7,8 +7,13 @@ wrapped in a provenance marker (see `provenance`) in the JSON shape Claude Code 
 `{"hookSpecificOutput": {"hookEventName": ..., "additionalContext": ...}}` (or, with
 `output="plain"`, the bare block, which Claude Code also adds as context for these two events).
 
-- MEMORY_OFF_ENV=1: prints nothing and exits 0 before reading anything else.
-- ABLATE_LANES_ENV: the ablated lanes are dropped here, before the recall call is made; through
+- No store (neither SOCKET_ENV nor STORE_ENV, as in every `off` and `ablate:all` arm): prints
+  nothing and exits 0 before reading anything else, exactly as for a memory with no hit. An `on`
+  arm whose store is missing is caught by the runner's delivery accounting, not here: an error
+  line would tell the agent which arm it is in.
+- MEMORY_OFF_ENV=1 (an adapter-level switch the runner never sets): prints nothing and exits 0.
+- ABLATE_LANES_ENV (likewise never set by the runner, which strips the lane from the replica
+  instead): the ablated lanes are dropped here, before the recall call is made; through
   a socket the hook asks the server for its system's lanes (a ping), then sends only the active
   ones (the server reads no switch), and sends no recall at all when none is left.
 - UserPromptSubmit: the query is the prompt (its first MAX_QUERY_BYTES bytes).
@@ -18,7 +23,7 @@ wrapped in a provenance marker (see `provenance`) in the JSON shape Claude Code 
 
 The hook runs on every prompt, so its start-up is kept cheap: the switches are read with only the
 standard library loaded; pydantic, the store (SQLite, numpy) and the socket client (`client`) are
-imported by the branch that needs them, never on the `off` path.
+imported by the branch that needs them, never on the path of an arm without memory.
 """
 
 from __future__ import annotations
@@ -122,6 +127,10 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
     """Handle one hook event; never raises for a MemtrialError, returns it as exit 1 instead."""
     env = os.environ if env is None else env
     try:
+        socket_path = env.get(SOCKET_ENV, "")
+        store_path = env.get(STORE_ENV, "")
+        if not socket_path and not store_path:
+            return HookResult(exit_code=0)  # an arm without memory: the same silence as a memory with no hit
         if memory_off(env):
             return HookResult(exit_code=0)
         event = _parse_event(stdin)
@@ -130,10 +139,6 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
         if not realm:
             raise HookError(f"{REALM_ENV} is not set; set it to the trial's realm (there is no default realm)")
         validate_realm(realm, field=REALM_ENV)
-        socket_path = env.get(SOCKET_ENV, "")
-        store_path = env.get(STORE_ENV, "")
-        if not socket_path and not store_path:
-            raise HookError(f"{STORE_ENV} is not set (nor {SOCKET_ENV}); set one to the run's replica file or served socket")
         if name == "UserPromptSubmit":
             query = _clip_query(event.get("prompt"))
         else:
@@ -166,7 +171,7 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
             text = block
         return HookResult(exit_code=0, stdout=text + "\n", channel=channel, ids=ids)
     except MemtrialError as error:
-        return HookResult(exit_code=HOOK_ERROR_EXIT, stderr=f"memtrial memory hook: {' '.join(str(error).splitlines())}\n")
+        return HookResult(exit_code=HOOK_ERROR_EXIT, stderr=f"memory hook: {' '.join(str(error).splitlines())}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,15 +2,15 @@
 
 Per session the adapter
 
-1. writes the memory hooks into the arm's own HOME, `<session.home>/.claude/settings.json`
-   (user-level settings; nothing is written into the workspace): `SessionStart` and
-   `UserPromptSubmit` both run `session.hook_argv`, joined with `shlex.join` because Claude Code
-   runs a hook command through its own shell;
+1. passes the memory hooks on the command line, `--settings '<json>'` (`settings_for`), and loads
+   no settings file at all (`--setting-sources ""`): the hooks are the runner's, and nothing the
+   agent writes (`~/.claude/settings.json`, the workspace's `.claude/`) can add, change or remove
+   one, not even for a follow-up prompt. `SessionStart` and `UserPromptSubmit` both run
+   `session.hook_argv`, joined with `shlex.join` because Claude Code runs a hook command through
+   its own shell;
 2. runs `claude -p --output-format stream-json --verbose --include-hook-events` once per prompt,
    the prompt on stdin, cwd = the workspace, HOME = `session.home`, TMPDIR = `<home>/tmp`, in
-   permission mode `bypassPermissions` (file edits and commands need no approval) and with
-   `--setting-sources user`, so only the arm's HOME configures the CLI, never settings shipped in
-   the corpus. The first prompt fixes the session id (`--session-id`), each follow-up prompt
+   permission mode `bypassPermissions` (file edits and commands need no approval). The first prompt fixes the session id (`--session-id`), each follow-up prompt
    resumes it (`--resume`);
 3. turns the stream into `TranscriptStep`s (see `parse_stream`) and reads tokens and cost from the
    `result` message of each invocation.
@@ -84,7 +84,7 @@ HOOK_EVENTS = ("SessionStart", "UserPromptSubmit")
 """Hook events wired to `session.hook_argv`."""
 
 HOOK_TIMEOUT_SECONDS = 60
-"""Per-hook timeout written into settings.json (Claude Code's own limit on one hook run)."""
+"""Per-hook timeout in the settings passed with --settings (Claude Code's own limit on one hook run)."""
 
 QUIET_ENV = {
     "DISABLE_TELEMETRY": "1",
@@ -156,18 +156,10 @@ def find_binary(binary: str | Path | None = None) -> Path:
 
 
 def settings_for(hook_argv: Sequence[str]) -> dict[str, Any]:
-    """The user-level settings.json that wires every event in HOOK_EVENTS to `hook_argv`."""
+    """The settings (passed with `--settings`) that wire every event in HOOK_EVENTS to `hook_argv`."""
     command = shlex.join(hook_argv)
     entry = [{"hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_SECONDS}]}]
     return {"hooks": {event: entry for event in HOOK_EVENTS}}
-
-
-def install_settings(home: Path, hook_argv: Sequence[str]) -> Path:
-    """Write `<home>/.claude/settings.json` (replacing any) and return its path."""
-    path = home / ".claude" / "settings.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(settings_for(hook_argv), indent=2) + "\n", encoding="utf-8")
-    return path
 
 
 @dataclass
@@ -421,11 +413,12 @@ class ClaudeCodeAgent(Agent):
                                 readable=readable, hidden=session.hidden_paths)
         return prefix, CONFINED_NOTE.format(hidden=len(session.hidden_paths))
 
-    def argv(self, binary: Path, model: str, session_id: str, resume: bool) -> list[str]:
-        """One invocation's argv (the prompt goes on stdin)."""
+    def argv(self, binary: Path, model: str, session_id: str, resume: bool, hook_argv: Sequence[str]) -> list[str]:
+        """One invocation's argv (the prompt goes on stdin): the runner's hooks inline, no settings file read."""
         return [
             str(binary), "-p", "--output-format", "stream-json", "--verbose", "--include-hook-events",
-            "--model", model, "--permission-mode", "bypassPermissions", "--setting-sources", "user",
+            "--model", model, "--permission-mode", "bypassPermissions",
+            "--setting-sources", "", "--settings", json.dumps(settings_for(hook_argv)),
             *(["--resume", session_id] if resume else ["--session-id", session_id]),
             *self.extra_args,
         ]
@@ -440,7 +433,6 @@ class ClaudeCodeAgent(Agent):
         if not (self.api_key or os.environ.get("ANTHROPIC_API_KEY") or session.env.get("ANTHROPIC_API_KEY")):
             raise AgentSetupError("claude-code: no API key; pass api_key= or set ANTHROPIC_API_KEY")
         session.home.mkdir(parents=True, exist_ok=True)
-        install_settings(session.home, session.hook_argv)
         tmpdir = session.home / "tmp"
         tmpdir.mkdir(exist_ok=True)
         env = self.environment(session, tmpdir)
@@ -461,7 +453,7 @@ class ClaudeCodeAgent(Agent):
                 exit_code = None
                 break
             try:
-                argv = [*confine_prefix, *self.argv(binary, model, session_id, resume=index > 0)]
+                argv = [*confine_prefix, *self.argv(binary, model, session_id, resume=index > 0, hook_argv=session.hook_argv)]
                 done = self._invoke(argv, prompt, session.workspace, env, remaining)
             except OSError as error:
                 infra = f"claude-code could not start {binary}: {error}"

@@ -48,10 +48,9 @@ def _lines(path: str) -> list[dict[str, object]]:
         return []
 
 
-def _run_file(path: str, scratch: str) -> tuple[list[dict[str, object]], list[str]]:
-    """Run one post-turn file; its cases and flags."""
+def _run_file(path: str, report: str) -> tuple[list[dict[str, object]], list[str]]:
+    """Run one post-turn file, its per-case report going to `report`; its cases and flags."""
     runtime = _runtime(path)
-    report = os.path.join(scratch, f"report-{abs(hash(path))}.jsonl")
     if runtime == "shell":
         code = subprocess.run(["sh", path], stdin=subprocess.DEVNULL, check=False).returncode
         return [{"case": path, "outcome": "pass" if code == 0 else "fail"}], []
@@ -80,9 +79,9 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)
     result: dict[str, object] = {"nonce": nonce, "cases": [], "files": [], "flags": []}
     with tempfile.TemporaryDirectory(prefix="post-turn-") as scratch:
-        for path in files:
+        for index, path in enumerate(files):
             before = _digest(path)
-            cases, flags = _run_file(path, scratch)
+            cases, flags = _run_file(path, os.path.join(scratch, f"report-{index}.jsonl"))
             result["cases"] += cases  # type: ignore[operator]
             result["flags"] += flags  # type: ignore[operator]
             result["files"].append({"path": path, "before": before, "after": _digest(path)})  # type: ignore[union-attr]

@@ -449,13 +449,21 @@ class RunRecord(Document):
     transcript: RelPath | None = None
     """Transcript, relative to the artifact root."""
     injection: Literal["yes", "no", "unknown"]
-    """Whether delivery of memory was confirmed from non-agent transcript steps."""
+    """Whether the runner's delivery witness served one of the task's planted memories (`yes`); an arm
+    without memory has no witness and is always `no` (see tasks_lib/arm/injection.py)."""
     injection_channel: str | None = None
-    """The channel that delivered it (prompt-time retrieval, session start, ...)."""
+    """The channel the transcript shows delivering (prompt-time retrieval, session start, ...)."""
     planted_ids: tuple[str, ...] = ()
     """Memory ids planted for this attempt (forgotten by exact id afterwards)."""
     delivered_ids: tuple[str, ...] = ()
-    """Memory ids the transcript shows delivered."""
+    """Planted memories the delivery witness served, by the ids it served them under."""
+    unwitnessed_ids: tuple[str, ...] = ()
+    """Ids a non-agent transcript step shows delivered that the witness never served: a forged hook
+    line or a leak around the witness; never counted as delivery."""
+    delivery_receipt: RelPath | None = None
+    """The delivery witness's receipt, relative to the artifact root (None in an arm without memory)."""
+    delivery_nonce: str | None = Field(default=None, pattern=r"^[0-9a-f]{32}$")
+    """The nonce the runner drew for the witness; the receipt carries the same value."""
     audit_receipt: RelPath | None = None
     """Mutation-audit receipt, relative to the artifact root."""
     check_sandbox: NonEmptyText | None = None

@@ -24,7 +24,7 @@ from tasks_lib.agents.base import AgentSession, Transcript
 from tasks_lib.agents.claude_code import ClaudeCodeAgent, find_binary, parse_stream, settings_for
 from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import get_agent
-from tasks_lib.arm.injection import confirm_injection
+from tasks_lib.arm.injection import transcript_claims
 from tasks_lib.contracts import MemorySpec
 from tasks_lib.memory.delivery.provenance import open_marker
 from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, STORE_ENV
@@ -106,7 +106,7 @@ def test_real_cli_completes_the_task_and_injection_is_confirmed_only_in_the_on_a
     assert (session.workspace / "EXIT_CODE.txt").read_text() == "75\n", "the scripted Write tool call ran in the workspace"
     assert all(r.path.split("?")[0] == "/v1/messages" for r in requests), [r.path for r in requests]
 
-    injection = confirm_injection(run.transcript, expected_ids=ids)
+    injection = transcript_claims(run.transcript, expected_ids=ids)
     bodies_with_marker = [r for r in requests if "recalled-memory" in r.raw]
     if condition == "on":
         assert injection.confirmed == "yes" and injection.channels == ("prompt-time",) and injection.memory_ids == ids
@@ -223,7 +223,7 @@ BLOCK = "<!-- recalled-memory channel=prompt-time ids=m1 -->\nuse code 75\n<!-- 
 )
 def test_stream_hook_steps_confirm_delivery_only_from_successful_hook_stdout(lines: list[str], confirmed: str, echoes: int) -> None:
     parsed = parse_stream("\n".join(lines))
-    injection = confirm_injection(Transcript(agent="claude-code", steps=tuple(parsed.steps)))
+    injection = transcript_claims(Transcript(agent="claude-code", steps=tuple(parsed.steps)))
     assert (injection.confirmed, injection.agent_echoes) == (confirmed, echoes)
 
 
@@ -292,7 +292,7 @@ def test_confined_session_cannot_see_runner_owned_paths_or_other_arms(claude_bin
         assert not (other_arm / "planted").exists(), "nothing outside the arm's own folders is writable"
         assert tool_result.count("Read-only file system") >= 2, tool_result[-2000:]
         assert not (arm / "planted").exists() and db.read_bytes() == before, "the memory store's folder is read-only"
-        assert confirm_injection(run.transcript).confirmed == "yes", "the hook still read the store, read-only"
+        assert transcript_claims(run.transcript).confirmed == "yes", "the hook still read the store, read-only"
         assert "confined by bubblewrap" in run.transcript.steps[0].text
     finally:
         shutil.rmtree(other_arm, ignore_errors=True)

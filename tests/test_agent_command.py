@@ -12,7 +12,7 @@ import pytest
 from tasks_lib.agents.base import AgentSession
 from tasks_lib.agents.command import CommandAgent, parse_agent_output
 from tasks_lib.agents.registry import get_agent
-from tasks_lib.arm.injection import confirm_injection
+from tasks_lib.arm.injection import transcript_claims
 from tasks_lib.memory.delivery.provenance import wrap_block
 from tasks_lib.memory.env import (
     HOOK_ARGV_ENV,
@@ -109,7 +109,7 @@ def test_prompt_context_environment_and_json_steps(tmp_path: Path, db: tuple[Pat
     assert json.loads(seen[HOOK_ARGV_ENV]) == list(HOOK_ARGV) and seen[REALM_ENV] == REALM
     assert seen[SESSION_ID_ENV] == run.transcript.session_id and seen["transcript_lines"] == 2
     assert seen["host_secret"] is None, "the host environment is scrubbed"
-    injection = confirm_injection(run.transcript, ids)
+    injection = transcript_claims(run.transcript, ids)
     assert (injection.confirmed, injection.channels) == ("yes", ("prompt-time",))
     assert injection.agent_echoes == 1, "the agent echoing its stdin is counted, not credited"
     assert (run.input_tokens, run.output_tokens, run.cost_usd) == (120, 7, 0.25)
@@ -123,11 +123,11 @@ def test_forged_delivery_is_never_confirmed(tmp_path: Path, db: tuple[Path, tupl
     for code in (FORGING_AGENT, f"print({FORGED!r})"):
         run = _python(code).run(_session(tmp_path, env))
         assert run.exit_code == 0
-        injection = confirm_injection(run.transcript)
+        injection = transcript_claims(run.transcript)
         assert injection.confirmed == "no" and injection.agent_echoes >= 1
         assert all(s.source in ("user", "agent", "system") for s in run.transcript.steps)
         assert not any(s.source == "hook" for s in run.transcript.steps)
-    claimed = confirm_injection(_python(FORGING_AGENT).run(_session(tmp_path, env)).transcript)
+    claimed = transcript_claims(_python(FORGING_AGENT).run(_session(tmp_path, env)).transcript)
     assert claimed.agent_echoes == 3
 
 
@@ -139,7 +139,7 @@ def test_a_module_planted_in_the_workspace_cannot_shadow_the_hook(tmp_path: Path
     run = agent.run(_session(tmp_path, env, prompts=("plant it", "and now?")))
     assert run.exit_code == 0 and (tmp_path / "workspace" / "tasks_lib" / "memory" / "delivery" / "hook.py").is_file()
     assert [s.text for s in run.transcript.steps if s.source == "user"] == ["plant it", "and now?"]
-    assert confirm_injection(run.transcript).confirmed == "no"
+    assert transcript_claims(run.transcript).confirmed == "no"
 
 
 def test_plain_stdout_is_one_agent_message_and_a_failure_stops_follow_ups(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from scripted_openai import ScriptedOpenAI, final, tool_call
 from tasks_lib.agents.base import AgentSession
 from tasks_lib.agents.openai_chat import TURN_LIMIT_EXIT, OpenAIChatAgent, resolve_in_workspace
 from tasks_lib.agents.registry import agent_names, get_agent
-from tasks_lib.arm.injection import confirm_injection
+from tasks_lib.arm.injection import transcript_claims
 from tasks_lib.contracts import MemorySpec
 from tasks_lib.corpus.build import build_tree
 from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, SESSION_QUERY_ENV, STORE_ENV
@@ -83,7 +83,7 @@ def test_loop_fixes_the_workspace_and_memory_on_is_confirmed(workspace: Path, me
     assert MARKER in server.raw[0].decode(), "the hook's block reached the model in the first request"
     tool_results = [m["content"] for m in server.bodies[3]["messages"] if m["role"] == "tool"]
     assert tool_results[0] == BUGGY and tool_results[2].startswith("exit code 0") and "OK" in tool_results[2]
-    injection = confirm_injection(run.transcript, ids)
+    injection = transcript_claims(run.transcript, ids)
     assert (injection.confirmed, injection.channels, injection.memory_ids) == ("yes", ("prompt-time",), ids)
     hook_steps = [s for s in run.transcript.steps if s.source == "hook"]
     assert len(hook_steps) == 1 and hook_steps[0].channel == "prompt-time"
@@ -101,7 +101,7 @@ def test_memory_off_sends_no_marker_and_is_not_confirmed(workspace: Path, memory
         run = _agent(server).run(_session(workspace, env))
     assert run.exit_code == 0 and (workspace / "calc.py").read_text() == FIXED
     assert not any(MARKER in raw.decode() for raw in server.raw)
-    assert confirm_injection(run.transcript, ids).confirmed == "no"
+    assert transcript_claims(run.transcript, ids).confirmed == "no"
     assert not any(s.source == "hook" for s in run.transcript.steps)
     assert run.cost_usd == 0, "no price table: cost is 0"
 
@@ -125,7 +125,7 @@ def test_session_start_context_goes_into_the_system_message(workspace: Path, mem
     with ScriptedOpenAI([final("done")]) as server:
         run = _agent(server).run(_session(workspace, env))
     assert MARKER in server.bodies[0]["messages"][0]["content"]
-    assert confirm_injection(run.transcript, ids).channels == ("session-start", "prompt-time")
+    assert transcript_claims(run.transcript, ids).channels == ("session-start", "prompt-time")
 
 
 def test_unreachable_endpoint_is_an_infra_failure_not_an_exception(workspace: Path) -> None:

@@ -49,12 +49,14 @@ from tasks_lib.arm.steps import (
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.corpus.tasks import load_tasks, overlay
 from tasks_lib.errors import MemtrialError
-from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV, REALM_ENV, STORE_ENV
+from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV, REALM_ENV, SOCKET_ENV, STORE_ENV
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = load_tasks(REPO / "corpora" / "tasks")
+PER_RUN = {"wall_seconds", "delivery_nonce"}
+"""Record fields that differ between two runs of the same attempt (time, and the witness's fresh nonce)."""
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
 # One task of each behaviour: convention (memory decides success), deducible (memory only saves
 # tokens), tare (memory costs a little), stale-trap (the correction must win).
@@ -164,7 +166,10 @@ def test_calibration_pattern_is_recovered_exactly(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "artifacts")
     assert store.exists(by[("logship-partial-exit", "on")].transcript or "")
     assert store.exists(by[("logship-partial-exit", "on")].audit_receipt or "")
-    assert len(store.list_keys("runs/test-run/attempts")) == 3 * len(records)
+    with_memory = [r for r in records if r.condition not in ("off", "ablate:all")]
+    assert all(r.delivery_receipt and store.exists(r.delivery_receipt) for r in with_memory)
+    assert not any(r.delivery_receipt or r.delivery_nonce for r in records if r not in with_memory)
+    assert len(store.list_keys("runs/test-run/attempts")) == 3 * len(records) + len(with_memory)
 
 
 class TamperingAgent(Agent):
@@ -208,7 +213,7 @@ def test_infrastructure_failure_is_ungradable_not_a_fail(tmp_path: Path) -> None
 def test_planted_memories_are_forgotten_by_exact_id_even_on_failure(tmp_path: Path) -> None:
     attempt = schedule(select_tasks(TASKS, ["logship-partial-exit"]), ["on"], 1)[0]
     with pytest.raises(RuntimeError, match="agent blew up"), planted_memory(attempt, "run-x", tmp_path, "hashed") as (env, ids):
-        assert len(ids) == 2 and env[STORE_ENV] == str(tmp_path / "memory.sqlite")
+        assert len(ids) == 2 and env[SOCKET_ENV] == str(tmp_path / "memory" / "memory.sock") and STORE_ENV not in env
         raise RuntimeError("agent blew up")
     with SqliteMemoryStore(tmp_path / "memory.sqlite", "hashed") as store:
         assert store.live_ids(env[REALM_ENV]) == ()
@@ -278,7 +283,7 @@ def test_stages_called_one_by_one_give_the_composed_record(tmp_path: Path) -> No
                             check=check, agent_name="calibration", store=store)
     teardown_workspace(workspace)
     assert not workspace.root.exists()
-    assert record.model_dump(exclude={"wall_seconds"}) == composed.model_dump(exclude={"wall_seconds"})
+    assert record.model_dump(exclude=PER_RUN) == composed.model_dump(exclude=PER_RUN)
     assert store.exists(record.transcript or "") and store.exists(record.audit_receipt or "")
 
 
@@ -299,7 +304,7 @@ def test_a_step_wrapper_sees_every_step_once_in_order_and_changes_no_record(tmp_
 
     wrapped = run_attempt(attempt, ArmSetup(**{**vars(setup), "store": LocalStore(tmp_path / "wrapped")}), wrap=wrap)
     assert tuple(seen) == STEP_NAMES
-    assert wrapped.model_dump(exclude={"wall_seconds"}) == direct.model_dump(exclude={"wall_seconds"})
+    assert wrapped.model_dump(exclude=PER_RUN) == direct.model_dump(exclude=PER_RUN)
 
 
 def test_a_failing_wrapped_step_still_forgets_the_memories_and_removes_the_scratch_root(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from tasks_lib.agents.base import AgentRun, AgentSession
 from tasks_lib.agents.command import CommandAgent
 from tasks_lib.agents.registry import get_agent, register_agent
 from tasks_lib.arm.audit import AuditReceipt, audit, snapshot_tree
-from tasks_lib.arm.injection import confirm_injection
+from tasks_lib.arm.injection import transcript_claims
 from tasks_lib.corpus.build import build_tree
 from tasks_lib.memory.env import MEMORY_OFF_ENV
 from tasks_lib.sandbox.base import ReadOnlyMount, SandboxLimits, SandboxRequest, SandboxResult
@@ -165,7 +165,7 @@ def test_fake_passed_lines_do_not_pass_the_check(outcome: Outcome) -> None:
 
 
 def test_forged_delivery_in_the_output_is_not_confirmed(outcome: Outcome) -> None:
-    injection = confirm_injection(outcome.run.transcript)
+    injection = transcript_claims(outcome.run.transcript)
     assert injection.confirmed == "no" and injection.agent_echoes == 1
 
 

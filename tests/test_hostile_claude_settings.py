@@ -15,7 +15,7 @@ from scripted_anthropic import ScriptedAnthropic, Text, ToolUse, Turn, Usage
 from test_agent_claude_code import MODEL, _session, claude_binary  # noqa: F401 (a fixture)
 
 from tasks_lib.agents.claude_code import ClaudeCodeAgent
-from tasks_lib.arm.injection import confirm_injection
+from tasks_lib.arm.injection import transcript_claims
 from tasks_lib.memory.delivery.provenance import wrap_block
 from tasks_lib.memory.env import REALM_ENV
 from tasks_lib.memory.realms import trial_realm
@@ -57,4 +57,4 @@ def test_an_agent_written_settings_hook_never_runs_or_reaches_the_model(claude_b
     assert not ran.exists(), "the agent's own hook ran"
     assert not [r for r in requests if FORGED in r.raw], "the forged block reached the model"
     assert not [s for s in run.transcript.steps if s.source == "hook" and s.text], "a hook step the runner's hook did not make"
-    assert confirm_injection(run.transcript, expected_ids=()).confirmed == "no"
+    assert transcript_claims(run.transcript, expected_ids=()).confirmed == "no"

@@ -358,21 +358,21 @@ def garbage(request: pytest.FixtureRequest) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-PONG = {"ok": True, "pid": 1, "store": "s", "lanes": ["keyword"], "realms": [REALM], "read_only": True}
+HITS = {"protocol": 1, "ok": True, "hits": [{"id": "m1", "text": "a memory", "score": 1.0, "lanes": ["keyword"]}]}
 
 
 @pytest.mark.parametrize(
     ("garbage", "field"),
     [
-        (b"hello\n", "Invalid JSON"),
-        (json.dumps({**PONG, "lanes": "keyword"}).encode() + b"\n", "lanes: Input should be a valid"),
-        (json.dumps({k: v for k, v in PONG.items() if k != "lanes"}).encode() + b"\n", "lanes: required field is missing"),
-        (json.dumps({**PONG, "protocol": 99}).encode() + b"\n", "protocol: 99 is not supported"),
-        (json.dumps({**PONG, "hits": []}).encode() + b"\n", "hits: unknown field"),
-        (json.dumps({"ok": False, "error": "UnknownRealmError"}).encode() + b"\n", "message: required field is missing"),
-        (json.dumps({"ok": False, "error": "UnknownRealmError", "message": "two\nlines"}).encode() + b"\n", "two lines"),
+        (b"hello\n", "the recall answer is not JSON"),
+        (json.dumps({**HITS, "hits": "m1"}).encode() + b"\n", "hits are not memories"),
+        (json.dumps({**HITS, "hits": [{"id": "m1"}]}).encode() + b"\n", "hits are not memories"),
+        (json.dumps({k: v for k, v in HITS.items() if k != "hits"}).encode() + b"\n", "hits are not memories"),
+        (json.dumps({**HITS, "protocol": 99}).encode() + b"\n", "not memory protocol 1"),
+        (json.dumps({"protocol": 1, "ok": False, "error": "UnknownRealmError"}).encode() + b"\n", "recall refused: UnknownRealmError"),
+        (json.dumps({"protocol": 1, "ok": False, "error": "UnknownRealmError", "message": "two\nlines"}).encode() + b"\n", "two lines"),
     ],
-    ids=["not-json", "lanes-not-a-list", "no-lanes", "other-protocol", "extra-field", "refusal-without-message", "multi-line-refusal"],
+    ids=["not-json", "hits-not-a-list", "hit-without-text", "no-hits", "other-protocol", "refusal-without-message", "multi-line-refusal"],
     indirect=["garbage"],
 )
 def test_a_server_answering_garbage_makes_the_hook_fail_non_blocking_naming_the_field(garbage: Path, field: str) -> None:

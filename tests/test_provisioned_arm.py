@@ -19,6 +19,7 @@ from tasks_lib.arm.provisioned import ARTIFACT_NAME, ProvisionedArmError, restor
 from tasks_lib.arm.steps import REFERENCE_BUILD, ArmsError, Attempt, run_matrix, schedule, select_tasks
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.corpus.tasks import load_tasks
+from tasks_lib.memory.delivery.witness import DeliveryReceipt
 from tasks_lib.memory.provisioner.client import ProvisionerSpec, ProvisionerTimeoutError
 from tasks_lib.memory.provisioner.verbs import SERVE_ENV, STATE_ENV
 
@@ -39,8 +40,7 @@ def reference_spec(state: Path, serve: str) -> ProvisionerSpec:
 @pytest.mark.parametrize("serve", ["0", "ro"], ids=["replica-file", "served-read-only"])
 def test_the_calibration_effect_is_recovered_through_the_reference_provisioner(tmp_path: Path, serve: str) -> None:
     state = tmp_path / "state"
-    conditions = CONDITIONS if serve == "0" else [c for c in CONDITIONS if c != "ablate:corrections"]  # see below
-    plan = schedule(select_tasks(TASKS, PICK), conditions, 1)
+    plan = schedule(select_tasks(TASKS, PICK), CONDITIONS, 1)
     store = LocalStore(tmp_path / "artifacts")
     records = run_matrix(plan, run_id="prov-run", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
                          agent_name="calibration", store=store, provisioner=reference_spec(state, serve))
@@ -58,24 +58,41 @@ def test_the_calibration_effect_is_recovered_through_the_reference_provisioner(t
         assert record.planted_ids == (), where
         assert record.build_under_test == "provisioner: " + " ".join(REFERENCE), where
     assert by[("paybridge-tenant-header", "on")].outcome == "pass"
-    if serve == "0":
-        assert by[("paybridge-tenant-header", "ablate:corrections")].outcome == "fail", "ablation did not reach the hook"
+    assert by[("paybridge-tenant-header", "ablate:corrections")].outcome == "fail", "ablation did not reach the hook"
+    ablated = store.get_json(by[("paybridge-tenant-header", "ablate:corrections")].delivery_receipt or "", DeliveryReceipt)
+    assert ablated.recalls and not any("corrections" in r.lanes for r in ablated.recalls), ablated
     assert by[("logship-partial-exit", "off")].outcome == "fail" and by[("logship-partial-exit", "on")].outcome == "pass"
     assert list((state / "projects").iterdir()) == [], "a project outlived its attempt"
     frozen = sorted((state / "frozen").glob("*.sqlite"))
-    with_memory = 2 if serve == "0" else 1  # on and ablate:corrections; ablate:all and off restore nothing
-    assert len(frozen) == 2 * with_memory, "one frozen store per attempt with memory (two tasks)"
+    assert len(frozen) == 2 * 2, "one frozen store per attempt with memory (on and ablate:corrections, two tasks)"
 
 
-def test_a_served_provisioner_cannot_run_a_lane_ablation_through_an_agent_switch(tmp_path: Path) -> None:
-    """Regression: a lane ablation reached a served memory through a switch in the agent's environment,
-    which told the agent its arm; a socket cannot be stripped of a lane, so the arm is refused."""
+def test_a_provisioner_exporting_no_memory_path_is_refused_before_the_agent(tmp_path: Path) -> None:
+    """Regression: a provisioner whose restore named neither a socket nor a store file ran its arms with
+    delivery read off the transcript; the witness cannot stand in front of it, so the arm stops, and
+    the project is destroyed."""
     state = tmp_path / "state"
-    plan = schedule(select_tasks(TASKS, ["paybridge-tenant-header"]), ["ablate:corrections"], 1)
-    with pytest.raises(ArmsError, match="cannot be stripped of a lane"):
+    plan = schedule(select_tasks(TASKS, ["paybridge-tenant-header"]), ["on"], 1)
+    spec = ProvisionerSpec(argv=(sys.executable, "-c", NO_PATH, *REFERENCE[1:]), env={STATE_ENV: str(state), SERVE_ENV: "0"},
+                           timeout_seconds=120)
+    with pytest.raises(ArmsError, match="delivery to the agent could not be witnessed"):
         run_matrix(plan, run_id="prov-run", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
-                   agent_name="calibration", store=LocalStore(tmp_path / "artifacts"), provisioner=reference_spec(state, "ro"))
+                   agent_name="calibration", store=LocalStore(tmp_path / "artifacts"), provisioner=spec)
     assert list((state / "projects").iterdir()) == [], "the refused arm's project outlived it"
+
+
+NO_PATH = """\
+import json, subprocess, sys
+argv = [sys.executable, "-m", sys.argv[2], *sys.argv[3:]]
+done = subprocess.run(argv, input=sys.stdin.buffer.read(), capture_output=True)
+sys.stderr.buffer.write(done.stderr)
+answer = json.loads(done.stdout) if done.stdout.strip() else None
+if isinstance(answer, dict) and isinstance(answer.get("env"), dict):
+    answer["env"] = {k: v for k, v in answer["env"].items() if k != "MEMORY_DB"}
+sys.stdout.write(json.dumps(answer) if answer is not None else "")
+sys.exit(done.returncode)
+"""
+"""A provisioner wrapping the reference one that drops the store file from its restore answer."""
 
 
 def _attempt(task_id: str, condition: str = "on") -> Attempt:

@@ -2,12 +2,12 @@
 
 For every attempt: build the task's fixture from git objects into a fresh workspace and redact
 it; snapshot it for the audit; plant the task's memories in a fresh store under a realm unique to
-the trial (nothing under `off`, where the memory system's kill switch is set instead); run the
-agent with the visible prompt(s) only, memory reaching it through its hook; audit the workspace;
-apply `hidden/`; run the check command (exit 0 = pass); confirm delivery from the transcript;
-store the transcript, the audit receipt and the record; and, in a finalizer, forget every planted
-id by exact id and remove the workspace. Conditions are interleaved within each task so that no
-condition always runs first.
+the trial (nothing under `off` or `ablate:all`) and put the runner's delivery witness in front of
+them; run the agent with the visible prompt(s) only, memory reaching it through its hook and the
+witness; audit the workspace; apply `hidden/`; run the check command (exit 0 = pass); confirm
+delivery from the witness's receipt; store the transcript, the receipts and the record; and, in a
+finalizer, forget every planted id by exact id and remove the workspace. Conditions are
+interleaved within each task so that no condition always runs first.
 
 Stage entry points (each typed, none imports Prefect). `run_attempt` is their one composition; an
 orchestrator passes a `StepWrapper` to run each wrapped step (`STEP_NAMES`) its own way, e.g. as a
@@ -32,8 +32,8 @@ Prefect task (`flows.stages.run_arm`), instead of composing the stages again:
    (never through a symlink the agent made) then the check in a fresh sandbox of the agent's kind
    (see `sandboxed_check`), only after a passed audit and no infrastructure failure. Wrapped as
    `check-workspace`.
-7. `record_attempt(attempt, ..., store) -> RunRecord`: grade, confirm injection, store the
-   transcript, receipt and record. Wrapped as `record-arm`.
+7. `record_attempt(attempt, ..., store) -> RunRecord`: grade, confirm delivery from the witness's
+   receipt, store the transcript, the audit and delivery receipts and the record. Wrapped as `record-arm`.
 8. `teardown_workspace(workspace)`: remove the scratch root (call it in a finally; never wrapped).
 """
 
@@ -57,9 +57,9 @@ from tasks_lib.agents.calibration_plan import key_texts
 from tasks_lib.agents.registry import get_agent
 from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
 from tasks_lib.arm.comparability import record_fields
-from tasks_lib.arm.injection import confirm_injection
+from tasks_lib.arm.injection import confirm_delivery
 from tasks_lib.arm.pinned import PinnedTask, PinnedTaskError, check_pinned, pin_task
-from tasks_lib.arm.provisioned import LiveArm, release, restore_arm
+from tasks_lib.arm.provisioned import LiveArm, node_id, release, restore_arm
 from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check
 from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
 from tasks_lib.artifacts import ArtifactStore, run_key
@@ -67,7 +67,8 @@ from tasks_lib.contracts import RunRecord, check_rel_path
 from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
 from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import seal_run
-from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV, STORE_ENV
+from tasks_lib.memory.delivery.witness import DeliveryWitness, ServedSystem
+from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV, STORE_ENV, STORE_PATHS
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
 from tasks_lib.memory.realms import trial_realm
@@ -176,6 +177,8 @@ class ProvisionedMemory:
     """The provisioner's restored project, when a memory system's provisioner holds the memories."""
     build: str = REFERENCE_BUILD
     """The memory-system build measured."""
+    witness: DeliveryWitness | None = None
+    """The runner's delivery witness in front of the memory (None in an arm without memory)."""
 
 
 @dataclass(frozen=True)
@@ -253,55 +256,72 @@ def materialize_workspace(
 def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = "hashed",
                      provisioner: ProvisionerSpec | None = None) -> ProvisionedMemory:
     """Stage 2: plant the task's memories in a fresh store under `root`, in the trial's realm, or
-    have `provisioner` restore them (see `provisioned_arm`).
+    have `provisioner` restore them (see `provisioned_arm`), and put the runner's delivery witness
+    (`tasks_lib.memory.delivery.witness`) in front of them: the agent and its hooks get the
+    witness's socket and the realm, never the store or the provisioner's own socket.
 
-    Under `off` and `ablate:all` (or with no memories) nothing is planted, no store file is made and
-    the environment names no store. Under `ablate:<lane>` the store is planted, then stripped of that
-    lane's data (see `strip_lanes`), so neither the hook nor an agent opening it can recall through
-    that lane. Pair with `release_memory` in a finally.
+    Under `off` and `ablate:all` (or with no memories) nothing is planted, no store file is made, no
+    witness runs and the environment names no store. Under `ablate:<lane>` the reference store is
+    planted, then stripped of that lane's data (see `strip_lanes`), and the witness drops the lane
+    from every recall (the one enforcement a served system needs). Pair with `release_memory` in a
+    finally.
 
-    Raises ArmsError for `ablate:<lane>` with a provisioner that serves a socket (see `strip_provisioned`).
+    Raises ArmsError when a provisioner exports neither a socket nor a store file (delivery could not
+    be witnessed), and MemoryServerError when the witness cannot listen.
     """
     realm = trial_realm(run_id, attempt.task.task_id, attempt.condition, attempt.trial)
     build = REFERENCE_BUILD if provisioner is None else "provisioner: " + " ".join(provisioner.argv)
-    if attempt.condition in NO_MEMORY or not attempt.task.manifest.memories:
+    memories = attempt.task.manifest.memories
+    if attempt.condition in NO_MEMORY or not memories:
         return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, None), build=build)
     lane = attempt.condition.removeprefix("ablate:") if attempt.condition.startswith("ablate:") else None
+    ablated = (lane,) if lane else ()
+    texts = [m.text for m in memories]
     if provisioner is not None:
-        live = restore_arm(provisioner, attempt.task.task_id, attempt.task.manifest.memories, realm, root)
-        if lane is not None:
-            strip_provisioned(live, attempt.condition)
-        return ProvisionedMemory(realm=realm, env={**live.env, **memory_env(attempt.condition, realm, None)},
-                                 live=live, build=build)
+        live = restore_arm(provisioner, attempt.task.task_id, memories, realm, root)
+        try:
+            served, label = provisioned_store(live, lane)
+            witness = DeliveryWitness(served, realm, root, served_by=label, ablated_lanes=ablated,
+                                      planted_ids=[node_id(i) for i in range(len(memories))], planted_texts=texts).start()
+        except BaseException:
+            release(live.provisioner, live.project)
+            raise
+        env = {k: v for k, v in live.env.items() if k not in STORE_PATHS}
+        return ProvisionedMemory(realm=realm, env={**env, **witness.env()}, live=live, build=build, witness=witness)
     store_path = root / MEMORY_FILE
     store = SqliteMemoryStore(store_path, embedder)
     try:
         store.create_realm(realm)
-        ids = plant(store, realm, attempt.task.manifest.memories)
+        ids = plant(store, realm, memories)
     finally:
         store.close()
     if lane is not None:
         strip_lanes(store_path, [lane])
-    return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, store_path), planted_ids=ids, store_path=store_path)
+    witness = DeliveryWitness(SqliteMemoryStore(store_path, create=False, read_only=True), realm, root,
+                              served_by=REFERENCE_BUILD, ablated_lanes=ablated, planted_ids=ids, planted_texts=texts).start()
+    return ProvisionedMemory(realm=realm, env=witness.env(), planted_ids=ids, store_path=store_path, witness=witness)
 
 
-def strip_provisioned(live: LiveArm, condition: str) -> None:
-    """Strip the lane `condition` ablates from the replica file a provisioner exported (STORE_ENV);
-    release the project and raise ArmsError when it exported none (a served socket cannot be stripped
-    from here, and the agent-side switch would be visible to the agent)."""
-    store = live.env.get(STORE_ENV, "")
-    try:
-        if not store or SOCKET_ENV in live.env:
-            raise ArmsError(f"condition {condition!r}: the provisioner serves its memory on a socket, which cannot be "
-                            f"stripped of a lane; have it export a replica file ({STORE_ENV}) or drop the condition")
-        strip_lanes(Path(store), [condition.removeprefix("ablate:")])
-    except BaseException:
-        release(live.provisioner, live.project)
-        raise
+def provisioned_store(live: LiveArm, lane: str | None) -> tuple[SqliteMemoryStore | ServedSystem, str]:
+    """What the witness serves for a provisioner's restored project, and a label naming it: its socket
+    (relayed; the witness drops an ablated lane), or else its replica file (stripped of the lane,
+    then opened read-only). Raises ArmsError when it exported neither."""
+    socket_path, store = live.env.get(SOCKET_ENV, ""), live.env.get(STORE_ENV, "")
+    if socket_path:
+        return ServedSystem(socket_path), "provisioner socket"
+    if not store:
+        raise ArmsError(f"provisioner project {live.project!r}: restore exported neither {SOCKET_ENV} nor {STORE_ENV}, "
+                        "so delivery to the agent could not be witnessed; have the provisioner export one of them")
+    if lane is not None:
+        strip_lanes(Path(store), [lane])
+    return SqliteMemoryStore(store, create=False, read_only=True), "provisioner replica file"
 
 
 def release_memory(memory: ProvisionedMemory, embedder: str = "hashed") -> tuple[str, ...]:
-    """Stage 4: forget every planted id by exact id (return them), or destroy the provisioner's project."""
+    """Stage 4: stop the delivery witness (its receipt stays on `memory.witness`), then forget every
+    planted id by exact id (return them), or destroy the provisioner's project."""
+    if memory.witness is not None:
+        memory.witness.close()
     if memory.live is not None:
         release(memory.live.provisioner, memory.live.project)
         return ()
@@ -462,11 +482,15 @@ def record_attempt(
     prefix = attempt_prefix(attempt)
     outcome, infra, reason = _grade(run, receipt, check)
     planted = memory.planted_ids
-    injection = confirm_injection(run.transcript, expected_ids=planted)
+    delivery = memory.witness.close() if memory.witness is not None else None
+    injection = confirm_delivery(delivery, run.transcript)
     transcript_key = run_key(run_id, *prefix, "transcript.json")
     receipt_key = run_key(run_id, *prefix, "audit.json")
+    delivery_key = run_key(run_id, *prefix, "delivery.json") if delivery is not None else None
     store.put_json(transcript_key, run.transcript)
     store.put_json(receipt_key, receipt)
+    if delivery_key is not None and delivery is not None:
+        store.put_json(delivery_key, delivery)
     record = RunRecord(
         run_id=run_id,
         task_id=task.task_id,
@@ -491,6 +515,9 @@ def record_attempt(
         injection_channel=",".join(injection.channels) or None,
         planted_ids=planted,
         delivered_ids=injection.memory_ids,
+        unwitnessed_ids=injection.unwitnessed_ids,
+        delivery_receipt=delivery_key,
+        delivery_nonce=delivery.nonce if delivery is not None else None,
         audit_receipt=receipt_key,
         check_sandbox=check.sandboxed.sandbox if check.sandboxed is not None else None,
         check_unenforced=check.sandboxed.unenforced if check.sandboxed is not None else (),

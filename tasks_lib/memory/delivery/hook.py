@@ -22,8 +22,9 @@ wrapped in a provenance marker (see `provenance`) in the JSON shape Claude Code 
   Claude Code treats as a non-blocking error, so the run goes on and is recorded as undelivered.
 
 The hook runs on every prompt, so its start-up is kept cheap: the switches are read with only the
-standard library loaded; pydantic, the store (SQLite, numpy) and the socket client (`client`) are
-imported by the branch that needs them, never on the path of an arm without memory.
+standard library loaded, and the socket branch (how every arm the runner builds gets its memory:
+the delivery witness's socket) stays on the standard library too (`socket_recall`); pydantic and
+the store (SQLite, numpy) are imported only by the branch that opens a store file.
 """
 
 from __future__ import annotations
@@ -37,14 +38,17 @@ from typing import TYPE_CHECKING, Literal
 
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.delivery.provenance import wrap_block
-from tasks_lib.memory.env import REALM_ENV, SESSION_QUERY_ENV, SOCKET_ENV, STORE_ENV
+from tasks_lib.memory.env import ABLATE_LANES_ENV, REALM_ENV, SESSION_QUERY_ENV, SOCKET_ENV, STORE_ENV
 from tasks_lib.memory.errors import HookError
 from tasks_lib.memory.realms import validate_realm
 from tasks_lib.memory.switches import active_lanes, memory_off
 
 if TYPE_CHECKING:
     from tasks_lib.memory.adapter import MemoryHit
+    from tasks_lib.memory.delivery.socket_recall import ServedHit
 
+MAX_QUERY_BYTES = 16_384
+"""Longest query sent (`adapter.MAX_QUERY_BYTES`; a test keeps the two equal): longer prompts are clipped."""
 DEFAULT_K = 5
 """Memories delivered per event at most."""
 MAX_CONTEXT_CHARS = 8_000
@@ -93,19 +97,22 @@ def _parse_event(stdin: bytes | str) -> dict[str, object]:
     return event
 
 
-def _clip_query(prompt: object) -> str:
-    from tasks_lib.memory.adapter import MAX_QUERY_BYTES, check_text  # not at import: see the module doc
-
+def _clip_query(prompt: object, checked: bool = True) -> str:
+    """The prompt's first MAX_QUERY_BYTES bytes; with `checked`, validated as the store would."""
     if not isinstance(prompt, str):
         raise HookError("prompt: missing or not a string in the UserPromptSubmit input")
     clipped = prompt.encode("utf-8", "surrogatepass")[:MAX_QUERY_BYTES].decode("utf-8", "ignore")
+    if not checked:
+        return clipped
+    from tasks_lib.memory.adapter import check_text  # not at import: see the module doc
+
     try:
         return check_text(clipped, "prompt", MAX_QUERY_BYTES)
     except ValueError as error:
         raise HookError(str(error)) from None
 
 
-def render(hits: Sequence[MemoryHit], channel: str) -> tuple[str, tuple[str, ...]]:
+def render(hits: Sequence[MemoryHit | ServedHit], channel: str) -> tuple[str, tuple[str, ...]]:
     """The delivered block for `hits`, within MAX_CONTEXT_CHARS, and the ids it names."""
     lines: list[str] = []
     ids: list[str] = []
@@ -140,19 +147,21 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
             raise HookError(f"{REALM_ENV} is not set; set it to the trial's realm (there is no default realm)")
         validate_realm(realm, field=REALM_ENV)
         if name == "UserPromptSubmit":
-            query = _clip_query(event.get("prompt"))
+            query = _clip_query(event.get("prompt"), checked=not socket_path)  # a server checks what it is sent
         else:
             query = env.get(SESSION_QUERY_ENV, "")
             if not query.strip():
                 return HookResult(exit_code=0)
+        hits: Sequence[MemoryHit | ServedHit]
         if socket_path:
-            from tasks_lib.memory.delivery.client import MemoryClient  # not at import: see the module doc
+            from tasks_lib.memory.delivery import socket_recall  # not at import: see the module doc
 
-            client = MemoryClient(socket_path, timeout=SOCKET_TIMEOUT_SECONDS)
-            lanes = active_lanes(client.ping().lanes, None, env)  # the served system's lanes, not the reference store's
-            if not lanes:
-                return HookResult(exit_code=0)
-            hits = client.recall(realm, query, DEFAULT_K, lanes=lanes)
+            lanes: tuple[str, ...] | None = None  # every lane of the served system, unless a switch skips some
+            if env.get(ABLATE_LANES_ENV, "").strip():
+                lanes = active_lanes(socket_recall.served_lanes(socket_path, SOCKET_TIMEOUT_SECONDS), None, env)
+                if not lanes:
+                    return HookResult(exit_code=0)
+            hits = socket_recall.recall(socket_path, realm, query, DEFAULT_K, lanes, SOCKET_TIMEOUT_SECONDS)
         else:
             from tasks_lib.memory.reference.store import SqliteMemoryStore  # not at import: see the module doc
 

@@ -128,7 +128,7 @@ class _Handler(socketserver.StreamRequestHandler):
     """One connection: JSON lines in, JSON lines out."""
 
     timeout = IDLE_TIMEOUT_SECONDS
-    server: _Server
+    server: MemoryServer
 
     def handle(self) -> None:
         while True:
@@ -161,11 +161,15 @@ class _Handler(socketserver.StreamRequestHandler):
         return True
 
 
-class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+class MemoryServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """The protocol on one bound socket: each request is parsed, answered by `dispatch` under one lock,
+    and every answered request but ping is passed to `record`. `serve` runs it in a process of its own;
+    `tasks_lib.memory.delivery.witness` runs a subclass inside the runner."""
+
     daemon_threads = True
     allow_reuse_address = False
 
-    def __init__(self, socket_path: Path, store: Any, request_log: Path, read_only: bool, label: str) -> None:
+    def __init__(self, socket_path: Path, store: Any, request_log: Path | None, read_only: bool, label: str) -> None:
         self.store = store
         self.read_only = read_only
         self.label = label
@@ -184,7 +188,7 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         try:
             request = protocol.parse_request(op, line)
             with self.lock:
-                response = self._dispatch(request, audit)
+                response = self.dispatch(request, audit)
         except MemoryStoreError as error:
             response = protocol.ErrorResponse(error=type(error).__name__, message=str(error))
         except Exception as error:  # noqa: BLE001 - a client must get an answer, never a dropped connection
@@ -195,10 +199,11 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             audit.update(ok=not isinstance(response, protocol.ErrorResponse), at=round(time.time(), 3))
             if isinstance(response, protocol.ErrorResponse):
                 audit["error"] = response.error
-            self._audit(audit)
+            self.record(audit)
         return response, True
 
-    def _dispatch(self, request: protocol.Request, audit: dict[str, Any]) -> protocol.Message:
+    def dispatch(self, request: protocol.Request, audit: dict[str, Any]) -> protocol.Message:
+        """Answer one parsed request (called under `lock`), noting what was served in `audit`."""
         store = self.store
         if isinstance(request, protocol.PingRequest):
             return protocol.PingResponse(pid=os.getpid(), store=self.label, lanes=tuple(store.LANES),
@@ -220,7 +225,10 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         audit["ids"] = list(forgotten)
         return protocol.IdsResponse(ids=tuple(forgotten))
 
-    def _audit(self, entry: dict[str, Any]) -> None:
+    def record(self, entry: dict[str, Any]) -> None:
+        """Append one answered request to the request log (when there is one)."""
+        if self.request_log is None:
+            return
         with contextlib.suppress(OSError), self.request_log.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
 
@@ -280,7 +288,7 @@ def _serve(open_store: Callable[[], MemoryAdapter], label: str, socket_dir: Path
     try:
         old_umask = os.umask(0o177)
         try:
-            server = _Server(socket_path, store, folder / REQUEST_LOG_NAME, read_only, label)
+            server = MemoryServer(socket_path, store, folder / REQUEST_LOG_NAME, read_only, label)
         except OSError as error:
             raise MemoryServerError(f"socket_dir: cannot listen on {socket_path} ({error})") from None
         finally:

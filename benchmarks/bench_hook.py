@@ -1,9 +1,11 @@
 """The delivery hook's cost per prompt, beside its floor: a bare interpreter (`python -c pass`).
 
-Three commands, interleaved round by round so machine noise hits all of them alike:
+Four commands, interleaved round by round so machine noise hits all of them alike:
 - floor: `python -c pass`;
 - off: the hook of an arm without memory (the realm, no store: it must cost about the floor);
-- on: the hook recalling from a reference store holding one task's memories (target: well under 100 ms).
+- on: the hook recalling through a delivery witness serving a reference store of one task's
+  memories, as every arm with memory now runs (target: well under 100 ms);
+- on-file: the hook opening that store file itself (a hand-run hook with MEMORY_DB set).
 
 Prints the median wall time of each and the ratios to the floor, in one run.
 
@@ -22,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tasks_lib.memory.delivery.witness import DeliveryWitness
 from tasks_lib.memory.env import AGENT_ENV, REALM_ENV, STORE_ENV
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 
@@ -54,15 +57,24 @@ def main() -> None:
         store.create_realm(REALM)
         store.remember(REALM, MEMORIES)
         store.close()
+        root = Path(scratch) / "root"
+        root.mkdir(mode=0o700)
+        witness = DeliveryWitness(SqliteMemoryStore(store_path, create=False, read_only=True), REALM, root, served_by="bench").start()
         commands = {
             "floor": ([sys.executable, "-c", "pass"], base),
             "off": (hook, {**base, REALM_ENV: REALM}),  # an arm without memory: the realm, no store
-            "on": (hook, {**base, REALM_ENV: REALM, STORE_ENV: str(store_path)}),
+            "on": (hook, {**base, **witness.env()}),
+            "on-file": (hook, {**base, REALM_ENV: REALM, STORE_ENV: str(store_path)}),
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
-        for _ in range(args.rounds):
-            for name, (argv, env) in commands.items():
-                times[name].append(_time(argv, env, EVENT))
+        try:
+            for _ in range(args.rounds):
+                for name, (argv, env) in commands.items():
+                    times[name].append(_time(argv, env, EVENT))
+        finally:
+            receipt = witness.close()
+        if len(receipt.recalls) != args.rounds or not all(r.ids for r in receipt.recalls):
+            raise SystemExit(f"the witness served {len(receipt.recalls)} recalls, not one with hits per round: the on path is not measured")
     medians = {name: statistics.median(values) for name, values in times.items()}
     for name, value in medians.items():
         print(f"{name:6s} median {value * 1000:7.1f} ms  ({value / medians['floor']:.2f}x the floor)")

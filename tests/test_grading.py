@@ -7,6 +7,7 @@ real calibration agent run over bundled tasks, whose effect follows from the cor
 
 from __future__ import annotations
 
+import hashlib
 import random
 import subprocess
 from fractions import Fraction
@@ -34,6 +35,7 @@ from tasks_lib.contracts import RunRecord
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.manifest import seal_run
 from tasks_lib.memory.delivery.provenance import wrap_block
+from tasks_lib.memory.delivery.witness import DeliveryReceipt, ServedRecall, text_digest
 
 REPO = Path(__file__).resolve().parents[1]
 DIGEST = "0" * 64
@@ -83,12 +85,14 @@ def record(task: str, condition: str, trial: int, outcome: str, tokens: int, inj
            calibration: bool = False) -> RunRecord:
     """A record of the scenario; transcript and receipt keys follow the arms layout."""
     prefix = run_key(run_id, "attempts", task, condition.replace(":", "-"), f"t{trial}")
+    delivered = {"delivery_receipt": f"{prefix}/delivery.json", "delivery_nonce": hashlib.sha256(prefix.encode()).hexdigest()[:32],
+                 "planted_ids": ("m1",), "delivered_ids": ("m1",)} if injection == "yes" else {}
     return RunRecord(
         run_id=run_id, task_id=task, condition=condition, trial=trial, agent="scripted", calibration=calibration,
         outcome=outcome, infra_failure=outcome == U, input_tokens=tokens - tokens // 10, output_tokens=tokens // 10,  # type: ignore[arg-type]
         cost_usd=0.0, wall_seconds=1.0 + tokens / 1000, injection=injection,  # type: ignore[arg-type]
         transcript=f"{prefix}/transcript.json", audit_receipt=f"{prefix}/audit.json", build_under_test="scripted/1",
-        check_exit_code={P: 0, F: 1}.get(outcome), audit_passed=None if outcome == U else True,
+        check_exit_code={P: 0, F: 1}.get(outcome), audit_passed=None if outcome == U else True, **delivered,
     )
 
 
@@ -111,6 +115,10 @@ def store_scenario(store: ArtifactStore, records: list[RunRecord], *, echo_task:
         steps = [TranscriptStep(source="user", kind="prompt", text="Fix the uploader.")]
         if r.injection == "yes":
             steps.append(TranscriptStep(source="hook", kind="context", text=wrap_block("prompt-time", ["m1"], memory)))
+            store.put_json(r.delivery_receipt or "", DeliveryReceipt(
+                nonce=r.delivery_nonce or "", realm="project:0123456789abcdef", served_by="scripted", planted_ids=("m1",),
+                recalls=(ServedRecall(realm="project:0123456789abcdef", lanes=("keyword",), ids=("m1",),
+                                      text_sha256=(text_digest(memory),), at=1.0),)))
         quote = memory if (r.task_id == echo_task and r.condition == "on") else "Done; the tests pass."
         steps.append(TranscriptStep(source="agent", kind="message", text=quote))
         store.put_json(r.transcript or "", Transcript(agent="scripted", steps=tuple(steps)))

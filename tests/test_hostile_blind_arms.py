@@ -54,7 +54,7 @@ CONDITIONS = ("off", "on", "ablate:all", "ablate:keyword")
 KEYWORD = "pager"
 """A word only a planted memory holds: a keyword-lane probe for it finds the convention."""
 OBSERVER = f"""
-import json, os, stat, sqlite3, sys
+import json, os, socket, stat, sqlite3, sys
 
 def listing(top):
     out = []
@@ -98,6 +98,21 @@ for path in sorted(set(stores)):
         }}
     except sqlite3.Error as error:
         probe[path] = {{"error": str(error)}}
+def ask(path, request):
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(10)
+            conn.connect(path)
+            conn.sendall((json.dumps(request) + "\\n").encode())
+            return json.loads(conn.makefile("rb").readline())
+    except (OSError, ValueError) as error:
+        return {{"error": type(error).__name__ + ": " + str(error)}}
+realm = os.environ.get({memory_env_names.REALM_ENV!r}, "")
+for path in sorted(set(sockets)):
+    keyword = ask(path, {{"op": "recall", "realm": realm, "query": {KEYWORD!r}, "k": 5, "lanes": ["keyword"]}})
+    every = ask(path, {{"op": "recall", "realm": realm, "query": {KEYWORD!r}, "k": 5, "lanes": None}})
+    texts += [hit["text"] for hit in every.get("hits") or []]
+    probe[path] = {{"keyword_hits": len(keyword.get("hits") or []), "all_hits": len(every.get("hits") or []), "answers": [keyword, every]}}
 stdin = sys.stdin.read()
 seen = {{
     "env": dict(os.environ), "argv": sys.argv, "cwd": os.getcwd(), "uid": os.getuid(),
@@ -110,7 +125,8 @@ print(json.dumps({{"kind": "message", "text": json.dumps(seen)}}))
 """
 """The observing agent: records what it can see, searches every folder it can write or that is mounted
 (all but the toolchain) for a store or socket, opens every store it finds itself (no hook, no
-memtrial code: plain sqlite3), then prints it all as one message."""
+memtrial code: plain sqlite3), asks every socket it finds itself (a keyword-lane recall and one
+over every lane, in its realm), then prints it all as one message."""
 
 
 @pytest.fixture(scope="module")
@@ -148,18 +164,19 @@ def _normalized(value: object) -> object:
 
 
 def _view(observed: Mapping[str, object]) -> object:
-    """What an agent sees, minus the memory variable and what its memory delivers (the store's mount
-    and folder, the hook's steps in the transcript); mount ids and device numbers dropped."""
+    """What an agent sees, minus the memory variable and what its memory delivers (the witness socket's
+    mount and folder, the hook's steps in the transcript); mount ids and device numbers dropped."""
     env = dict(observed["env"])  # type: ignore[call-overload]
-    store = env.pop(memory_env_names.STORE_ENV, None)
-    folder = Path(store).parent.name + "/" if store else None
+    sock = env.pop(memory_env_names.SOCKET_ENV, None)
+    mounted = str(Path(sock).parent) if sock else None
+    folder = Path(sock).parent.parent.name + "/" if sock else None
     mounts = [" ".join(line.split()[3:]) for line in str(observed["mountinfo"]).splitlines()]
     return _normalized({
         **{k: observed[k] for k in ("argv", "cwd", "stdin", "home", "workspace")},
         "uid": "<per-attempt>" if observed["uid"] != 0 else 0,  # each attempt runs as a fresh unprivileged uid
         "env": env,
         "tmp": sorted(_normalized([p for p in observed["tmp"] if not (folder and (p + "/").startswith(folder))])),  # type: ignore[union-attr, call-overload]
-        "mounts": sorted(_normalized([m for m in mounts if not (store and store in m)])),  # type: ignore[call-overload]
+        "mounts": sorted(_normalized([m for m in mounts if not (mounted and mounted in m)])),  # type: ignore[call-overload]
         "transcript": [s for s in observed["transcript"] if s.get("source") != "hook"],  # type: ignore[union-attr]
     })
 
@@ -180,7 +197,7 @@ def test_an_off_arm_differs_from_on_only_by_its_memory(seen: dict[str, dict[str,
         view = _view(seen[condition])
         assert view == on, f"{condition} differs from on beyond its memory: " + json.dumps(
             {k: _difference(view[k], on[k]) for k in on if view[k] != on[k]})  # type: ignore[index]
-    assert memory_env_names.STORE_ENV in seen["on"]["env"] and memory_env_names.STORE_ENV not in seen["off"]["env"]  # type: ignore[operator]
+    assert memory_env_names.SOCKET_ENV in seen["on"]["env"] and memory_env_names.SOCKET_ENV not in seen["off"]["env"]  # type: ignore[operator]
     assert seen["on"]["injection"] == "yes" and seen["off"]["injection"] == "no"
 
 
@@ -200,7 +217,7 @@ def test_an_arm_without_memory_finds_no_store_or_socket_anywhere(seen: dict[str,
     """Regression: the store was mounted read-only into `ablate:all`, and an agent reading it directly
     passed with injection "no"; nothing may be planted, mounted or named for an arm without memory."""
     observed = seen[condition]
-    assert seen["on"]["stores"], "the search found no store even in `on`: it proves nothing"
+    assert seen["on"]["sockets"], "the search found no socket even in `on`: it proves nothing"
     assert (observed["stores"], observed["sockets"], observed["texts"]) == ([], [], []), condition
     assert observed["injection"] == "no" and observed["outcome"] == "fail", condition
     memories = [m.text for t in load_tasks(Path(__file__).resolve().parents[1] / "corpora" / "tasks")
@@ -208,11 +225,13 @@ def test_an_arm_without_memory_finds_no_store_or_socket_anywhere(seen: dict[str,
     assert not any(text in json.dumps(observed) for text in memories), f"{condition} saw a planted memory"
 
 
-def test_an_ablated_lane_cannot_be_queried_even_by_opening_the_replica(seen: dict[str, dict[str, object]]) -> None:
+def test_an_ablated_lane_cannot_be_queried_even_by_asking_the_socket_itself(seen: dict[str, dict[str, object]]) -> None:
     """Regression: `ablate:keyword` got the full replica and a switch asking the hook to skip the lane;
-    an agent opening the file itself still had every keyword row. The probe must find nothing there,
-    and the same probe must find the memory in `on` (else it proves nothing)."""
+    an agent opening the file itself still had every keyword row. Now no arm sees a store file at all,
+    and the witness's socket drops the lane whatever the agent asks; the same keyword probe must find
+    the memory in `on` (else it proves nothing), and the other lanes still answer under the ablation."""
+    assert (seen["on"]["stores"], seen["ablate:keyword"]["stores"]) == ([], []), "a store file is reachable by the agent"
     (on_probe,) = seen["on"]["probe"].values()  # type: ignore[union-attr]
     (ablated_probe,) = seen["ablate:keyword"]["probe"].values()  # type: ignore[union-attr]
-    assert on_probe["keyword_hits"] >= 1 and on_probe["fts_rows"] >= 1, on_probe
-    assert (ablated_probe["keyword_hits"], ablated_probe["fts_rows"]) == (0, 0), ablated_probe
+    assert on_probe["keyword_hits"] >= 1, on_probe
+    assert ablated_probe["keyword_hits"] == 0 and ablated_probe["all_hits"] >= 1, ablated_probe

@@ -120,7 +120,7 @@ def test_the_scan_reads_every_module_and_imports_inside_functions() -> None:
     assert len(MODULES) > 100 and "tasks_lib.memory.delivery" in PACKAGES
     lazy = {target for target, _ in IMPORTS["flows.cli.run"]}  # run.py imports these only inside its commands
     assert {"flows.nightly", "flows.paired", "tasks_lib.runconfig"} <= lazy
-    assert "tasks_lib.memory.delivery.client" in {target for target, _ in IMPORTS["tasks_lib.memory.delivery.hook"]}  # inside run_hook
+    assert "tasks_lib.memory.delivery.socket_recall" in {target for target, _ in IMPORTS["tasks_lib.memory.delivery.hook"]}  # inside run_hook
 
 
 @pytest.mark.parametrize("rule", ["library-is-pure", "cli-is-an-edge"], ids=["tasks_lib-never-imports-flows-or-prefect", "only-flows.cli-imports-flows.cli"])

@@ -181,12 +181,13 @@ class DeliveryWitness:
     def start(self) -> DeliveryWitness:
         """Bind the socket and serve on a daemon thread.
 
-        The folder is 0711 and the socket 0666 so the agent's unprivileged uid can connect through the
-        mount; the scratch root above them is the runner's alone (0700), so no one else reaches them.
+        The folder is 0755 (it holds only the socket) and the socket 0666, so the agent's unprivileged
+        uid can find and connect to it through the mount; the scratch root above them is the runner's
+        alone (0700), so no one else on the host reaches them.
         Raises MemoryServerError when the socket cannot be bound.
         """
-        self.folder.mkdir(mode=0o711)
-        self.folder.chmod(0o711)
+        self.folder.mkdir(mode=0o755)
+        self.folder.chmod(0o755)
         old_umask = os.umask(0)
         try:
             self._server = _WitnessServer(self.socket_path, self.store, self.realm, self.ablated)

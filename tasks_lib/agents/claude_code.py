@@ -26,19 +26,24 @@ same marker reaches the request body (on) and never does (off).
 Environment. Nothing of the runner's environment is passed on except PATH: the CLI gets HOME,
 TMPDIR, LANG, the switches that stop non-essential traffic (telemetry, error reporting, the auto
 updater), ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY from the adapter's configuration (or, when not
-configured, the runner's variables of those names) and `session.env` (the memory switches). As
-root the CLI refuses bypass mode outside a sandbox it recognises, so there IS_SANDBOX=1 is set.
+configured, the runner's variables of those names) and `session.env` (the memory switches). Run
+as root (unconfined) the CLI refuses bypass mode outside a sandbox it recognises, so there
+IS_SANDBOX=1 is set.
 
 Confinement. The per-command `tasks_lib.sandbox` providers give every command a fresh private HOME
 and no network, so they can neither keep the arm's HOME (hooks, the session files a follow-up
 prompt resumes from) nor reach the model endpoint. The whole CLI session is confined with bubblewrap
 instead (`tasks_lib.sandbox.session_confine`): the host seen through an allow-list (the toolchain,
 the CLI's install, the Python that runs the hooks, memtrial; `session.hidden_paths` masked where
-they lie inside those), the memory store's folder read-only, only the workspace and the HOME
-writable; the network is shared. Without a working bwrap (or with
-`confine=False`) the CLI runs as a plain subprocess in its own session with its own HOME and TMPDIR
-and a scrubbed environment, sharing the host filesystem; `confine=True` refuses that. Each
-transcript starts with a `system` step saying which of the two happened.
+they lie inside those), the memory store's folder (for a root runner the store file alone) or the
+socket's folder read-only, only the workspace and the HOME writable; the network is shared. A root runner never hands the CLI root:
+it runs as a uid of its own for the session (`tasks_lib.sandbox.identity`), with no capabilities
+and no new privileges, hooks included; the workspace and the HOME are lent to that uid for the
+session and given back after it, and every process still owned by it is killed. Without a working
+bwrap (or with `confine=False`) the CLI runs as a plain subprocess in its own session with its own
+HOME and TMPDIR and a scrubbed environment, sharing the host filesystem and the runner's uid;
+`confine=True` refuses that. Each transcript starts with a `system` step saying which of the two
+happened.
 """
 
 from __future__ import annotations
@@ -47,10 +52,12 @@ import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,9 +66,11 @@ import tasks_lib
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
 from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import register_agent
-from tasks_lib.memory.env import STORE_PATHS
+from tasks_lib.memory.env import SOCKET_ENV, STORE_ENV
 from tasks_lib.sandbox.base import DEFAULT_PATH
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
+from tasks_lib.sandbox.errors import SandboxError
+from tasks_lib.sandbox.identity import RunIdentity, lent_workspace, run_identity
 from tasks_lib.sandbox.procs import TreeWatcher, kill_tree
 from tasks_lib.sandbox.session_confine import bwrap_for_sessions, python_paths, session_prefix
 
@@ -104,18 +113,16 @@ MAX_STDERR_BYTES = 1 << 20
 READER_JOIN_SECONDS = 5.0
 
 CONFINED_NOTE = (
-    "claude-code ran confined by bubblewrap: the host seen through an allow-list (toolchain, its install, Python, "
-    "memtrial; {hidden} runner-owned path(s) hidden); memory store read-only; only its workspace and HOME writable; "
-    "network shared (model endpoint)"
+    "claude-code ran confined by bubblewrap{user}: the host seen through an allow-list (toolchain, its install, "
+    "Python, memtrial; {hidden} runner-owned path(s) hidden); memory store read-only; only its workspace and HOME "
+    "writable; network shared (model endpoint)"
 )
+UNPRIVILEGED = " as an unprivileged uid (no capabilities, no new privileges)"
 PLAIN_NOTE = (
     "claude-code ran as a plain subprocess (own session, HOME and TMPDIR; scrubbed environment), NOT confined: "
-    "{reason}; it shares the host filesystem and network"
+    "{reason}; it shares the host filesystem, network and the runner's uid"
 )
-MEMORY_PATH_ENVS = STORE_PATHS
-"""Memory variables naming a path the hooks open (`env.STORE_PATHS`); their folders are readable, never
-writable, in a confined session (the hook opens the store read-only; a socket connects through a
-read-only mount), so the agent cannot change the memory it is measured with."""
+SURVIVOR_NOTE = "{count} process(es) of the CLI's uid {uid} were still alive after the session and SIGKILL"
 
 
 def _install_root(binary: Path) -> Path:
@@ -124,6 +131,39 @@ def _install_root(binary: Path) -> Path:
         if "node_modules" in path.parts:
             return Path(*path.parts[: path.parts.index("node_modules")])
     return binary.resolve().parent
+
+
+def memory_paths(env: Mapping[str, str], identity: RunIdentity | None) -> list[Path]:
+    """What a confined session's hooks read of the memory, bound read-only so the agent cannot change
+    the memory it is measured with: the socket's folder (a socket connects through a read-only mount)
+    and the store's folder, or only the store file for a session run as `identity` (the folder, the
+    arm's own, may be one that uid cannot enter; the hook opens the file read-only)."""
+    store = [Path(env[STORE_ENV]) if identity else Path(env[STORE_ENV]).parent] if env.get(STORE_ENV) else []
+    return store + ([Path(env[SOCKET_ENV]).parent] if env.get(SOCKET_ENV) else [])
+
+
+def check_reachable_memory(env: Mapping[str, str]) -> None:
+    """Fail before the session when a fresh uid (no groups: only the `other` bits apply) could not
+    read the store file or connect to the socket; its hooks would then deliver nothing.
+
+    Raises:
+        AgentSetupError: naming the path, its mode and the fix.
+    """
+    fix = ("a root runner runs claude-code as an unprivileged uid; make it readable by others, "
+           f"or export a replica file ({STORE_ENV}) readable by others, or run memtrial as a non-root user")
+    needs = []
+    if env.get(STORE_ENV):
+        needs.append((Path(env[STORE_ENV]), stat.S_IROTH))
+    if env.get(SOCKET_ENV):
+        socket = Path(env[SOCKET_ENV])
+        needs += [(socket.parent, stat.S_IXOTH), (socket, stat.S_IWOTH)]
+    for path, bit in needs:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as error:
+            raise AgentSetupError(f"claude-code: the memory path {path} cannot be read: {error}") from error
+        if not mode & bit:
+            raise AgentSetupError(f"claude-code: the memory path {path} has mode {stat.S_IMODE(mode):o}; {fix}")
 
 
 def find_binary(binary: str | Path | None = None) -> Path:
@@ -373,8 +413,8 @@ class ClaudeCodeAgent(Agent):
         self.api_key = api_key
         self.confine = confine
 
-    def environment(self, session: AgentSession, tmpdir: Path) -> dict[str, str]:
-        """The CLI's whole environment (see the module docstring)."""
+    def environment(self, session: AgentSession, tmpdir: Path, identity: RunIdentity | None = None) -> dict[str, str]:
+        """The CLI's whole environment (see the module docstring); `identity`: the uid it runs as, if not the runner's."""
         env = {
             "PATH": os.environ.get("PATH") or DEFAULT_PATH,
             "LANG": "C.UTF-8",
@@ -386,32 +426,40 @@ class ClaudeCodeAgent(Agent):
             env["ANTHROPIC_BASE_URL"] = base_url
         if api_key:
             env["ANTHROPIC_API_KEY"] = api_key
-        if os.geteuid() == 0:
+        if os.geteuid() == 0 and identity is None:
             env["IS_SANDBOX"] = "1"  # as root the CLI refuses bypassPermissions without it
         env.update(session.env)
         env["HOME"] = str(session.home)
         env["TMPDIR"] = str(tmpdir)
         return env
 
-    def confinement(self, session: AgentSession, binary: Path) -> tuple[list[str], str]:
-        """(argv prefix, transcript note) for this session; see the module docstring.
+    def confinement(self, session: AgentSession, binary: Path) -> tuple[list[str], str, RunIdentity | None]:
+        """(argv prefix, transcript note, the uid a root runner's confined CLI runs as or None); see the module docstring.
 
         Raises:
-            AgentSetupError: `confine=True` and bwrap cannot confine a session here.
+            AgentSetupError: `confine=True` and bwrap cannot confine a session here; the session's
+                uid could not reach the memory, or no free uid was found.
         """
         if self.confine is False:
-            return [], PLAIN_NOTE.format(reason="confinement disabled by the caller (confine=False)")
+            return [], PLAIN_NOTE.format(reason="confinement disabled by the caller (confine=False)"), None
         bwrap, problem = bwrap_for_sessions()
         if bwrap is None:
             if self.confine:
                 raise AgentSetupError(f"claude-code: confine=True but {problem}")
-            return [], PLAIN_NOTE.format(reason=problem)
-        hook_python = Path(session.hook_argv[0])
-        stores = [Path(session.env[name]).parent for name in MEMORY_PATH_ENVS if session.env.get(name)]
-        readable = [_install_root(binary), hook_python.parent.parent, *python_paths(), Path(tasks_lib.__file__).parent, *stores]
-        prefix = session_prefix(bwrap, workdir=session.workspace, writable=[session.workspace, session.home],
-                                readable=readable, hidden=session.hidden_paths)
-        return prefix, CONFINED_NOTE.format(hidden=len(session.hidden_paths))
+            return [], PLAIN_NOTE.format(reason=problem), None
+        try:
+            identity = run_identity()
+            if identity is not None:
+                check_reachable_memory(session.env)
+            hook_python = Path(session.hook_argv[0])
+            readable = [_install_root(binary), hook_python.parent.parent, *python_paths(), Path(tasks_lib.__file__).parent,
+                        *memory_paths(session.env, identity)]
+            prefix = session_prefix(bwrap, workdir=session.workspace, writable=[session.workspace, session.home],
+                                    readable=readable, hidden=session.hidden_paths, identity=identity)
+        except SandboxError as error:
+            raise AgentSetupError(f"claude-code: {error}") from error
+        note = CONFINED_NOTE.format(user=UNPRIVILEGED if identity else "", hidden=len(session.hidden_paths))
+        return prefix, note, identity
 
     def argv(self, binary: Path, model: str, session_id: str, resume: bool, hook_argv: Sequence[str]) -> list[str]:
         """One invocation's argv (the prompt goes on stdin): the runner's hooks inline, no settings file read."""
@@ -435,54 +483,58 @@ class ClaudeCodeAgent(Agent):
         session.home.mkdir(parents=True, exist_ok=True)
         tmpdir = session.home / "tmp"
         tmpdir.mkdir(exist_ok=True)
-        env = self.environment(session, tmpdir)
+        confine_prefix, note, identity = self.confinement(session, binary)
+        env = self.environment(session, tmpdir, identity)
         model = session.model or self.model
         session_id = str(uuid.uuid4())
-        confine_prefix, note = self.confinement(session, binary)
         steps = [TranscriptStep(source="system", kind="context", text=note)]
         input_tokens = output_tokens = 0
         cost = 0.0
         exit_code: int | None = None
         infra: str | None = None
         started = time.monotonic()
-        for index, prompt in enumerate(session.prompts):
-            steps.append(TranscriptStep(source="user", kind="prompt", text=prompt))
-            remaining = session.timeout_seconds - (time.monotonic() - started)
-            if remaining <= 0:
-                steps.append(TranscriptStep(source="system", kind="error", text="session timeout reached before this prompt"))
-                exit_code = None
-                break
-            try:
-                argv = [*confine_prefix, *self.argv(binary, model, session_id, resume=index > 0, hook_argv=session.hook_argv)]
-                done = self._invoke(argv, prompt, session.workspace, env, remaining)
-            except OSError as error:
-                infra = f"claude-code could not start {binary}: {error}"
-                steps.append(TranscriptStep(source="system", kind="error", text=infra))
-                exit_code = None
-                break
-            parsed = parse_stream(done.stdout)
-            steps.extend(parsed.steps)
-            session_id = parsed.session_id or session_id
-            input_tokens += parsed.usage.input_tokens
-            output_tokens += parsed.usage.output_tokens
-            cost = max(cost, parsed.usage.cost_usd)  # total_cost_usd is cumulative over a resumed session
-            exit_code = done.exit_code
-            if done.truncated:
-                steps.append(TranscriptStep(source="system", kind="error", text=f"stream-json output past {MAX_STREAM_BYTES} bytes was dropped"))
-            if not parsed.usage.reported:
-                steps.append(TranscriptStep(source="system", kind="error", text="no result message: usage and cost of this prompt are unknown (counted as 0)"))
-            if done.timed_out:
-                steps.append(TranscriptStep(source="system", kind="error", text=f"killed at the session timeout ({session.timeout_seconds:g} s)"))
-                exit_code = None
-                break
-            if parsed.api_error is not None and infra is None:
-                infra = f"model endpoint: {parsed.api_error}"
-            if done.exit_code != 0:
-                tail = done.stderr.strip()[-2000:]
-                steps.append(TranscriptStep(source="system", kind="error", text=f"claude exited {done.exit_code}: {tail}"))
-                if not parsed.usage.reported and infra is None:
-                    infra = f"claude exited {done.exit_code} without a result: {tail[-300:]}"
-                break
+        with ExitStack() as lent:
+            lent.enter_context(lent_workspace(session.workspace, identity))
+            lent.enter_context(lent_workspace(session.home, identity))
+            lent.callback(_reap, identity, steps)  # before the folders are taken back
+            for index, prompt in enumerate(session.prompts):
+                steps.append(TranscriptStep(source="user", kind="prompt", text=prompt))
+                remaining = session.timeout_seconds - (time.monotonic() - started)
+                if remaining <= 0:
+                    steps.append(TranscriptStep(source="system", kind="error", text="session timeout reached before this prompt"))
+                    exit_code = None
+                    break
+                try:
+                    argv = [*confine_prefix, *self.argv(binary, model, session_id, resume=index > 0, hook_argv=session.hook_argv)]
+                    done = self._invoke(argv, prompt, session.workspace, env, remaining)
+                except OSError as error:
+                    infra = f"claude-code could not start {binary}: {error}"
+                    steps.append(TranscriptStep(source="system", kind="error", text=infra))
+                    exit_code = None
+                    break
+                parsed = parse_stream(done.stdout)
+                steps.extend(parsed.steps)
+                session_id = parsed.session_id or session_id
+                input_tokens += parsed.usage.input_tokens
+                output_tokens += parsed.usage.output_tokens
+                cost = max(cost, parsed.usage.cost_usd)  # total_cost_usd is cumulative over a resumed session
+                exit_code = done.exit_code
+                if done.truncated:
+                    steps.append(TranscriptStep(source="system", kind="error", text=f"stream-json output past {MAX_STREAM_BYTES} bytes was dropped"))
+                if not parsed.usage.reported:
+                    steps.append(TranscriptStep(source="system", kind="error", text="no result message: usage and cost of this prompt are unknown (counted as 0)"))
+                if done.timed_out:
+                    steps.append(TranscriptStep(source="system", kind="error", text=f"killed at the session timeout ({session.timeout_seconds:g} s)"))
+                    exit_code = None
+                    break
+                if parsed.api_error is not None and infra is None:
+                    infra = f"model endpoint: {parsed.api_error}"
+                if done.exit_code != 0:
+                    tail = done.stderr.strip()[-2000:]
+                    steps.append(TranscriptStep(source="system", kind="error", text=f"claude exited {done.exit_code}: {tail}"))
+                    if not parsed.usage.reported and infra is None:
+                        infra = f"claude exited {done.exit_code} without a result: {tail[-300:]}"
+                    break
         return AgentRun(
             exit_code=exit_code,
             infra_failure=infra,
@@ -527,6 +579,12 @@ class ClaudeCodeAgent(Agent):
             exit_code=None if code < 0 else code, stdout=stdout.text, stderr=stderr.text,
             timed_out=timed_out, truncated=stdout.truncated,
         )
+
+
+def _reap(identity: RunIdentity | None, steps: list[TranscriptStep]) -> None:
+    """Kill every process of the session's uid; note in `steps` any that survived."""
+    if identity is not None and (count := identity.reap()):
+        steps.append(TranscriptStep(source="system", kind="error", text=SURVIVOR_NOTE.format(count=count, uid=identity.uid)))
 
 
 register_agent(ClaudeCodeAgent.name, ClaudeCodeAgent)

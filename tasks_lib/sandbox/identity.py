@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +42,20 @@ class RunIdentity:
     def survivors(self) -> list[int]:
         """PIDs of every live process (not a zombie) whose real, effective or saved uid is this identity's."""
         return [pid for pid in all_pids() if self.uid in (_uids(pid) or ()) and is_running(pid)]
+
+    def reap(self, wait_seconds: float = 2.0) -> int:
+        """SIGKILL every process of this identity; return how many are still alive after `wait_seconds`."""
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            alive = self.survivors()
+            if not alive or time.monotonic() > deadline:
+                return len(alive)
+            for pid in alive:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.02)
 
 
 def run_identity() -> RunIdentity | None:

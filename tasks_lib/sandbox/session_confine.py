@@ -19,6 +19,10 @@ gives it exactly that and nothing else of the host:
 
 The network is shared: the CLI must reach its model endpoint (the paired runs' other arm differs
 only in memory, so both see the same network).
+
+A root runner never hands the session root: given a `RunIdentity`, bwrap keeps only the
+capabilities `setpriv` needs and the command starts as that uid, with no groups, no capabilities
+and no new privileges (see `tasks_lib.sandbox.identity`; the caller lends it the writable folders).
 """
 
 from __future__ import annotations
@@ -30,21 +34,37 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from tasks_lib.sandbox.errors import SandboxUnavailable
 from tasks_lib.sandbox.hostview import NETWORK_ETC, host_view_args, parent_dirs, under
+from tasks_lib.sandbox.identity import SETPRIV_CAPS, RunIdentity, setpriv_argv
+
+SETPRIV_MISSING = "util-linux setpriv not found on PATH; a root runner needs it to run the session as an unprivileged uid"
 
 
 def bwrap_for_sessions() -> tuple[str | None, str | None]:
-    """(path to a working bwrap, None) or (None, why a session cannot be confined here)."""
+    """(path to a working bwrap, None) or (None, why a session cannot be confined here); for a root
+    runner this includes dropping to an unprivileged uid with `setpriv`."""
     path = shutil.which("bwrap")
     if path is None:
         return None, "bwrap not found on PATH; install bubblewrap (scripts/install_test_deps.sh)"
+    probe = [path, "--ro-bind", "/", "/", "--unshare-pid"]
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            return None, SETPRIV_MISSING
+        probe += [*_setpriv_caps(), "--", *setpriv_argv(setpriv, RunIdentity(uid=65534, gid=65534))]
     try:
-        done = subprocess.run([path, "--ro-bind", "/", "/", "--unshare-pid", "true"], capture_output=True, timeout=20, check=False)
+        done = subprocess.run([*probe, "true"], capture_output=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
         return None, f"bwrap at {path} could not run: {error}"
     if done.returncode != 0:
         return None, f"bwrap at {path} cannot create namespaces here: {done.stderr.decode(errors='replace').strip()}"
     return path, None
+
+
+def _setpriv_caps() -> list[str]:
+    """bwrap arguments keeping only the capabilities `setpriv` needs to switch uid."""
+    return ["--cap-drop", "ALL", *(a for cap in SETPRIV_CAPS for a in ("--cap-add", cap))]
 
 
 def _existing(paths: Iterable[Path]) -> list[str]:
@@ -61,9 +81,22 @@ def python_paths() -> list[Path]:
     return [Path(sys.prefix), Path(sys.base_prefix), *libraries]
 
 
-def session_prefix(bwrap: str, *, workdir: Path, writable: Iterable[Path], readable: Iterable[Path], hidden: Iterable[Path]) -> list[str]:
-    """The argv prefix that runs a command confined as the module describes, in `workdir`."""
+def session_prefix(bwrap: str, *, workdir: Path, writable: Iterable[Path], readable: Iterable[Path], hidden: Iterable[Path],
+                   identity: RunIdentity | None = None) -> list[str]:
+    """The argv prefix that runs a command confined as the module describes, in `workdir`, as
+    `identity` when given (a root runner's).
+
+    Raises:
+        SandboxUnavailable: `identity` is given and setpriv is not on PATH.
+    """
+    run_as: list[str] = []
     args = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    if identity is not None:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            raise SandboxUnavailable(SETPRIV_MISSING)
+        args += _setpriv_caps()
+        run_as = setpriv_argv(setpriv, identity)
     made: set[str] = set()
     args += host_view_args(None, made, etc_extra=NETWORK_ETC)
     binds = [("--ro-bind", p) for p in _existing(readable)] + [("--bind", p) for p in _existing(writable)]
@@ -77,4 +110,4 @@ def session_prefix(bwrap: str, *, workdir: Path, writable: Iterable[Path], reada
         for flag, path in binds:
             if path != mask and under(path, [mask]):
                 args += [flag, path, path]  # readable or writable even inside a hidden path
-    return [*args, "--chdir", str(Path(workdir).absolute()), "--"]
+    return [*args, "--chdir", str(Path(workdir).absolute()), "--", *run_as]

@@ -457,6 +457,9 @@ class RunRecord(Document):
     """Memory ids planted for this attempt (forgotten by exact id afterwards)."""
     delivered_ids: tuple[str, ...] = ()
     """Planted memories the delivery witness served, by the ids it served them under."""
+    served_ids: tuple[str, ...] = ()
+    """Every memory the delivery witness served, planted or not (a system serving only others delivered
+    none of the planted ones)."""
     unwitnessed_ids: tuple[str, ...] = ()
     """Ids a non-agent transcript step shows delivered that the witness never served: a forged hook
     line or a leak around the witness; never counted as delivery."""

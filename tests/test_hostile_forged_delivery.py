@@ -8,7 +8,8 @@ counts. Driven here with the real CLI against a scripted Anthropic server on 127
 arm's own composition (`run_attempt`), on a bundled task: the forgery reaches the transcript, yet the
 record says "no" and names the forged id as unwitnessed; the `on` arm's real delivery through the
 CLI's hook and the witness's socket is confirmed (else the test would prove nothing). The witness's
-own rules (one realm, ablated lanes dropped, read-only) are attacked directly below.
+own rules (one realm, ablated lanes dropped, read-only) are attacked directly below, and a memory
+system that serves other memories than the task's delivers none of the planted ones.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,8 +25,9 @@ from scripted_anthropic import ScriptedAnthropic, Text, ToolUse, Turn, Usage
 from test_agent_claude_code import MODEL, claude_binary  # noqa: F401 (a fixture)
 
 from tasks_lib.agents.base import Transcript
+from tasks_lib.analysis.grading import grade_attempts, summarize
 from tasks_lib.arm.injection import transcript_claims
-from tasks_lib.arm.steps import ArmSetup, TaskSource, run_attempt, schedule, select_tasks
+from tasks_lib.arm.steps import ArmSetup, TaskSource, run_attempt, run_matrix, schedule, select_tasks
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.contracts import MemorySpec, RunRecord
 from tasks_lib.corpus.tasks import load_tasks
@@ -33,6 +36,8 @@ from tasks_lib.memory.delivery.client import MemoryClient
 from tasks_lib.memory.delivery.provenance import wrap_block
 from tasks_lib.memory.delivery.witness import DeliveryReceipt, DeliveryWitness
 from tasks_lib.memory.planting import plant
+from tasks_lib.memory.provisioner.client import ProvisionerSpec
+from tasks_lib.memory.provisioner.verbs import SERVE_ENV, STATE_ENV
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -133,3 +138,54 @@ def test_a_receipt_counts_a_served_memory_as_planted_by_id_or_exact_text_only(wi
     assert receipt.planted_served() and set(receipt.planted_served()) <= set(receipt.planted_ids)
     foreign = receipt.model_copy(update={"planted_ids": ("0000000000000000",), "planted_text_sha256": ("0" * 64,)})
     assert foreign.served_ids() and foreign.planted_served() == ()
+
+
+# --------------------------------------------------------------------------- a system serving other memories
+
+SERVES_OTHERS = """\
+import json, pathlib, subprocess, sys
+verb = sys.argv[1]
+data = sys.stdin.buffer.read()
+if verb == "restore":
+    request = json.loads(data)
+    graph = json.loads(pathlib.Path(request["artifacts"]["graph"]).read_text())
+    for index, node in enumerate(graph["nodes"]):
+        node["text"] = f"Unrelated note {index}: the office plants are watered on Fridays."
+    other = pathlib.Path(request["artifacts"]["graph"]).with_name("other.graph.json")
+    other.write_text(json.dumps(graph))
+    request["artifacts"]["graph"] = str(other)
+    data = json.dumps(request).encode()
+done = subprocess.run([sys.executable, "-m", "tasks_lib.memory.provisioner.reference", verb], input=data, capture_output=True)
+sys.stderr.buffer.write(done.stderr)
+if verb == "snapshot" and done.returncode == 0:
+    answer = json.loads(done.stdout)
+    asked = {probe["name"]: probe for probe in json.loads(data)["probes"]}
+    for probe in answer["probes"]:
+        probe["hits"] = [{"id": i, "text": asked[probe["name"]]["query"]} for i in asked[probe["name"]]["expect_ids"]]
+        probe["found"] = True
+    sys.stdout.write(json.dumps(answer))
+else:
+    sys.stdout.buffer.write(done.stdout)
+sys.exit(done.returncode)
+"""
+"""A provisioner that restores other memories than the task's (and forges passing presence probes)."""
+
+
+def test_a_memory_system_serving_other_memories_delivered_none_of_the_planted_ones(tmp_path: Path) -> None:
+    """Regression: any marked block counted as delivery for a provisioned system, so one serving other
+    tasks' memories read "delivered"; the receipt must match a planted text, and the grade and the
+    run's warnings must say "delivered: none of the planted ones"."""
+    script = tmp_path / "serves_others.py"
+    script.write_text(SERVES_OTHERS)
+    state = tmp_path / "state"
+    spec = ProvisionerSpec(argv=(sys.executable, str(script)), env={STATE_ENV: str(state), SERVE_ENV: "ro"}, timeout_seconds=120)
+    plan = schedule(select_tasks(TASKS, [TASK]), ["off", "on"], 1)
+    records = run_matrix(plan, run_id="others", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
+                         agent_name="calibration", store=LocalStore(tmp_path / "artifacts"), provisioner=spec)
+    on = next(r for r in records if r.condition == "on")
+    assert on.served_ids, "the system served nothing, so this proves nothing"
+    assert (on.injection, on.delivered_ids) == ("no", ())
+    grades = {g.condition: g for g in grade_attempts(records)}
+    assert grades["on"].mui_reason.startswith("delivered: none of the planted ones"), grades["on"].mui_reason
+    summary = summarize("others", records, grade_attempts(records))
+    assert any("delivered: none of the planted ones on 1 of 1 on attempts" in w for w in summary.warnings), summary.warnings

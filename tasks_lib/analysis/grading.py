@@ -110,9 +110,13 @@ class DeliveryRate(ContractModel):
     attempts: int = Field(ge=0)
     """Attempts under the condition."""
     confirmed: int = Field(ge=0)
-    """Attempts with `injection == "yes"`."""
+    """Attempts whose delivery witness served a planted memory (`injection == "yes"`)."""
     unknown: int = Field(ge=0)
     """Attempts whose delivery could not be read (no transcript)."""
+    served_other: int = Field(default=0, ge=0)
+    """Attempts whose memory system served memories, none of them planted for the task."""
+    unwitnessed: int = Field(default=0, ge=0)
+    """Attempts whose transcript shows a delivery the runner's witness never served (forged or leaked)."""
     rate: Ratio
     """confirmed / attempts, exact."""
     warning: str | None
@@ -299,10 +303,18 @@ def tokens_of(record: RunRecord) -> int:
     return record.input_tokens + record.output_tokens
 
 
+def undelivered_reason(record: RunRecord) -> str:
+    """Why `record` counts as not delivered, in the words the report uses."""
+    others = len(set(record.served_ids) - set(record.delivered_ids))
+    if record.injection == "no" and others:
+        return f"delivered: none of the planted ones (the memory system served {others} other memor{'y' if others == 1 else 'ies'})"
+    return f"planted memory not confirmed delivered (injection {record.injection})"
+
+
 def mui_credit(on: RunRecord, off: RunRecord | None) -> tuple[MuiCredit, str]:
     """MUI v2 credit of one `on` attempt against its paired `off` attempt, with the reason."""
     if on.injection != "yes":
-        return "none", f"planted memory not confirmed delivered (injection {on.injection})"
+        return "none", undelivered_reason(on)
     if on.outcome != "pass":
         return "none", f"the on attempt did not pass ({on.outcome})"
     if off is None:
@@ -390,15 +402,24 @@ def delivery_rates(records: Sequence[RunRecord]) -> list[DeliveryRate]:
     for condition in condition_order(r.condition for r in records):
         rows = [r for r in records if r.condition == condition]
         confirmed = sum(r.injection == "yes" for r in rows)
+        served_other = sum(r.injection == "no" and bool(r.served_ids) for r in rows)
+        unwitnessed = sum(bool(r.unwitnessed_ids) for r in rows)
         rate = fraction_of(confirmed, len(rows))
-        warning = None
+        problems = []
         if condition == "on" and rate < LOW_DELIVERY_RATE:
-            warning = (f"delivery confirmed on only {confirmed} of {len(rows)} on attempts (below {LOW_DELIVERY_RATE}): "
-                       "memory may not have reached the agent; distrust this run's memory figures")
+            problems.append(f"delivery confirmed on only {confirmed} of {len(rows)} on attempts (below {LOW_DELIVERY_RATE}): "
+                            "memory may not have reached the agent; distrust this run's memory figures")
         elif condition in ("off", "ablate:all") and confirmed:
-            warning = f"memory was delivered on {confirmed} {condition} attempt(s), where it is switched off: a leak in the harness"
+            problems.append(f"memory was delivered on {confirmed} {condition} attempt(s), where it is switched off: a leak in the harness")
+        if served_other:
+            problems.append(f"delivered: none of the planted ones on {served_other} of {len(rows)} {condition} attempts "
+                            "(the memory system served other memories than the task's)")
+        if unwitnessed:
+            problems.append(f"{unwitnessed} {condition} attempt(s) show a delivery in the transcript that the runner's witness "
+                            "never served: a forged hook report or a path around the witness; counted as not delivered")
         out.append(DeliveryRate(condition=condition, attempts=len(rows), confirmed=confirmed,
-                                unknown=sum(r.injection == "unknown" for r in rows), rate=ratio(rate), warning=warning))
+                                unknown=sum(r.injection == "unknown" for r in rows), served_other=served_other,
+                                unwitnessed=unwitnessed, rate=ratio(rate), warning="; ".join(problems) or None))
     return out
 
 

@@ -59,7 +59,7 @@ from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
 from tasks_lib.arm.comparability import record_fields
 from tasks_lib.arm.injection import confirm_delivery
 from tasks_lib.arm.pinned import PinnedTask, PinnedTaskError, check_pinned, pin_task
-from tasks_lib.arm.provisioned import LiveArm, node_id, release, restore_arm
+from tasks_lib.arm.provisioned import LiveArm, release, restore_arm
 from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check
 from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
 from tasks_lib.artifacts import ArtifactStore, run_key
@@ -258,7 +258,9 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
     """Stage 2: plant the task's memories in a fresh store under `root`, in the trial's realm, or
     have `provisioner` restore them (see `provisioned_arm`), and put the runner's delivery witness
     (`tasks_lib.memory.delivery.witness`) in front of them: the agent and its hooks get the
-    witness's socket and the realm, never the store or the provisioner's own socket.
+    witness's socket and the realm, never the store or the provisioner's own socket. What counts as
+    delivered: a planted id of the embedded store, or, for a provisioner (whose ids are its own), a
+    memory served with the exact text of one of the task's memories.
 
     Under `off` and `ablate:all` (or with no memories) nothing is planted, no store file is made, no
     witness runs and the environment names no store. Under `ablate:<lane>` the reference store is
@@ -281,8 +283,7 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
         live = restore_arm(provisioner, attempt.task.task_id, memories, realm, root)
         try:
             served, label = provisioned_store(live, lane)
-            witness = DeliveryWitness(served, realm, root, served_by=label, ablated_lanes=ablated,
-                                      planted_ids=[node_id(i) for i in range(len(memories))], planted_texts=texts).start()
+            witness = DeliveryWitness(served, realm, root, served_by=label, ablated_lanes=ablated, planted_texts=texts).start()
         except BaseException:
             release(live.provisioner, live.project)
             raise
@@ -515,6 +516,7 @@ def record_attempt(
         injection_channel=",".join(injection.channels) or None,
         planted_ids=planted,
         delivered_ids=injection.memory_ids,
+        served_ids=delivery.served_ids() if delivery is not None else (),
         unwitnessed_ids=injection.unwitnessed_ids,
         delivery_receipt=delivery_key,
         delivery_nonce=delivery.nonce if delivery is not None else None,

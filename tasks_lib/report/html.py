@@ -158,15 +158,20 @@ def banners(summary: GradingSummary) -> str:
 
 def delivery_section(summary: GradingSummary) -> str:
     """Layer one: the confirmed-delivery rate per condition, low rates as a warning."""
-    rows = [(d.condition, d.attempts, d.confirmed, d.unknown, f"{d.rate} ({_pct(d.rate)})", d.warning or "") for d in summary.delivery]
+    rows = [(d.condition, d.attempts, d.confirmed, d.served_other, d.unwitnessed, d.unknown, f"{d.rate} ({_pct(d.rate)})", d.warning or "")
+            for d in summary.delivery]
     low = [d for d in summary.delivery if d.warning]
     banner = (f'<div class="banner warning" id="delivery-warning"><strong>Delivery warning:</strong> '
               f"{escape(' '.join(d.warning or '' for d in low))}</div>") if low else \
         '<div class="banner ok">Delivery confirmed as expected for every condition.</div>'
     return ("<h2>Layer 1: memory delivered</h2>"
-            + _p(f"Confirmed from non-agent transcript steps (injection = yes). Under on, a rate below "
+            + _p(f"Confirmed from the runner's delivery witness: an attempt is delivered only when the witness served "
+                 f"one of the task's planted memories (by id or exact text); the transcript never decides. 'Other "
+                 f"memories only' counts attempts where the memory system served none of the planted ones; 'unwitnessed' "
+                 f"counts transcripts claiming a delivery the witness never served. Under on, a rate below "
                  f"{float(LOW_DELIVERY_RATE):.0%} is flagged; under off and ablate:all any delivery is a leak.")
-            + banner + table(["condition", "attempts", "confirmed", "unknown", "rate", "warning"], rows, [bool(d.warning) for d in summary.delivery]))
+            + banner + table(["condition", "attempts", "delivered", "other memories only", "unwitnessed", "unknown", "rate", "warning"],
+                             rows, [bool(d.warning) for d in summary.delivery]))
 
 
 def pass_rate_section(summary: GradingSummary, plot: str) -> str:

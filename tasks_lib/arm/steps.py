@@ -74,6 +74,7 @@ from tasks_lib.memory.provisioner.client import ProvisionerSpec
 from tasks_lib.memory.realms import trial_realm
 from tasks_lib.memory.reference.replica import strip_lanes
 from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.provenance import run_provenance, write_provenance
 
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
 """The memory delivery hook every agent's prompt/session hooks call."""
@@ -654,6 +655,7 @@ def run_matrix(
 
     Each task's fixture is built once into a template for the matrix and copied per attempt; when every
     attempt has ended, the run's evidence is sealed with its manifest (`tasks_lib.manifest`).
+    Its provenance (`tasks_lib.provenance`, no run config) is stored beside the records.
     With `workers` > 1, that many attempts run at once on threads (each has its own scratch root,
     store and realm); they start in schedule order, and `progress` is called as each one ends.
     """
@@ -676,4 +678,9 @@ def run_matrix(
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memtrial-arm") as pool:
                 records = list(pool.map(one, attempts))
     seal_run(store, run_id)
+    if attempts:
+        write_provenance(store, run_provenance(
+            run_id, agent=agent_name, conditions=[a.condition for a in attempts], trials=max(a.trial for a in attempts) + 1,
+            corpus_commit=commit, tasks_root=tasks_subdir, embedder=embedder, sandbox=sandbox,
+            provisioner_argv=provisioner.argv if provisioner else ()))
     return records

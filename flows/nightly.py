@@ -28,11 +28,10 @@ from tasks_lib.artifacts import new_run_id, open_store, run_key
 from tasks_lib.contracts import RunRecord, dump_document
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.preflight import preflight
-from tasks_lib.runconfig import RunConfig, load_run_config
+from tasks_lib.runconfig import RUN_CONFIG_JSON, RunConfig, load_run_config
 from tasks_lib.trees import write_atomically
 
 DEFAULT_CONFIG = "configs/default.yaml"
-RUN_CONFIG_JSON = "run-config.json"
 NIGHTLY_JSON = "nightly.json"
 GRADE, REPORT = "grade + aggregate", "report"
 

@@ -23,13 +23,15 @@ from flows import stages
 from flows.budget import PairGuard
 from flows.progress import reporter
 from tasks_lib.arm.steps import check_conditions, schedule, select_tasks, task_subdir_of
+from tasks_lib.artifacts import run_key
 from tasks_lib.contracts import PreparedCorpus, RunRecord
 from tasks_lib.corpus.build import resolve_commit
 from tasks_lib.corpus.prepare import fixture_tree_oid
 from tasks_lib.corpus.tasks import CorpusCheckReport, LoadedTask, load_tasks
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.reference.lanes import LANES
-from tasks_lib.runconfig import AgentSpec, ArmSpec, RunConfig
+from tasks_lib.provenance import run_provenance, write_provenance
+from tasks_lib.runconfig import RUN_CONFIG_JSON, AgentSpec, ArmSpec, RunConfig
 from tasks_lib.trees import sha256_file
 
 PREPARE, INVARIANTS = "prepare", "corpus invariants"
@@ -186,6 +188,20 @@ def fan_out_arms(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_
     return records, cached, _store_records(agent, artifact_root, run_id, records, storage)
 
 
+def record_provenance(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_id: str, artifact_root: str,
+                      parent_run_id: str | None = None) -> str:
+    """Store the run's provenance (`tasks_lib.provenance`) beside its records; return its key. With
+    `parent_run_id`, the run is one agent's matrix of that nightly run, whose config it names."""
+    provenance = run_provenance(
+        run_id, agent=agent.name, conditions=config.conditions, trials=config.trials, corpus_commit=tasks.commit,
+        tasks_root=tasks.tasks_subdir, embedder=config.embedder, sandbox=config.sandbox,
+        provisioner_argv=config.provisioner.argv if config.provisioner else (), config_name=config.name,
+        config_digest=config.config_digest(), parent_run_id=parent_run_id,
+        config_key=run_key(parent_run_id, RUN_CONFIG_JSON) if parent_run_id else None,
+    )
+    return write_provenance(stages.artifact_store(artifact_root), provenance)
+
+
 def _store_records(agent: AgentSpec, artifact_root: str, run_id: str, records: list[RunRecord],
                    storage: stages.ArtifactResultStorage) -> str:
     progress = reporter()
@@ -205,6 +221,7 @@ def paired_flow(config: RunConfig, run_id: str, repo_root: str, artifact_root: s
     reporter().plan([PREPARE, INVARIANTS, arm_stage(agent), records_stage(agent)])
     tasks = prepare_tasks(config, repo_root, storage)
     records, cached, key = fan_out_arms(config, agent, tasks, run_id, artifact_root, storage)
+    record_provenance(config, agent, tasks, run_id, artifact_root)
     return PairedResult(run_id=run_id, artifact_root=artifact_root, records_key=key, records=records,
                         excluded=tasks.excluded, arms_cached=cached)
 
@@ -224,6 +241,7 @@ def matrix_flow(config: RunConfig, run_id: str, repo_root: str, artifact_root: s
     for agent in config.all_agents:
         sub_run = agent_run_id(run_id, agent)
         records, cached, key = fan_out_arms(config, agent, tasks, sub_run, artifact_root, storage)
+        record_provenance(config, agent, tasks, sub_run, artifact_root, parent_run_id=run_id)
         results.append(PairedResult(run_id=sub_run, artifact_root=artifact_root, records_key=key, records=records,
                                     excluded=tasks.excluded, arms_cached=cached))
     return results

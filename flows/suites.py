@@ -25,13 +25,12 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from flows import stages
 from flows.progress import reporter
 from flows.settings import PROJECT_ROOT, build_under_test
-from tasks_lib.artifacts import run_key
+from tasks_lib.artifacts import suite_key
 from tasks_lib.errors import MemtrialError
 from tasks_lib.resources import bundled_folder
 from tasks_lib.runconfig import RunConfig
 from tasks_lib.trees import sha256_file
 
-SUITES_FOLDER = "suites"
 TREND = "trend"
 REFERENCE_MEMORY = "reference"
 
@@ -43,11 +42,6 @@ class SuiteConfigError(MemtrialError):
 def suite_stage(name: str) -> str:
     """Progress label of a suite."""
     return f"suite: {name}"
-
-
-def suite_key(run_id: str, name: str) -> str:
-    """Artifact key of a suite's result."""
-    return run_key(run_id, SUITES_FOLDER, f"{name}.json")
 
 
 def folder_digest(folder: Path) -> str:

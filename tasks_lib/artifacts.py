@@ -31,6 +31,8 @@ D = TypeVar("D", bound=Document)
 RUNS = "runs"
 BLOBS = "blobs/sha256"
 RECORDS_TABLE = "records.parquet"
+SUITES_FOLDER = "suites"
+"""A run's suite results: `runs/<run_id>/suites/<name>.json`."""
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
 
 
@@ -43,6 +45,11 @@ def new_run_id(prefix: str = "run") -> str:
 def run_key(run_id: str, *parts: str) -> str:
     """Key of an artifact of one run: `runs/<run_id>/<parts...>`."""
     return check_key("/".join((RUNS, run_id, *parts)))
+
+
+def suite_key(run_id: str, name: str) -> str:
+    """Artifact key of a suite's result in a run."""
+    return run_key(run_id, SUITES_FOLDER, f"{name}.json")
 
 
 def check_key(key: str) -> str:

@@ -469,6 +469,10 @@ class RunRecord(Document):
     """The nonce the runner drew for the witness; the receipt carries the same value."""
     audit_receipt: RelPath | None = None
     """Mutation-audit receipt, relative to the artifact root."""
+    check_output: RelPath | None = None
+    """The post-turn check's stored output (`check.txt`: exit status, sandbox, verdict, stderr and
+    stdout tails), relative to the artifact root; None when no check was attempted or on records made
+    before memtrial stored it."""
     check_sandbox: NonEmptyText | None = None
     """Where the post-turn check ran (`local/namespace`, `docker/container`; marked `unsandboxed`
     under the explicit opt-out); None when it did not run in any."""

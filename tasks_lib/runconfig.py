@@ -31,6 +31,8 @@ CALIBRATION_AGENT = "calibration"
 FREE_AGENTS = frozenset({CALIBRATION_AGENT})
 """Agents that cannot spend money; every other agent is paid and is gated by the budget guard."""
 SUITES = ("recall", "retrieval", "external")
+RUN_CONFIG_JSON = "run-config.json"
+"""Where a nightly run keeps its resolved config: `runs/<run_id>/run-config.json`."""
 
 
 class AgentSpec(ContractModel):

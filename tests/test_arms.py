@@ -169,7 +169,9 @@ def test_calibration_pattern_is_recovered_exactly(tmp_path: Path) -> None:
     with_memory = [r for r in records if r.condition not in ("off", "ablate:all")]
     assert all(r.delivery_receipt and store.exists(r.delivery_receipt) for r in with_memory)
     assert not any(r.delivery_receipt or r.delivery_nonce for r in records if r not in with_memory)
-    assert len(store.list_keys("runs/test-run/attempts")) == 3 * len(records) + len(with_memory)
+    assert all(r.check_output and store.exists(r.check_output) for r in records), "every checked attempt stores its check's output"
+    assert "post-turn verdict: passed" in store.get_bytes(by[("logship-partial-exit", "on")].check_output or "").decode()
+    assert len(store.list_keys("runs/test-run/attempts")) == 4 * len(records) + len(with_memory)
 
 
 class TamperingAgent(Agent):
@@ -200,7 +202,7 @@ def test_a_correct_fix_with_an_edited_test_earns_zero(tmp_path: Path) -> None:
     register_agent("tampering", TamperingAgent)
     (record,) = run(["logship-partial-exit"], ["on"], tmp_path, agent="tampering")
     assert record.outcome == "fail"
-    assert record.audit_passed is False and record.check_exit_code is None
+    assert record.audit_passed is False and record.check_exit_code is None and record.check_output is None, "no check, no check.txt"
     assert "mutation audit" in (record.failure_reason or "")
 
 

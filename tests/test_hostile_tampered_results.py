@@ -51,8 +51,8 @@ def test_the_run_seals_its_records_transcripts_and_receipts(sealed_run: tuple[Pa
     root, run_id = sealed_run
     manifest = load_document(root / "runs" / run_id / MANIFEST_JSON, RunManifest)
     names = sorted({f.key.rsplit("/", 1)[-1] for f in manifest.files})
-    assert names == ["audit.json", "delivery.json", "record.json", "records.parquet", "transcript.json"]
-    assert len(manifest.files) == 1 + 2 * 3 + 1, "the table, three files per attempt, and the on attempt's delivery receipt"
+    assert names == ["audit.json", "check.txt", "delivery.json", "record.json", "records.parquet", "transcript.json"]
+    assert len(manifest.files) == 1 + 2 * 4 + 1, "the table, four files per attempt, and the on attempt's delivery receipt"
     assert verify_run(LocalStore(root), run_id) == manifest
 
 

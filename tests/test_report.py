@@ -11,12 +11,14 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import uuid
 from pathlib import Path
 
 import boto3
 import numpy as np
+import pyarrow as pa
 import pytest
 from PIL import Image
 from test_grading import scenario_records, store_scenario
@@ -79,7 +81,7 @@ def test_report_opens_with_the_headline_in_units_with_intervals(report_html: Pat
     assert "+50.0 pp, 95% CI [-100.0, +100.0]" in block and "6 of 7 vs 3 of 7" in block, "raw counts, never reduced"
     assert "-981 tokens/attempt (exploratory" in block and "s/attempt" in block
     assert "sign-flip permutation test over 4 tasks, all 2^4 = 16 sign assignments" in block and "inverting the test" in block
-    assert "trial-level exact McNemar over 6 pairs, p = 0.62" in block and "Reference only" in block
+    assert "trial-level exact McNemar over 6 pairs, p = 0.625" in block and "Reference only" in block
     assert ">harm share<" in page and ">net MUI<" in page and "2/7 (29%)" in page, "the MUI table shows harm and net"
     assert ">pass@k<" in page and ">pass^k<" in page
 
@@ -193,7 +195,10 @@ def test_report_command_on_a_local_root(tmp_path: Path, capsys: pytest.CaptureFi
     captured = capsys.readouterr()
     result = json.loads(captured.out)
     assert result["report"] == f"{root.resolve()}/runs/{RUN}/report.html" and Path(result["report"]).is_file()
-    assert out.read_text() == Path(result["report"]).read_text()
+    copy, stored = out.read_text(), Path(result["report"]).read_text()
+    assert re.sub(r'href="[^"]*"', "", copy) == re.sub(r'href="[^"]*"', "", stored), "the copy differs only in where its links start"
+    assert 'href="../artifacts/runs/scenario-run/attempts/alpha/on/t0/transcript.json"' in copy
+    assert 'href="attempts/alpha/on/t0/transcript.json"' in stored
     assert result["summary"]["mui"][-1]["mui"] == "3/7"
     assert "warning: delivery confirmed on only 7 of 8" in captured.err
     assert main(["report", RUN, "--artifacts", str(root)]) == 0
@@ -222,3 +227,115 @@ def test_report_command_unknown_run_is_one_clear_line(tmp_path: Path, capsys: py
     assert main(["report", "no-such-run", "--artifacts", str(root)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"memtrial: error: run 'no-such-run': no records.parquet under {root.resolve()}/runs/no-such-run/; known runs: {RUN}"
+
+
+# --------------------------------------------------------------------------- a real run, in a real browser
+
+
+REPO = Path(__file__).resolve().parents[1]
+REAL_RUN = "real-run"
+REAL_TASKS = ["logship-partial-exit", "tabmill-delimiter"]
+
+
+@pytest.fixture(scope="module")
+def real_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[LocalStore, Path]:
+    """A run of the calibration agent through `run_matrix` (two tasks, off/on/ablate:all), with the
+    offline retrieval suite's real result stored beside it, and its report built from the store."""
+    from tasks_lib.arm.steps import run_matrix, schedule, select_tasks
+    from tasks_lib.artifacts import RECORDS_TABLE, suite_key
+    from tasks_lib.corpus.tasks import load_tasks
+    from tasks_lib.manifest import seal_run
+    from tasks_lib.memory.reference.store import SqliteMemoryStore
+    from tasks_lib.suites.retrieval import bundled_cases, run_retrieval_suite
+
+    where = tmp_path_factory.mktemp("real-report")
+    store = LocalStore(where / "artifacts")
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    plan = schedule(select_tasks(load_tasks(REPO / "corpora" / "tasks"), REAL_TASKS), ["off", "on", "ablate:all"], 1)
+    records = run_matrix(plan, run_id=REAL_RUN, repo_root=REPO, commit=head, tasks_subdir="corpora/tasks", agent_name="calibration",
+                         store=store)
+    store.put_table(run_key(REAL_RUN, RECORDS_TABLE), pa.Table.from_pylist([r.model_dump(mode="json") for r in records]))
+    seal_run(store, REAL_RUN)  # as the store-records stage does
+    cases, graph, policy = bundled_cases()
+    def reference(folder: Path) -> SqliteMemoryStore:
+        folder.mkdir(parents=True, exist_ok=True)
+        return SqliteMemoryStore(folder / "memory.sqlite", "hashed")
+
+    suite = run_retrieval_suite(reference, cases, graph_cases=graph, policy=policy, adapter_name="reference")
+    store.put_bytes(suite_key(REAL_RUN, "retrieval"), suite.model_dump_json().encode())
+    build_report(store, REAL_RUN)
+    return store, store.root / "runs" / REAL_RUN / REPORT_HTML
+
+
+def chromium_argv(tmp_path: Path, *extra: str) -> list[str]:
+    """Debian's headless chromium, every network route closed, a fresh profile."""
+    return [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / f'profile-{uuid.uuid4().hex[:8]}'}", "--proxy-server=127.0.0.1:9",
+            "--host-resolver-rules=MAP * ~NOTFOUND", *extra]
+
+
+def dump_dom(page: Path, tmp_path: Path) -> str:
+    """The DOM chromium built from `page` (after parsing and layout), as HTML."""
+    done = subprocess.run([*chromium_argv(tmp_path), "--dump-dom", page.as_uri()], check=False, capture_output=True, text=True,
+                          timeout=180, env={**os.environ, "HOME": str(tmp_path)})
+    assert done.returncode == 0 and "<html" in done.stdout, f"chromium --dump-dom failed ({done.returncode}): {done.stderr[-2000:]}"
+    return done.stdout
+
+
+def test_a_real_runs_report_names_where_its_numbers_come_from(real_report: tuple[LocalStore, Path]) -> None:
+    """Regression: a published report named no memtrial commit, memory build, model, corpus or host,
+    so nobody could tell which system or apparatus produced the numbers."""
+    _, page = real_report
+    html = page.read_text()
+    block = html[html.index('id="provenance"'):html.index(">Layer 1: memory delivered")]
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    for fact in (f"<code>{commit}</code>", "memtrial-reference/0.1.0", "hashed", "calibration", "off, on, ablate:all; 1 trial(s)",
+                 "(corpora/tasks)", socket.gethostname(), "logship-partial-exit: <code>"):
+        assert fact in block, fact
+    assert "not recorded" in block, "the library run has no run config: said so, never invented"
+
+
+def test_a_run_stored_without_provenance_says_not_recorded(tmp_path: Path) -> None:
+    """Regression: a report must not invent a host, config or memtrial commit for a run that recorded none."""
+    store = LocalStore(tmp_path / "artifacts")
+    store_scenario(store, scenario_records(RUN))
+    build_report(store, RUN)
+    html = store.get_bytes(run_key(RUN, REPORT_HTML)).decode()
+    block = html[html.index('id="provenance"'):html.index(">Layer 1: memory delivered")]
+    assert "no provenance.json" in block and block.count("not recorded") >= 6
+    assert socket.gethostname() not in block
+
+
+def test_every_attempt_row_links_its_transcript_and_check_output_in_the_browser(real_report: tuple[LocalStore, Path],
+                                                                                tmp_path: Path) -> None:
+    """Regression: attempt rows named no evidence, so a reader could not open the transcript or the
+    check's output behind a pass; the check's output was not even stored."""
+    store, page = real_report
+    dom = dump_dom(page, tmp_path)
+    body = dom[dom.index("<body>"):]
+    assert re.search(r"<body>\s*<h1>memtrial report: real-run</h1>\s*(?:<p>[^<]*</p>\s*)?<div [^>]*id=\"headline\"", body), "the headline comes first"
+    assert body.index('id="headline"') < body.index('id="provenance"') < body.index(">Layer 1: memory delivered")
+    rows = re.findall(r'<tr class="attempt" data-attempt="([^"]+)">(.*?)</tr>', body, re.S)
+    assert len(rows) == len(REAL_TASKS) * 3
+    for attempt, row in rows:
+        links = dict((label, href) for href, label in re.findall(r'<a class="artifact" href="([^"]+)">([^<]+)</a>', row))
+        assert set(links) == {"transcript", "check output"}, (attempt, row)
+        for label, href in links.items():
+            target = (page.parent / href).resolve()
+            assert target.is_file() and target.is_relative_to(store.root / "runs" / REAL_RUN / "attempts"), (attempt, label, href)
+        assert "post-turn verdict:" in (page.parent / links["check output"]).read_text()
+    assert "Retrieval suite:" in body and "recall_at_5_min" in body and 'id="suite-retrieval"' in body, "the suite and its gates"
+
+
+def test_a_real_runs_report_renders_and_is_not_blank(real_report: tuple[LocalStore, Path], tmp_path: Path) -> None:
+    _, page = real_report
+    shot = tmp_path / "real-report.png"
+    done = subprocess.run([*chromium_argv(tmp_path, "--window-size=1280,4000", f"--screenshot={shot}"), page.as_uri()],
+                          check=False, capture_output=True, text=True, timeout=180, env={**os.environ, "HOME": str(tmp_path)})
+    assert done.returncode == 0 and shot.is_file(), f"chromium failed ({done.returncode}): {done.stderr[-2000:]}"
+    pixels = np.asarray(Image.open(shot).convert("RGB"))
+    assert pixels.shape[:2] == (4000, 1280) and pixels.std() > 20 and _distinct(pixels) > 50, "the page drew text and plots"
+    assert _mask(pixels, HEADLINE_BLUE).sum() > 10000, "the headline block is on the first screen"
+    if os.environ.get("MEMTRIAL_KEEP_SCREENSHOT"):
+        shutil.copy(shot, os.environ["MEMTRIAL_KEEP_SCREENSHOT"])

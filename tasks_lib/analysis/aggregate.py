@@ -87,6 +87,8 @@ class Aggregate:
     audit: tuple[AuditRow, ...]
     keys: dict[str, str]
     """Table name -> artifact key written."""
+    records: tuple[RunRecord, ...] = ()
+    """Every record of the run (excluded ones too), as graded (evidence applied)."""
 
 
 def _rows(store: ArtifactStore, key: str) -> list[dict[str, Any]]:
@@ -217,7 +219,7 @@ def aggregate_run(store: ArtifactStore, run_id: str, memory_texts: Mapping[str, 
     audit = audit_rows(records, evidence)
     store.put_table(keys[AUDIT_TABLE], _table(audit, AuditRow))
     store.put_json(keys[SUMMARY_JSON], summary)
-    return Aggregate(summary, tuple(grades), tuple(excluded), admissions is not None, tuple(audit), keys)
+    return Aggregate(summary, tuple(grades), tuple(excluded), admissions is not None, tuple(audit), keys, tuple(records))
 
 
 def summary_json(summary: GradingSummary) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 
 from tasks_lib.contracts import ContractModel
 from tasks_lib.corpus.post_turn import HARNESS_DIR, HARNESS_TARGET, PostTurnVerdict, expected_cases, harness_argv, new_nonce, purge_bytecode, verdict
-from tasks_lib.corpus.tasks import OUTPUT_TAIL_CHARS, LoadedTask
+from tasks_lib.corpus.tasks import LoadedTask
 from tasks_lib.sandbox.base import DEFAULT_PATH, ReadOnlyMount, Sandbox, SandboxLimits, SandboxRequest, SandboxResult
 from tasks_lib.sandbox.errors import SandboxError
 from tasks_lib.sandbox.local import LocalSandbox
@@ -49,6 +49,8 @@ MAX_PROCESSES = 256
 """Processes the check may run at once."""
 MAX_OUTPUT_BYTES = 1 << 20
 """Bytes of the check's stdout and of its stderr kept."""
+STORED_TAIL_CHARS = 8000
+"""Characters of the check's stderr and of its stdout kept (stored as the attempt's `check.txt`)."""
 
 
 class SandboxedCheck(ContractModel):
@@ -59,7 +61,9 @@ class SandboxedCheck(ContractModel):
     ran: bool = False
     """True when the check ran to an exit status or a timeout."""
     output_tail: str = ""
-    """The last characters of its stdout and stderr."""
+    """The last characters of its stderr (with `[timed out]` appended on a timeout)."""
+    stdout_tail: str = ""
+    """The last characters of its stdout (the harness's nonce-carrying result comes last)."""
     sandbox: str | None = None
     """`<provider>/<isolation>` that ran it (`local/namespace`, `docker/container`), with
     `(unsandboxed: MEMTRIAL_ALLOW_UNSANDBOXED_CHECK=1)` appended under the opt-out; None when none could."""
@@ -139,8 +143,9 @@ def run_sandboxed_check(task: LoadedTask, workspace: Path, sandbox: str = "local
             result = provider.run(check_request(task, workspace, nonce, moved=caps.isolation != "process"))
         except SandboxError as error:
             return SandboxedCheck(sandbox=label, unenforced=notes, problem=f"the check could not start in {label}: {error}")
-    tail = (result.stderr.text + ("\n[timed out]" if result.timed_out else ""))[-OUTPUT_TAIL_CHARS:]
+    tail = (result.stderr.text + ("\n[timed out]" if result.timed_out else ""))[-STORED_TAIL_CHARS:]
     survived = f"{result.survivors} process(es) of the check outlived the sandbox's kill" if result.survivors else None
-    return SandboxedCheck(exit_code=_exit_code(result), ran=True, output_tail=tail, sandbox=label,
+    return SandboxedCheck(exit_code=_exit_code(result), ran=True, output_tail=tail,
+                          stdout_tail=result.stdout.text[-STORED_TAIL_CHARS:], sandbox=label,
                           unenforced=notes + result.unenforced, problem=survived,
                           post_turn=verdict(result.stdout.text, nonce, expected_cases(task.hidden_dir)))

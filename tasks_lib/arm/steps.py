@@ -74,6 +74,7 @@ from tasks_lib.memory.provisioner.client import ProvisionerSpec
 from tasks_lib.memory.realms import trial_realm
 from tasks_lib.memory.reference.replica import strip_lanes
 from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.provenance import run_provenance, write_provenance
 
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
 """The memory delivery hook every agent's prompt/session hooks call."""
@@ -461,6 +462,32 @@ def _grade(run: AgentRun, receipt: AuditReceipt | None, check: CheckOutcome) -> 
     return "pass", False, None
 
 
+CHECK_TXT = "check.txt"
+"""The attempt's stored check output, beside its audit receipt."""
+
+
+def check_text(check: CheckOutcome) -> str | None:
+    """What `check.txt` holds: the check's exit status, sandbox, post-turn verdict and output tails;
+    None when no check was attempted (a failed audit or an infrastructure failure)."""
+    sandboxed = check.sandboxed
+    if sandboxed is None and check.refused is None and not check.output_tail:
+        return None
+    verdict = sandboxed.post_turn if sandboxed is not None else None
+    lines = [
+        f"exit code: {'none (not run, timed out or could not start)' if check.exit_code is None else check.exit_code}",
+        f"sandbox: {sandboxed.sandbox if sandboxed is not None and sandboxed.sandbox else 'none'}",
+        *(f"unenforced: {u}" for u in (sandboxed.unenforced if sandboxed is not None else ())),
+        *([f"problem: {sandboxed.problem}"] if sandboxed is not None and sandboxed.problem else []),
+        *([f"hidden/ not applied: {check.refused}"] if check.refused else []),
+        "post-turn verdict: " + ("none" if verdict is None else
+                                 f"{'passed' if verdict.passed else 'not passed'}, {verdict.cases_passed}/{verdict.cases_expected} "
+                                 f"case(s){'; ' + verdict.problem if verdict.problem else ''}"),
+        "", "--- stderr (tail) ---", check.output_tail,
+        "", "--- stdout (tail) ---", sandboxed.stdout_tail if sandboxed is not None else "",
+    ]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
 def attempt_prefix(attempt: Attempt) -> tuple[str, ...]:
     """Key parts under `runs/<run_id>/` where an attempt's transcript, receipt and record go."""
     return ("attempts", attempt.task.task_id, attempt.condition.replace(":", "-"), f"t{attempt.trial}")
@@ -478,7 +505,8 @@ def record_attempt(
     agent_name: str,
     store: ArtifactStore,
 ) -> RunRecord:
-    """Stage 7: grade, confirm injection, and store the transcript, the audit receipt and the record."""
+    """Stage 7: grade, confirm injection, and store the transcript, the audit receipt, the check's
+    output (`check.txt`, when a check was attempted) and the record."""
     task = attempt.task
     prefix = attempt_prefix(attempt)
     outcome, infra, reason = _grade(run, receipt, check)
@@ -492,6 +520,10 @@ def record_attempt(
     store.put_json(receipt_key, receipt)
     if delivery_key is not None and delivery is not None:
         store.put_json(delivery_key, delivery)
+    check_output = check_text(check)
+    check_key = run_key(run_id, *prefix, CHECK_TXT) if check_output is not None else None
+    if check_key is not None and check_output is not None:
+        store.put_bytes(check_key, check_output.encode("utf-8"))
     record = RunRecord(
         run_id=run_id,
         task_id=task.task_id,
@@ -521,6 +553,7 @@ def record_attempt(
         delivery_receipt=delivery_key,
         delivery_nonce=delivery.nonce if delivery is not None else None,
         audit_receipt=receipt_key,
+        check_output=check_key,
         check_sandbox=check.sandboxed.sandbox if check.sandboxed is not None else None,
         check_unenforced=check.sandboxed.unenforced if check.sandboxed is not None else (),
         build_under_test=memory.build,
@@ -624,6 +657,7 @@ def run_matrix(
 
     Each task's fixture is built once into a template for the matrix and copied per attempt; when every
     attempt has ended, the run's evidence is sealed with its manifest (`tasks_lib.manifest`).
+    Its provenance (`tasks_lib.provenance`, no run config) is stored beside the records.
     With `workers` > 1, that many attempts run at once on threads (each has its own scratch root,
     store and realm); they start in schedule order, and `progress` is called as each one ends.
     """
@@ -646,4 +680,9 @@ def run_matrix(
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memtrial-arm") as pool:
                 records = list(pool.map(one, attempts))
     seal_run(store, run_id)
+    if attempts:
+        write_provenance(store, run_provenance(
+            run_id, agent=agent_name, conditions=[a.condition for a in attempts], trials=max(a.trial for a in attempts) + 1,
+            corpus_commit=commit, tasks_root=tasks_subdir, embedder=embedder, sandbox=sandbox,
+            provisioner_argv=provisioner.argv if provisioner else ()))
     return records

@@ -7,7 +7,7 @@ text that comes from an artifact goes through `html.escape`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from html import escape
 
@@ -15,7 +15,10 @@ from tasks_lib.analysis.admission import AdmissionDecision
 from tasks_lib.analysis.aggregate import CALIBRATION_REASON, Aggregate, AuditRow
 from tasks_lib.analysis.grading import COST_SAVING_FACTOR, HARNESS_GAP_LIMIT, LOW_DELIVERY_RATE, GradingSummary
 from tasks_lib.analysis.headline import Comparison, Effect, MuiEffect
+from tasks_lib.contracts import RunRecord
+from tasks_lib.provenance import RunProvenance
 from tasks_lib.report import plots
+from tasks_lib.report.suites import SuiteResults
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:72em;color:#222;padding:0 1em}
@@ -31,21 +34,49 @@ tr.flag td{background:#fde2e1}
 .note{color:#555;font-size:.9em}
 .headline{background:#eef4fb;border:2px solid #1f5f99}.headline h2{margin-top:.2em}
 img.plot{max-width:100%;border:1px solid #ddd;margin:.5em 0}
+table.facts th{width:14em;vertical-align:top}code{font-size:.85em;word-break:break-all}
+.missing{color:#8a6d00;font-style:italic}
 """
 
 
+class Markup(str):
+    """A cell already rendered as HTML (built here from escaped parts); `table` does not escape it again."""
+
+
+Linker = Callable[[str], "str | None"]
+"""Artifact key -> href relative to the report, or None when the page cannot reach the store."""
+NOT_RECORDED = Markup('<span class="missing">not recorded</span>')
+"""What the report shows for a fact the run did not record (never a guess)."""
+
+
 def _cell(value: object) -> str:
+    if isinstance(value, Markup):
+        return f"<td>{value}</td>"
     text = "" if value is None else str(value)
     numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
     return f'<td class="num">{escape(text)}</td>' if numeric else f"<td>{escape(text)}</td>"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]], flagged: Sequence[bool] | None = None) -> str:
-    """An HTML table; every header and cell is escaped; flagged rows are highlighted."""
+def _ratio_pct(ratio: str | None) -> str:
+    """`3/7 (43%)`: an exact ratio with its percentage."""
+    return "n/a" if ratio is None else f"{ratio} ({_pct(ratio)})"
+
+
+def _pp(ratio: str) -> str:
+    """A difference of two rates as an exact ratio and in percentage points."""
+    return f"{ratio} ({float(Fraction(ratio)) * 100:+.1f} pp)"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], flagged: Sequence[bool] | None = None,
+          attempts: Sequence[str] | None = None) -> str:
+    """An HTML table; every header and cell is escaped (but `Markup`); flagged rows are highlighted;
+    `attempts` names the attempt of each row (`class="attempt" data-attempt=...`)."""
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = []
     for index, row in enumerate(rows):
         mark = ' class="flag"' if flagged and flagged[index] else ""
+        if attempts is not None:
+            mark += f' class="attempt" data-attempt="{escape(attempts[index])}"' if not mark else f' data-attempt="{escape(attempts[index])}"'
         body.append(f"<tr{mark}>{''.join(_cell(v) for v in row)}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -71,10 +102,10 @@ def title(summary: GradingSummary) -> str:
 
 
 def pvalue_text(p: float | None) -> str:
-    """A p-value rounded to two significant digits, `< 0.001` below that, `not tested` for None."""
+    """A p-value rounded to three significant digits, `< 0.001` below that, `not tested` for None."""
     if p is None:
         return "not tested"
-    return "< 0.001" if p < 0.001 else f"{p:.2g}"
+    return "< 0.001" if p < 0.001 else f"{p:.3g}"
 
 
 def p_phrase(p: float | None) -> str:
@@ -176,11 +207,12 @@ def delivery_section(summary: GradingSummary) -> str:
 
 def pass_rate_section(summary: GradingSummary, plot: str) -> str:
     """Pass rates per task and condition with both intervals."""
-    rows = [("all tasks" if r.task_id == "*" else r.task_id, r.condition, r.passes, r.gradable, r.ungradable, r.rate,
-             f"{r.wilson_low:.3f} - {r.wilson_high:.3f}", f"{r.cp_low:.3f} - {r.cp_high:.3f}") for r in summary.pass_rates]
+    rows = [("all tasks" if r.task_id == "*" else r.task_id, r.condition, r.passes, r.gradable, r.ungradable, _ratio_pct(r.rate),
+             f"{r.wilson_low:.1%} - {r.wilson_high:.1%}", f"{r.cp_low:.1%} - {r.cp_high:.1%}") for r in summary.pass_rates]
     return ("<h2>Pass rates</h2>" + _p("Ungradable attempts are counted but in no denominator. Intervals are 95%.")
             + _img(plot, "pass rate per task and condition")
-            + table(["task", "condition", "passes", "gradable", "ungradable", "rate", "Wilson 95%", "Clopper-Pearson 95%"], rows)
+            + table(["task", "condition", "passes (attempts)", "gradable (attempts)", "ungradable (attempts)", "pass rate",
+                     "Wilson 95% (%)", "Clopper-Pearson 95% (%)"], rows)
             + _p("pass@k: the chance that at least one of k attempts of a task passes; pass^k: that all k pass "
                  "(unbiased estimators, averaged over the condition's tasks).")
             + table(["condition", "k (attempts)", "tasks", "pass@k", "pass^k"],
@@ -191,8 +223,8 @@ def pass_rate_section(summary: GradingSummary, plot: str) -> str:
 def mui_section(summary: GradingSummary, plot: str) -> str:
     """MUI v2 per task, split into success lift and cost saving, with harm and net; the v1 echo as reference."""
     rows = [("all tasks" if t.task_id == "*" else t.task_id, t.on_attempts, t.success_lift, t.cost_saving, t.harm,
-             f"{t.mui} ({_pct(t.mui)})" if t.on_attempts else "n/a (no gradable on attempts)", t.success_lift_share, t.cost_saving_share,
-             t.harm_share, f"{t.net} ({_pct(t.net)})" if t.on_attempts and t.net is not None else "n/a",
+             f"{t.mui} ({_pct(t.mui)})" if t.on_attempts else "n/a (no gradable on attempts)", _ratio_pct(t.success_lift_share),
+             _ratio_pct(t.cost_saving_share), _ratio_pct(t.harm_share), f"{t.net} ({_pct(t.net)})" if t.on_attempts and t.net is not None else "n/a",
              f"{t.surface_echo}/{t.surface_echo_known}" if t.surface_echo_known else "unknown") for t in summary.mui]
     return ("<h2>Layer 2-3: MUI v2 (memory changed the result)</h2>"
             + _p("An on attempt earns credit only if its planted memory was confirmed delivered, it passed, and the "
@@ -202,8 +234,8 @@ def mui_section(summary: GradingSummary, plot: str) -> str:
                  "net = MUI - harm. Shares are of gradable on attempts, pooled; the headline averages them per task. "
                  "The v1 surface echo (the agent quoting a memory's opening text) is a reference figure only.")
             + (_img(plot, "MUI split per task") if summary.mui else "")
-            + table(["task", "on attempts", "success lift", "cost saving", "harm", "MUI", "lift share", "saving share",
-                     "harm share", "net MUI", "v1 echo (reference)"], rows))
+            + table(["task", "on attempts", "success lift (attempts)", "cost saving (attempts)", "harm (attempts)", "MUI",
+                     "lift share", "saving share", "harm share", "net MUI", "v1 echo (reference, attempts)"], rows))
 
 
 def paired_section(summary: GradingSummary, plot: str) -> str:
@@ -213,11 +245,14 @@ def paired_section(summary: GradingSummary, plot: str) -> str:
                 "when a task's trials agree; the headline's task-clustered figures are the ones to publish.")]
     if summary.mcnemar:
         m = summary.mcnemar
-        parts.append(table(["pairs", "only on passed", "only off passed", "exact McNemar p (two-sided)"],
+        parts.append(table(["pairs (attempts)", "only on passed (pairs)", "only off passed (pairs)", "exact McNemar p (two-sided)"],
                            [(m.pairs, m.on_only, m.off_only, f"{m.pvalue} ({pvalue_text(float(Fraction(m.pvalue)))})")]))
     else:
         parts.append(_p("No gradable on/off pairs: no McNemar test."))
-    rows = [(p.measure, p.pairs, None if p.median_difference is None else round(p.median_difference, 3), "exploratory (fewer than 5 pairs): no test" if p.exploratory else "tested",
+    units = {"tokens": ("tokens per attempt", 0), "wall_seconds": ("s per attempt", 2)}
+    rows = [(f"{p.measure} ({units[p.measure][0]})", p.pairs,
+             "n/a" if p.median_difference is None else f"{p.median_difference:+,.{units[p.measure][1]}f} {units[p.measure][0].split()[0]}",
+             "exploratory (fewer than 5 pairs): no test" if p.exploratory else "tested",
              pvalue_text(p.sign_pvalue), pvalue_text(p.wilcoxon_pvalue)) for p in summary.paired]
     parts.append(table(["measure (on - off)", "pairs", "median difference", "status", "sign test p", "Wilcoxon p"], rows))
     parts.append(_img(plot, "token distribution per condition"))
@@ -232,18 +267,18 @@ def ablation_section(summary: GradingSummary) -> str:
              _p("success(on) - success(ablate:<lane>). Lanes overlap, so these are marginal contributions: do not "
                 "sum them to explain the on/off gap.")]
     if marginal:
-        parts.append(table(["task", "lane", "on", "ablated", "marginal delta"],
+        parts.append(table(["task", "lane", "on (passed/gradable)", "ablated (passed/gradable)", "marginal delta (pp)"],
                            [("all tasks" if a.task_id == "*" else a.task_id, a.lane, f"{a.passes_a}/{a.gradable_a}",
-                             f"{a.passes_b}/{a.gradable_b}", a.delta) for a in marginal]))
+                             f"{a.passes_b}/{a.gradable_b}", _pp(a.delta)) for a in marginal]))
     else:
         parts.append(_p("No on and ablate:<lane> conditions in this run."))
     parts.append("<h2>Harness check: ablate:all - off</h2>")
     parts.append(_p(f"Not a memory effect. With every lane ablated the agent should behave as with memory off; a gap "
                     f"above {HARNESS_GAP_LIMIT} ({float(HARNESS_GAP_LIMIT):.0%}) means the ablation switch misses an injection path."))
     if harness:
-        parts.append(table(["task", "ablate:all", "off", "gap", "flag"],
+        parts.append(table(["task", "ablate:all (passed/gradable)", "off (passed/gradable)", "gap (pp)", "flag"],
                            [("all tasks" if a.task_id == "*" else a.task_id, f"{a.passes_a}/{a.gradable_a}",
-                             f"{a.passes_b}/{a.gradable_b}", a.delta, "FLAGGED" if a.flagged else "ok") for a in harness],
+                             f"{a.passes_b}/{a.gradable_b}", _pp(a.delta), "FLAGGED" if a.flagged else "ok") for a in harness],
                            [a.flagged for a in harness]))
     else:
         parts.append(_p("No ablate:all and off conditions in this run: the harness was not checked."))
@@ -276,29 +311,204 @@ def excluded_section(excluded: Sequence[AdmissionDecision], recorded: bool) -> s
     return "".join(parts)
 
 
-def attempts_section(aggregate: Aggregate) -> str:
-    """Every graded attempt, one row each."""
-    rows = [(g.task_id, g.condition, g.trial, g.outcome, g.delivered, g.tokens, round(g.wall_seconds, 3), g.mui_credit, g.mui_reason)
-            for g in aggregate.grades]
-    return "<h2>Attempts</h2>" + table(["task", "condition", "trial", "outcome", "delivered", "tokens", "wall s", "MUI credit", "why"], rows)
+def _link(key: str | None, label: str, link: Linker, exists: Callable[[str], bool], missing: str) -> Markup:
+    """A link to a stored artifact, or why there is none (not stored, stored but gone, unreachable)."""
+    if key is None:
+        return Markup(f'<span class="missing">{escape(missing)}</span>')
+    if not exists(key):
+        return Markup(f'<span class="missing">{escape(label)} missing ({escape(key)})</span>')
+    href = link(key)
+    if href is None:
+        return Markup(f"<code>{escape(key)}</code>")
+    return Markup(f'<a class="artifact" href="{escape(href)}">{escape(label)}</a>')
 
 
-def render_html(aggregate: Aggregate, generated_at: str) -> str:
-    """The whole report page for one aggregated run."""
+def _no_check(record: RunRecord) -> str:
+    """Why an attempt links no check output: its check never ran, or it ran before memtrial kept its output."""
+    ran = record.check_exit_code is not None or record.check_sandbox is not None
+    return "not recorded (stored before memtrial kept check output)" if ran else "no check ran"
+
+
+def attempts_section(aggregate: Aggregate, link: Linker, exists: Callable[[str], bool]) -> str:
+    """Every graded attempt, one row each, linking its transcript and its check's stored output."""
+    records = {(r.task_id, r.condition, r.trial): r for r in aggregate.records}
+    rows, ids = [], []
+    for g in aggregate.grades:
+        r = records.get((g.task_id, g.condition, g.trial))
+        transcript = _link(r.transcript if r else None, "transcript", link, exists, "not recorded")
+        check = _link(r.check_output, "check output", link, exists, _no_check(r)) if r else NOT_RECORDED
+        cost = f"{r.cost_usd:,.4f}" if r else NOT_RECORDED
+        rows.append((g.task_id, g.condition, g.trial, g.outcome, g.delivered, f"{g.tokens:,}", f"{g.wall_seconds:,.3f}", cost,
+                     g.mui_credit, g.mui_reason, transcript, check))
+        ids.append(f"{g.task_id}/{g.condition}/t{g.trial}")
+    body = table(["task", "condition", "trial", "outcome", "delivered", "tokens (input + output)", "wall time (s)", "cost (USD)",
+                  "MUI credit", "why", "transcript", "check output"], rows, attempts=ids)
+    return ('<h2 id="attempts">Attempts</h2>'
+            + _p("Links open the attempt's stored transcript and the post-turn check's output (exit status, sandbox, "
+                 "post-turn verdict, stderr and stdout tails), both sealed with the run.") + body)
+
+
+def _code(text: str | None) -> Markup:
+    return NOT_RECORDED if text is None else Markup(f"<code>{escape(text)}</code>")
+
+
+def _distinct(values: Sequence[str | None]) -> list[str | None]:
+    return list(dict.fromkeys(values))
+
+
+def _values(values: Sequence[str | None], code: bool = False) -> Markup:
+    """Distinct values of one record field; `not recorded` for records without it."""
+    out = []
+    for value in _distinct(values):
+        if value is None:
+            out.append(str(NOT_RECORDED) + " (some records)" if len(set(values)) > 1 else str(NOT_RECORDED))
+        else:
+            out.append(f"<code>{escape(value)}</code>" if code else escape(value))
+    return Markup(", ".join(out) or str(NOT_RECORDED))
+
+
+def provenance_section(provenance: RunProvenance | None, records: Sequence[RunRecord], link: Linker,
+                       exists: Callable[[str], bool]) -> str:
+    """Where the numbers come from: memtrial, memory system, agent and model, corpus, config, machine."""
+    p = provenance
+    missing = NOT_RECORDED
+
+    def fact(value: object) -> object:
+        return missing if value is None else value
+
+    if p is not None:
+        build = Markup(escape(p.memtrial_version) + (", commit " + str(_code(p.memtrial_commit)) if p.memtrial_commit else
+                                                     ", commit " + str(missing))
+                       + (" <strong>with uncommitted changes</strong>" if p.memtrial_dirty else ""))
+        memory = Markup(escape(p.memory_system) + (" (" + " ".join(escape(a) for a in p.provisioner_argv) + ")" if p.provisioner_argv else "")
+                        + "; config digest " + str(_code(p.memory_config_digest)))
+        config = Markup((escape(p.config_name) if p.config_name else str(missing)) + "; digest " + str(_code(p.config_digest))
+                        + ("; " + str(_link(p.config_key, "stored config", link, exists, "")) if p.config_key else ""))
+        corpus = Markup(str(_code(p.corpus_commit)) + f" ({escape(p.tasks_root)})")
+        when = f"records stored {p.recorded_at}"
+        where = Markup(escape(p.hostname) + f" ({escape(p.platform)})")
+        matrix = f"{', '.join(p.conditions)}; {p.trials} trial(s) per task and condition"
+        sandbox: object = p.sandbox
+        embedder: object = p.embedder
+        parent: object = p.parent_run_id or "none (a run of its own)"
+    else:
+        build = memory = config = corpus = where = missing
+        when, sandbox, embedder, parent = missing, missing, missing, missing
+        trials = max((r.trial for r in records), default=-1) + 1
+        matrix = Markup(escape(f"{', '.join(_distinct([r.condition for r in records]))}; {trials} trial(s) (from the records)"))
+    agents = _values([r.agent for r in records])
+    rows: list[tuple[object, object]] = [
+        ("memtrial", build),
+        ("memory system under test", Markup(str(_values([r.build_under_test for r in records])) + "; " + str(memory))),
+        ("embedder", fact(embedder)),
+        ("agent and model", Markup(str(agents) + "; model " + str(_values([r.model for r in records], code=True)))),
+        ("corpus revision (fixtures built from)", corpus),
+        ("tasks' source commits", _values([r.source_commit for r in records], code=True)),
+        ("fixtures (corpus ids)", Markup(", ".join(
+            f"{escape(t)}: " + (str(_code(c[:16] + "...")) if c else str(missing))
+            for t, c in dict.fromkeys((r.task_id, r.corpus_id) for r in records)) or str(missing))),
+        ("run config", config),
+        ("conditions and trials", matrix),
+        ("sandbox", fact(sandbox)),
+        ("when", when),
+        ("where (host)", where),
+        ("nightly run", parent),
+    ]
+    note = ("" if p is not None else
+            _p("This run has no provenance.json (stored before memtrial recorded one): facts only it holds are not recorded."))
+    head = '<h2 id="provenance">Provenance</h2>'
+    facts = "".join(f"<tr><th>{escape(label)}</th>{_cell(value)}</tr>" for label, value in rows)
+    return f'{head}{note}<table class="facts"><tbody>{facts}</tbody></table>'
+
+
+def _gate_number(name: str, value: float | None) -> str:
+    """A gate's value (or bar) with its unit, read from the gate's name."""
+    if value is None:
+        return "unmeasured"
+    if name.endswith(("_probes_min", "_cases_min")):
+        return f"{value:g} cases"
+    if "llm_calls" in name:
+        return f"{value:g} calls"
+    if "leaks" in name:
+        return f"{value:g} leaks"
+    if name.startswith("mrr"):
+        return f"{value:.3f} (MRR, 0-1)"
+    if "gain" in name or "regression" in name:
+        return f"{value * 100:+.1f} pp"
+    if name == "graph_calibration":
+        return f"{value:g}"
+    return f"{value:.1%}"
+
+
+def _rate(rate: object) -> str:
+    value = getattr(rate, "rate", None)
+    if value is None:
+        return "n/a (no cases)"
+    return f"{value:.0%} ({rate.k}/{rate.n}; 95% {rate.lower:.0%} - {rate.upper:.0%})"  # type: ignore[attr-defined]
+
+
+def suites_section(suites: SuiteResults | None, link: Linker, exists: Callable[[str], bool]) -> str:
+    """The suites' results stored with the run (or its nightly run), the retrieval suite's gates first."""
+    parts = ['<h2 id="suites">Suites</h2>']
+    if suites is None or suites.empty:
+        parts.append("<p>No suite results stored with this run (its nightly run ran none, or it is a run of its own).</p>")
+        return "".join(parts)
+    sources = ", ".join(str(_link(key, f"{name}.json", link, exists, "")) for name, key in suites.keys.items())
+    parts.append(f'<p class="note">From run {escape(suites.run_id)}: {sources}.</p>')
+    if suites.retrieval is not None:
+        r = suites.retrieval
+        failed = [g for g in r.gates if not g.passed]
+        verdict = (f"all {len(r.gates)} gates held" if not failed else f"{len(failed)} of {len(r.gates)} gates FAILED")
+        parts.append(f'<h3 id="suite-retrieval">Retrieval suite: {escape(verdict)}</h3>')
+        parts.append(_p(f"Memory system {r.adapter}, embedder {r.embedder}; score (Recall@5 over answerable cases) "
+                        f"{r.score:.1%}; {r.efficiency.queries} queries, mean search {r.efficiency.search_ms_mean:.2f} ms, "
+                        f"{r.efficiency.llm_calls} LLM calls."))
+        parts.append(table(["gate", "measured", "bar", "held", "what was counted"],
+                           [(g.name, _gate_number(g.name, g.value), f"{g.op} {_gate_number(g.name, g.threshold)}", "held" if g.passed else "FAILED",
+                             g.detail) for g in r.gates], [not g.passed for g in r.gates]))
+    if suites.recall is not None:
+        w = suites.recall
+        knee = (f"knee between {w.knee.previous} and {w.knee.length} turns (recall {w.knee.baseline_recall:.0%} -> "
+                f"{w.knee.recall:.0%}, a drop of {w.knee.drop_points:.1f} pp; threshold {w.knee.threshold_points:.1f} pp)"
+                if w.knee else "no knee: recall held at every length")
+        parts.append(f'<h3 id="suite-recall">Recall sweep: {escape(knee)}</h3>')
+        parts.append(_p("Plant, bury under filler turns, probe. Rates are of cases at each length, with 95% Wilson intervals. "
+                        f"{w.model_calls} model call(s). No gate: a regression against the previous run is checked by the trend."))
+        parts.append(table(["filler length (turns)", "recall", "stale answers", "false recall", "abstention"],
+                           [(n, _rate(m.recall), _rate(m.staleness), _rate(m.false_recall), _rate(m.abstention))
+                            for n, m in sorted(w.metrics_by_length.items())]))
+    for dataset, result in suites.external.items():
+        overall = result.overall()
+        parts.append(f'<h3 id="suite-{escape(dataset)}">{escape(dataset)}: {result.questions} questions</h3>')
+        parts.append(_p(f"Memory system {result.memory}; {result.groups} groups; index {result.index_seconds:.1f} s, "
+                        f"query p50 {result.query_p50_ms:.1f} ms, p95 {result.query_p95_ms:.1f} ms. No gate."))
+        parts.append(table(["level", "metric", "k (results)", "overall"],
+                           [(m.level, m.metric, m.k, f"{m.value:.3f} (0-1)" if m.metric == "ndcg" else f"{m.value:.1%}")
+                            for m in overall.scores]))
+    return "".join(parts)
+
+
+def render_html(aggregate: Aggregate, generated_at: str, *, provenance: RunProvenance | None = None,
+                suites: SuiteResults | None = None, link: Linker = lambda key: None,
+                exists: Callable[[str], bool] = lambda key: True) -> str:
+    """The whole report page for one aggregated run; `link` turns an artifact key into a relative href
+    (None: the key is shown as text), `exists` says whether a key is stored."""
     summary = aggregate.summary
     conditions = list(summary.conditions)
     body = "".join([
         title(summary),
         headline_section(summary),
         banners(summary),
+        provenance_section(provenance, aggregate.records, link, exists),
         delivery_section(summary),
         pass_rate_section(summary, plots.pass_rate_plot(summary.pass_rates, conditions)),
         mui_section(summary, plots.mui_plot(summary.mui)),
         paired_section(summary, plots.token_plot(aggregate.grades, conditions)),
         ablation_section(summary),
+        suites_section(suites, link, exists),
         audit_section(aggregate.audit),
         excluded_section(aggregate.excluded, aggregate.admissions_recorded),
-        attempts_section(aggregate),
+        attempts_section(aggregate, link, exists),
         f'<p class="note">Generated {escape(generated_at)} from the run\'s stored artifacts by memtrial report.</p>',
     ])
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>memtrial report {escape(summary.run_id)}</title>'

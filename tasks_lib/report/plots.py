@@ -16,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, PercentFormatter
 
 from tasks_lib.analysis.grading import AttemptGrade, MuiTally, PassRate
 
@@ -65,9 +66,11 @@ def pass_rate_plot(rates: Sequence[PassRate], conditions: Sequence[str]) -> str:
                  yerr=[lows, highs], capsize=3, error_kw={"elinewidth": 1})
     axes.set_xticks(range(len(tasks)), [_task_label(t) for t in tasks], rotation=30, ha="right", fontsize=8)
     axes.set_ylim(0, 1.05)
-    axes.set_ylabel("pass rate (Wilson 95%)")
+    axes.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    axes.set_ylabel("pass rate (%; bars: Wilson 95% interval)")
+    axes.set_xlabel("task")
     if rates:
-        axes.legend(fontsize=8, ncols=min(len(conditions), 5), loc="upper center", bbox_to_anchor=(0.5, -0.35))
+        axes.legend(fontsize=8, title="condition", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.set_title("Pass rate per task and condition")
     return png_data_uri(figure)
 
@@ -85,8 +88,10 @@ def mui_plot(tallies: Sequence[MuiTally]) -> str:
     axes.axhline(0, color="#444", linewidth=0.8)
     axes.set_xticks(range(len(tasks)), [_task_label(t) for t in tasks], rotation=30, ha="right", fontsize=8)
     axes.set_ylim(-1.05, 1.05)
-    axes.set_ylabel("share of on attempts")
-    axes.legend(fontsize=8)
+    axes.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    axes.set_ylabel("share of gradable on attempts (%)")
+    axes.set_xlabel("task")
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.set_title("MUI v2: success lift + cost saving - harm = net")
     return png_data_uri(figure)
 
@@ -105,6 +110,8 @@ def token_plot(grades: Sequence[AttemptGrade], conditions: Sequence[str]) -> str
             spread = [index + 0.12 * ((i % 5) - 2) / 2 for i in range(len(values))]
             axes.scatter(spread, values, s=14, color=colour_of(condition, conditions), zorder=3)
         axes.set_xticks(range(1, len(present) + 1), present, fontsize=8)
-    axes.set_ylabel("tokens (input + output)")
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+    axes.set_ylabel("tokens per attempt (input + output)")
+    axes.set_xlabel("condition")
     axes.set_title("Token distribution per condition")
     return png_data_uri(figure)

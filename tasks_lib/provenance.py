@@ -1,0 +1,159 @@
+"""Where a run's numbers come from: `runs/<run_id>/provenance.json`, written when the run's records are stored.
+
+The report opens with it, so a published figure names the memtrial build, the memory system, the
+agent, the corpus revision, the run config and the machine that produced it. The records already
+carry per-attempt facts (the memory build, the model, the corpus id, the task's source commit);
+this document holds the run-level ones they do not: the memtrial version and commit, the config's
+name and digest, the embedder, the sandbox, the conditions and trials, when and on which host the
+records were stored, and the nightly run whose suites belong to it.
+
+It is not sealed evidence (it is not under `attempts/`): it describes the run, it backs no
+outcome. A run stored before memtrial wrote it has none, and the report says `not recorded` for
+every fact only it holds, never a guess.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import socket
+import subprocess
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import Field
+
+from tasks_lib.artifacts import ArtifactStore, run_key
+from tasks_lib.contracts import Condition, Document, GitOid, Identifier, NonEmptyText, RelPath, Sha256
+
+PROVENANCE_JSON = "provenance.json"
+"""The run's provenance, `runs/<run_id>/provenance.json`."""
+CODE_ROOT = Path(__file__).resolve().parents[1]
+"""The checkout (or installed tree) memtrial's own code runs from."""
+
+
+class RunProvenance(Document):
+    """What produced a run's records: the apparatus, the memory system, the config, the machine."""
+
+    KIND: ClassVar[str] = "run provenance"
+
+    run_id: Identifier
+    """The run."""
+    parent_run_id: Identifier | None = None
+    """The nightly run this run is one agent's matrix of (its config and suite results live there);
+    None for a run made on its own (`memtrial paired`)."""
+    recorded_at: NonEmptyText
+    """When the run's records were stored (ISO 8601, UTC)."""
+    hostname: NonEmptyText
+    """The machine the flow ran on."""
+    platform: NonEmptyText
+    """Its operating system, architecture and Python version."""
+    memtrial_version: NonEmptyText
+    """memtrial's package version."""
+    memtrial_commit: GitOid | None = None
+    """The commit of the memtrial checkout that ran, None when it does not run from a git checkout."""
+    memtrial_dirty: bool | None = None
+    """True when that checkout had uncommitted changes to tracked files; None when unknown."""
+    agent: NonEmptyText
+    """The agent adapter of the run."""
+    memory_system: NonEmptyText
+    """`reference` (memtrial's embedded store) or `provisioner` (a third party's, reached through its provisioner)."""
+    provisioner_argv: tuple[NonEmptyText, ...] = ()
+    """The provisioner's command, when a provisioner held the memories."""
+    memory_config_digest: Sha256
+    """sha256 of what configures the memory system (memory system, embedder, provisioner command)."""
+    embedder: NonEmptyText
+    """Embedder of the reference memory system."""
+    sandbox: NonEmptyText
+    """Where the agent's commands ran."""
+    conditions: tuple[Condition, ...] = Field(min_length=1)
+    """The memory conditions of the matrix."""
+    trials: int = Field(ge=1)
+    """Trials per task and condition."""
+    corpus_commit: GitOid
+    """The commit whose git objects the task fixtures were built from."""
+    tasks_root: RelPath
+    """The task corpus folder inside that commit."""
+    config_name: Identifier | None = None
+    """The run config's name; None when the run had no run config (the library's `run_matrix`)."""
+    config_digest: Sha256 | None = None
+    """`RunConfig.config_digest()`: the fields that change what an arm measures; None without a config."""
+    config_key: RelPath | None = None
+    """Where the resolved run config is stored (`runs/<nightly run>/run-config.json`), when it is."""
+
+
+def provenance_key(run_id: str) -> str:
+    """Where a run's provenance goes."""
+    return run_key(run_id, PROVENANCE_JSON)
+
+
+def memtrial_build(code_root: Path = CODE_ROOT) -> tuple[str, str | None, bool | None]:
+    """(package version, commit of the checkout, dirty) of the memtrial that runs; the commit and
+    dirty flag are None when the code does not run from a git checkout."""
+    try:
+        release = version("memtrial")
+    except PackageNotFoundError:
+        release = "unknown"
+    try:
+        commit = subprocess.run(["git", "-C", str(code_root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(code_root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return release, None, None
+    return release, commit, bool(dirty)
+
+
+def memory_config_digest(memory_system: str, embedder: str, provisioner_argv: Sequence[str] = ()) -> str:
+    """sha256 of the memory system's configuration as canonical JSON."""
+    identity = {"memory_system": memory_system, "embedder": embedder, "provisioner_argv": list(provisioner_argv)}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def run_provenance(
+    run_id: str,
+    *,
+    agent: str,
+    conditions: Sequence[str],
+    trials: int,
+    corpus_commit: str,
+    tasks_root: str,
+    embedder: str,
+    sandbox: str,
+    provisioner_argv: Sequence[str] = (),
+    config_name: str | None = None,
+    config_digest: str | None = None,
+    config_key: str | None = None,
+    parent_run_id: str | None = None,
+) -> RunProvenance:
+    """The provenance of `run_id` as recorded now, on this machine, by this memtrial."""
+    release, commit, dirty = memtrial_build()
+    memory_system = "provisioner" if provisioner_argv else "reference"
+    return RunProvenance(
+        run_id=run_id, parent_run_id=parent_run_id, recorded_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        hostname=socket.gethostname() or "unknown", platform=f"{platform.system()} {platform.release()} {platform.machine()}, "
+        f"Python {platform.python_version()}", memtrial_version=release, memtrial_commit=commit, memtrial_dirty=dirty,
+        agent=agent, memory_system=memory_system, provisioner_argv=tuple(provisioner_argv),
+        memory_config_digest=memory_config_digest(memory_system, embedder, provisioner_argv), embedder=embedder,
+        sandbox=sandbox, conditions=tuple(dict.fromkeys(conditions)), trials=trials, corpus_commit=corpus_commit,
+        tasks_root=tasks_root, config_name=config_name, config_digest=config_digest, config_key=config_key,
+    )
+
+
+def write_provenance(store: ArtifactStore, provenance: RunProvenance) -> str:
+    """Store `provenance` under its run (replacing an earlier one: a rerun records where it ran); return its key."""
+    key = provenance_key(provenance.run_id)
+    store.put_json(key, provenance)
+    return key
+
+
+def load_provenance(store: ArtifactStore, run_id: str) -> RunProvenance | None:
+    """The run's provenance, or None for a run stored before memtrial wrote one. ContractError names a bad file."""
+    key = provenance_key(run_id)
+    if not store.exists(key):
+        return None
+    return store.get_json(key, RunProvenance)

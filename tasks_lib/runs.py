@@ -365,8 +365,10 @@ class RunView:
     """The evidence manifest's verdict in one line."""
 
 
-def _seal(store: ArtifactStore, run_id: str, files: set[str]) -> str:
+def _seal(store: ArtifactStore, run_id: str, files: set[str], agent_runs: Sequence[str]) -> str:
     if MANIFEST_JSON not in files and RECORDS_TABLE not in files:
+        if agent_runs:
+            return "none of its own: its agents' runs hold and seal the evidence"
         return "not sealed (no records table: the run did not get that far)"
     try:
         manifest = verify_run(store, run_id)
@@ -403,7 +405,7 @@ def show_run(store: ArtifactStore, run_id: str) -> RunView:
         delivery = tuple(delivery_rates(with_evidence(records, load_evidence(store, records)))) if records else ()
     children = tuple(e.run_id for e in listed if e.parent == run_id)
     return RunView(entry=entry, status=status, summary=summary, delivery=delivery, attempts=len(records),
-                   agent_runs=children, seal=_seal(store, run_id, files))
+                   agent_runs=children, seal=_seal(store, run_id, files, children))
 
 
 # --------------------------------------------------------------------------- one attempt

@@ -171,6 +171,17 @@ def test_a_run_stored_without_a_marker_is_complete_only_when_sealed(tmp_path: Pa
     assert list_runs(store)[0].state == "unknown"
 
 
+def test_a_run_that_has_started_is_listed_running(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Between its start and its end a run has partial files only: its marker says it is going."""
+    from tasks_lib.runs import mark_running
+
+    root = str(tmp_path / "artifacts")
+    mark_running(open_store(root), "paired-20990101-000000-abcdef", version="memtrial 0+test", agents=["calibration"],
+                 memory_system="reference")
+    (entry,) = runs_json(root, capsys)
+    assert (entry["state"], entry["agents"], entry["memory_systems"], entry["headline"]) == ("running", ["calibration"], ["reference"], None)
+
+
 def flow_run_named(name: str) -> Any:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
@@ -218,6 +229,9 @@ def test_the_nightly_flow_run_is_named_tagged_and_publishes_its_headline(
     assert (child["state"], child["state_from"], child["parent"]) == ("complete", "parent", run_id) and child["headline"]["tasks"] == 1
     assert main(["runs", "--artifacts", root]) == 0
     assert "see its agents' runs below" in capsys.readouterr().out
+    assert main(["show", run_id, "--artifacts", root]) == 0
+    shown = capsys.readouterr().out
+    assert f"agent run:     {run_id}-calibration" in shown and "evidence:      none of its own" in shown
 
 
 def test_a_failed_nightly_run_is_listed_failed_and_its_flow_run_still_named(

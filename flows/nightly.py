@@ -24,8 +24,8 @@ from pydantic import BaseModel
 from flows import stages
 from flows.paired import INVARIANTS, PREPARE, arm_stage, matrix_flow, records_stage
 from flows.progress import reporter
-from flows.runners import task_runner
 from flows.report_artifacts import publish_headline
+from flows.runners import task_runner
 from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home
 from flows.status import label_flow_run, run_marker, run_tags
 from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_stage, trend_snapshots

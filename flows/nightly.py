@@ -5,6 +5,9 @@ Deployment entrypoint: `flows/nightly.py:nightly`, parameterized by a config pat
 project root, or absolute). `memtrial run` calls the same flow. A nightly run `R` keeps its resolved
 config at `runs/R/run-config.json` (and a local copy under `$MEMTRIAL_HOME/runs/R/`), so
 `memtrial rerun R` re-runs it with the same parameters and every completed stage comes from cache.
+It also leaves `runs/R/status.json` (running, then complete or failed; `flows/status.py`); its
+Prefect flow run is named R, tagged `agent:<name>` and `memory:<system>`, and publishes the
+headline of each agent's run as Prefect artifacts (`flows/report_artifacts.py`).
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from pydantic import BaseModel
 from flows import stages
 from flows.paired import INVARIANTS, PREPARE, arm_stage, matrix_flow, records_stage
 from flows.progress import reporter
+from flows.report_artifacts import publish_headline
 from flows.runners import task_runner
 from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home
+from flows.status import label_flow_run, run_marker, run_tags
 from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_stage, trend_snapshots
 from tasks_lib.artifacts import new_run_id, open_store, run_key
 from tasks_lib.contracts import RunRecord, dump_document
@@ -118,15 +123,35 @@ def nightly_stages(config: RunConfig) -> list[str]:
             *(suite_stage(s) for s in config.suites), *([TREND] if set(config.suites) & set(TREND_SUITES) else []), GRADE, REPORT]
 
 
-@flow(name="nightly", log_prints=False)
+def nightly_run_name() -> str:
+    """The flow run's name: its run id (a run started without one is renamed once its id is drawn)."""
+    from prefect.runtime import flow_run
+
+    return flow_run.parameters.get("run_id") or "nightly"
+
+
+@flow(name="nightly", flow_run_name=nightly_run_name, log_prints=False)
 def nightly(config_path: str = DEFAULT_CONFIG, run_id: str | None = None, artifact_root: str | None = None) -> NightlyResult:
     """Everything: every agent's paired matrix, the configured suites, grading, aggregation and the
     report of each agent's run. `run_id` reruns a run (completed stages come from cache);
-    `artifact_root` overrides the config's."""
+    `artifact_root` overrides the config's. The flow run is named after the run id and tagged with
+    its agents and memory system; the run leaves `runs/<run_id>/status.json` (complete or failed)
+    and, when complete, its headline as Prefect artifacts."""
     config, path = resolve_config(config_path, artifact_root)
-    preflight(config, PROJECT_ROOT, str(path))
     run_id = run_id or new_run_id("nightly")
     artifact_root = config.artifact_root or default_artifact_root()  # resolved: never None here
+    agents = [a.name for a in config.all_agents]
+    label_flow_run(run_id, run_tags(agents, [config.memory_system]))
+    with run_marker(artifact_root, run_id, agents=agents, memory_system=config.memory_system):
+        preflight(config, PROJECT_ROOT, str(path))
+        result, builds = _nightly(config, run_id, artifact_root)
+        label_flow_run(run_id, run_tags([], builds))
+        publish_headline(artifact_root, run_id, [(a.agent, a.run_id) for a in result.agents])
+    return result
+
+
+def _nightly(config: RunConfig, run_id: str, artifact_root: str) -> tuple[NightlyResult, list[str]]:
+    """The nightly flow's stages (see `nightly`); returns the result and the memory-system builds its records measured."""
     progress = reporter()
     progress.plan(nightly_stages(config))
     config_key = save_run_config(config, run_id)
@@ -168,4 +193,4 @@ def nightly(config_path: str = DEFAULT_CONFIG, run_id: str | None = None, artifa
                             trend={k: v["curve"] for k, v in trend.items()},
                             regressions=[m for v in trend.values() for m in v["regressions"]])
     open_store(artifact_root).put_bytes(run_key(run_id, NIGHTLY_JSON), summary.model_dump_json(indent=2).encode())
-    return summary
+    return summary, sorted({r.build_under_test for result in paired for r in result.records})

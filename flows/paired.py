@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from flows import stages
 from flows.budget import PairGuard
 from flows.progress import reporter
+from flows.status import run_marker
 from tasks_lib.arm.steps import check_conditions, schedule, select_tasks, task_subdir_of
 from tasks_lib.artifacts import run_key
 from tasks_lib.contracts import PreparedCorpus, RunRecord
@@ -212,16 +213,25 @@ def _store_records(agent: AgentSpec, artifact_root: str, run_id: str, records: l
     return key
 
 
-@flow(name="paired", log_prints=False)
+def paired_run_name() -> str:
+    """The flow run's name: its run id."""
+    from prefect.runtime import flow_run
+
+    return str(flow_run.parameters.get("run_id") or "paired")
+
+
+@flow(name="paired", flow_run_name=paired_run_name, log_prints=False)
 def paired_flow(config: RunConfig, run_id: str, repo_root: str, artifact_root: str, agent: AgentSpec | None = None) -> PairedResult:
     """Run the paired matrix of one agent (default: the calibration agent) on the checkout at
-    `repo_root`; its arms, records and receipts go under runs/<run_id>/."""
+    `repo_root`; its arms, records and receipts go under runs/<run_id>/, with its status marker
+    (`runs/<run_id>/status.json`: complete, or failed with the stage)."""
     agent = agent or config.all_agents[0]
-    storage = stages.result_storage(artifact_root, config.result_root)
-    reporter().plan([PREPARE, INVARIANTS, arm_stage(agent), records_stage(agent)])
-    tasks = prepare_tasks(config, repo_root, storage)
-    records, cached, key = fan_out_arms(config, agent, tasks, run_id, artifact_root, storage)
-    record_provenance(config, agent, tasks, run_id, artifact_root)
+    with run_marker(artifact_root, run_id, agents=[agent.name], memory_system=config.memory_system):
+        storage = stages.result_storage(artifact_root, config.result_root)
+        reporter().plan([PREPARE, INVARIANTS, arm_stage(agent), records_stage(agent)])
+        tasks = prepare_tasks(config, repo_root, storage)
+        records, cached, key = fan_out_arms(config, agent, tasks, run_id, artifact_root, storage)
+        record_provenance(config, agent, tasks, run_id, artifact_root)
     return PairedResult(run_id=run_id, artifact_root=artifact_root, records_key=key, records=records,
                         excluded=tasks.excluded, arms_cached=cached)
 

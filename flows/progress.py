@@ -134,12 +134,58 @@ class RichReporter(_Counts):
                 self.progress.update(self.ids[stage], completed=task.total, note=note)
 
 
+class StageTracker:
+    """Forwards to another reporter and remembers which stages started and have not finished, so a
+    failed run can say which stage it failed in."""
+
+    def __init__(self, inner: Reporter) -> None:
+        self.inner = inner
+        self.lock = threading.Lock()
+        self.open: list[str] = []
+
+    def plan(self, stages: Sequence[str]) -> None:
+        self.inner.plan(stages)
+
+    def start(self, stage: str, total: int) -> None:
+        with self.lock:
+            if stage not in self.open:
+                self.open.append(stage)
+        self.inner.start(stage, total)
+
+    def advance(self, stage: str, cached: bool = False) -> None:
+        self.inner.advance(stage, cached)
+
+    def finish(self, stage: str, note: str = "") -> None:
+        with self.lock:
+            if stage in self.open:
+                self.open.remove(stage)
+        self.inner.finish(stage, note)
+
+    def current(self) -> str | None:
+        """The earliest stage started and not finished (stages are collected in the order they start); None when none is."""
+        with self.lock:
+            return self.open[0] if self.open else None
+
+
 _current: Reporter = NullReporter()
 
 
 def reporter() -> Reporter:
     """The reporter of the running flow (a NullReporter unless the CLI installed one)."""
     return _current
+
+
+@contextmanager
+def tracking_stages() -> Iterator[StageTracker]:
+    """Install a StageTracker in front of the current reporter for the duration."""
+    global _current
+    previous = _current
+    tracker = StageTracker(previous)
+    _current = tracker
+    try:
+        yield tracker
+    finally:
+        _current = previous
 
 
 @contextmanager

@@ -5,7 +5,9 @@ size of every piece of evidence (the records table and everything under `attempt
 (called by `report`, `compare` and `publish`) refuses a run whose manifest is missing, whose
 evidence changed or vanished, or that holds evidence added since. Derived outputs (grades, summary,
 report, admissions) are not sealed: they are regenerated from the evidence, or, for admissions, are
-a later recorded decision pinned to its preregistration's digest. What a record's outcome needs
+a later recorded decision pinned to its preregistration's digest. The run's status marker
+(`status.json`, `tasks_lib.runs`) is not evidence either: it is rewritten when the run ends, after
+the seal. What a record's outcome needs
 from that evidence is `tasks_lib.analysis.evidence`.
 """
 

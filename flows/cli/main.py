@@ -14,7 +14,7 @@ import sys
 
 import typer
 
-from flows.cli import budget, corpus, grading, memory, report, run, suite, trend, validate
+from flows.cli import budget, corpus, grading, memory, report, run, runs, suite, trend, validate
 from flows.cli.common import err
 from tasks_lib.errors import MemtrialError
 
@@ -52,6 +52,8 @@ app.command("run")(run.run)
 app.command("rerun")(run.rerun)
 app.command("paired")(run.paired)
 app.command("trend")(trend.trend)
+app.command("runs")(runs.runs)
+app.command("show")(runs.show)
 
 app.add_typer(corpus.corpus_app, name="corpus")
 app.add_typer(memory.memory_app, name="memory")

@@ -1,0 +1,464 @@
+"""Finding and reading runs: the status marker a run leaves, what `memtrial runs` lists and what
+`memtrial show` prints.
+
+A run that the nightly flow or `memtrial paired` starts writes `runs/<run_id>/status.json` (a
+`RunStatus`): `running` when it starts, `complete` or `failed` (with the stage and a one-line
+error) when it ends. The marker is not evidence: it lives beside the sealed `attempts/` folder,
+never in it, and `tasks_lib.manifest` seals only the records table and `attempts/`, so a marker
+written after the seal (every `complete`) never breaks `verify_run`.
+
+The agents' runs of a nightly run `R` are `R-<agent>`; they carry no marker of their own and take
+their parent's. A run stored before markers existed is `complete` when its records are sealed and
+`unknown` otherwise (an interrupted run and a run still going look the same from its files).
+Everything here only reads, except `mark_running` / `mark_ended`, which write the marker.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import ClassVar, Literal
+
+from pydantic import AwareDatetime, model_validator
+
+from tasks_lib.agents.base import Transcript
+from tasks_lib.analysis.aggregate import SUMMARY_JSON, load_records
+from tasks_lib.analysis.evidence import evidence_problem, load_evidence, with_evidence
+from tasks_lib.analysis.grading import DeliveryRate, GradingSummary, delivery_rates
+from tasks_lib.arm.audit import AuditReceipt
+from tasks_lib.artifacts import RECORDS_TABLE, RUNS, ArtifactStore, run_key
+from tasks_lib.contracts import ContractModel, Document, Identifier, NonEmptyText, RunRecord, parse_document
+from tasks_lib.errors import ArtifactError, ArtifactNotFound, ContractError, MemtrialError
+from tasks_lib.manifest import MANIFEST_JSON, SEALED_PARTS, TamperedRunError, verify_run
+from tasks_lib.memory.delivery.witness import DeliveryReceipt
+
+RUN_STATUS_JSON = "status.json"
+"""The run's status marker, `runs/<run_id>/status.json`; never sealed (it changes when the run ends)."""
+ERROR_WIDTH = 300
+"""Longest error line a marker keeps."""
+SHOWN_RUNS = 10
+"""Runs named in an unknown-run error."""
+SHOWN_ATTEMPTS = 20
+"""Attempts named in an unknown-attempt error."""
+
+RunState = Literal["running", "complete", "failed"]
+ListedState = Literal["running", "complete", "failed", "unknown"]
+
+_STAMP = re.compile(r"-(\d{8})-(\d{6})-[0-9a-f]{6}(?:-|$)")
+"""The UTC time stamp `tasks_lib.artifacts.new_run_id` puts in a run id."""
+
+
+class UnknownRunError(MemtrialError):
+    """The artifact root holds nothing under `runs/<run_id>/`."""
+
+
+class UnknownAttemptError(MemtrialError):
+    """A run holds no attempt of the requested task, condition and trial."""
+
+
+# --------------------------------------------------------------------------- the status marker
+
+
+class RunStatus(Document):
+    """`runs/<run_id>/status.json`: whether a run is going, finished or failed, and where it failed."""
+
+    KIND: ClassVar[str] = "run status"
+
+    run_id: Identifier
+    """The run."""
+    state: RunState
+    """`running` from its start, then `complete` or `failed`; a run killed outright stays `running`."""
+    stage: str | None = None
+    """The stage that was running when the run failed (a progress stage: `prepare`, `arms: <agent>`,
+    `grade + aggregate`, ...); None when it did not fail or the stage is not known."""
+    error: str | None = None
+    """The failure in one line (first line of the error, at most 300 characters); None unless failed."""
+    agents: tuple[str, ...] = ()
+    """Agents the run was configured with (a nightly run's agents run as `<run_id>-<agent>`)."""
+    memory_system: str | None = None
+    """The configured memory system (`reference`, `provisioner`); the build measured is in the records."""
+    started_at: AwareDatetime
+    """When the run started (UTC)."""
+    ended_at: AwareDatetime | None = None
+    """When it completed or failed; None while running."""
+    memtrial_version: NonEmptyText
+    """The memtrial build that ran it (`memtrial <version>+<commit>`)."""
+
+    @model_validator(mode="after")
+    def _state_matches(self) -> RunStatus:
+        if (self.state == "running") != (self.ended_at is None):
+            raise ValueError(f"state {self.state!r} {'has' if self.ended_at else 'lacks'} ended_at; only a running run has none")
+        if (self.state == "failed") != (self.error is not None):
+            raise ValueError(f"state {self.state!r} {'lacks' if self.error is None else 'has'} an error; exactly a failed run has one")
+        return self
+
+
+def status_key(run_id: str) -> str:
+    """Where a run's status marker goes."""
+    return run_key(run_id, RUN_STATUS_JSON)
+
+
+def one_line(error: BaseException) -> str:
+    """The first line of `error` (its type when it says nothing), at most ERROR_WIDTH characters."""
+    text = str(error).strip()
+    line = text.splitlines()[0] if text else type(error).__name__
+    return line if len(line) <= ERROR_WIDTH else line[: ERROR_WIDTH - 3] + "..."
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def mark_running(store: ArtifactStore, run_id: str, *, version: str, agents: Sequence[str] = (),
+                 memory_system: str | None = None) -> RunStatus:
+    """Write the `running` marker of a run that starts now; return it."""
+    status = RunStatus(run_id=run_id, state="running", agents=tuple(agents), memory_system=memory_system,
+                       started_at=_now(), memtrial_version=version)
+    store.put_json(status_key(run_id), status)
+    return status
+
+
+def mark_ended(store: ArtifactStore, started: RunStatus, error: BaseException | None = None, stage: str | None = None) -> RunStatus:
+    """Write the marker of a run that ended now: `complete`, or `failed` with `error` in one line and its stage."""
+    update: dict[str, object] = {"state": "complete", "ended_at": _now()}
+    if error is not None:
+        update.update(state="failed", error=one_line(error), stage=stage)
+    status = RunStatus.model_validate({**started.model_dump(), **update})
+    store.put_json(status_key(started.run_id), status)
+    return status
+
+
+def read_status(store: ArtifactStore, run_id: str) -> RunStatus | None:
+    """The run's marker, or None when it has none. Raises ContractError/ArtifactError for a bad one."""
+    try:
+        return store.get_json(status_key(run_id), RunStatus)
+    except ArtifactNotFound:
+        return None
+
+
+# --------------------------------------------------------------------------- the headline
+
+
+def _points(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:+.1f}"
+
+
+class Headline(ContractModel):
+    """The figures a run is quoted by: success on - off over tasks with its 95% interval, and net MUI."""
+
+    success_difference: float | None
+    """Mean over tasks of pass rate(on) - pass rate(off), a fraction; None when no task has both."""
+    success_low: float | None
+    """Lower 95% bound of `success_difference`."""
+    success_high: float | None
+    """Upper 95% bound of `success_difference`."""
+    p_value: float | None
+    """Sign-flip p-value over tasks."""
+    tasks: int
+    """Tasks with a gradable attempt on and off."""
+    net_mui: float | None
+    """Net MUI (success lift + cost saving - harm), a share of on attempts; None without gradable on attempts."""
+    mui_low: float | None
+    """Lower 95% bound of `net_mui`."""
+    mui_high: float | None
+    """Upper 95% bound of `net_mui`."""
+
+    def describe(self) -> str:
+        """One line, in percentage points."""
+        p = "n/a" if self.p_value is None else f"{self.p_value:.3g}"
+        line = (f"on - off {_points(self.success_difference)} pp [95% {_points(self.success_low)}, {_points(self.success_high)}], "
+                f"p = {p}, {self.tasks} task(s)")
+        if self.net_mui is not None:
+            line += f"; net MUI {_points(self.net_mui)} [95% {_points(self.mui_low)}, {_points(self.mui_high)}]"
+        return line
+
+
+def headline_of(summary: GradingSummary) -> Headline | None:
+    """The on - off headline of a graded run; None when the run has no on/off comparison."""
+    effect = next((c for c in summary.headline if c.kind == "memory-effect"), None)
+    if effect is None:
+        return None
+    d, m = effect.success_difference, effect.mui
+    return Headline(success_difference=d.estimate, success_low=d.low, success_high=d.high, p_value=d.p_value, tasks=effect.tasks,
+                    net_mui=m.net if m else None, mui_low=m.low if m else None, mui_high=m.high if m else None)
+
+
+# --------------------------------------------------------------------------- listing
+
+
+class RunEntry(ContractModel):
+    """One run as `memtrial runs` lists it."""
+
+    run_id: str
+    """The run (a folder under `runs/`)."""
+    state: ListedState
+    """From its marker (or its parent's); without one: `complete` when its records are sealed, else `unknown`."""
+    state_from: Literal["marker", "parent", "files"]
+    """Where `state` comes from."""
+    stage: str | None
+    """The stage a failed run failed in, when known."""
+    error: str | None
+    """A failed run's error, one line."""
+    parent: str | None
+    """The nightly run this agent's run belongs to; None for a run of its own."""
+    agents: tuple[str, ...]
+    """Agents of its records (or of its marker when it has no records)."""
+    memory_systems: tuple[str, ...]
+    """The records' `build_under_test` values (or the marker's configured memory system)."""
+    started_at: datetime | None
+    """From its marker, else the stamp in its id; None when neither says."""
+    headline: Headline | None
+    """From `summary.json`; None when the run was not graded or has no on/off pair."""
+    problems: tuple[str, ...]
+    """Files of the run that could not be read, one line each."""
+
+
+def run_files(store: ArtifactStore) -> dict[str, set[str]]:
+    """Run id -> keys under `runs/<run_id>/` (relative to that folder), for every run of the root."""
+    runs: dict[str, set[str]] = {}
+    for key in store.list_keys(RUNS):
+        parts = key.split("/", 2)
+        if len(parts) == 3:
+            runs.setdefault(parts[1], set()).add(parts[2])
+    return runs
+
+
+def stamp_of(run_id: str) -> datetime | None:
+    """The UTC time stamp in a run id made by `new_run_id`, or None."""
+    match = _STAMP.search(run_id)
+    if match is None:
+        return None
+    try:
+        return datetime.strptime(match.group(1) + match.group(2), "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+def _attempt_record_keys(files: set[str]) -> list[str]:
+    return sorted(f for f in files if f.startswith(SEALED_PARTS) and f.endswith("/record.json"))
+
+
+def stored_records(store: ArtifactStore, run_id: str, files: set[str] | None = None) -> list[RunRecord]:
+    """The run's records: its records table, else (a run that failed before writing it) every
+    `attempts/.../record.json`. Raises ContractError/ArtifactError for an unreadable one."""
+    files = run_files(store).get(run_id, set()) if files is None else files
+    if RECORDS_TABLE in files:
+        return load_records(store, run_id)
+    return [store.get_json(run_key(run_id, key), RunRecord) for key in _attempt_record_keys(files)]
+
+
+def _summary(store: ArtifactStore, run_id: str) -> GradingSummary:
+    key = run_key(run_id, SUMMARY_JSON)
+    source = f"{store.uri.rstrip('/')}/{key}"
+    try:
+        data = json.loads(store.get_bytes(key))
+    except ValueError as error:
+        raise ArtifactError(f"{source}: not valid JSON ({error})") from None
+    return parse_document(GradingSummary, data, source)
+
+
+def _entry(store: ArtifactStore, run_id: str, files: set[str], parent: tuple[str, RunStatus] | None) -> RunEntry:
+    problems: list[str] = []
+    status: RunStatus | None = None
+    if RUN_STATUS_JSON in files:
+        try:
+            status = read_status(store, run_id)
+        except (ArtifactError, ContractError) as error:
+            problems.append(str(error))
+    records: list[RunRecord] = []
+    try:
+        records = stored_records(store, run_id, files)
+    except (ArtifactError, ContractError) as error:
+        problems.append(str(error))
+    headline = None
+    if SUMMARY_JSON in files:
+        try:
+            headline = headline_of(_summary(store, run_id))
+        except (ArtifactError, ContractError) as error:
+            problems.append(str(error))
+    marker, state_from = (status, "marker") if status else ((parent[1], "parent") if parent else (None, "files"))
+    if marker is not None:
+        state: ListedState = marker.state
+    else:
+        state = "complete" if {RECORDS_TABLE, MANIFEST_JSON} <= files else "unknown"
+    agents = tuple(sorted({r.agent for r in records})) or (status.agents if status else ())
+    builds = tuple(sorted({r.build_under_test for r in records}))
+    if not builds and status and status.memory_system:
+        builds = (status.memory_system,)
+    return RunEntry(
+        run_id=run_id, state=state, state_from=state_from,  # type: ignore[arg-type]
+        stage=marker.stage if marker else None, error=marker.error if marker else None,
+        parent=parent[0] if parent else None, agents=agents, memory_systems=builds,
+        started_at=marker.started_at if marker else stamp_of(run_id), headline=headline, problems=tuple(problems),
+    )
+
+
+def _parents(store: ArtifactStore, runs: dict[str, set[str]]) -> dict[str, tuple[str, RunStatus]]:
+    """Agent run id -> (its nightly run, that run's marker), for every marker naming agents."""
+    parents: dict[str, tuple[str, RunStatus]] = {}
+    for run_id, files in runs.items():
+        if RUN_STATUS_JSON not in files:
+            continue
+        try:
+            status = read_status(store, run_id)
+        except (ArtifactError, ContractError):
+            continue
+        for agent in status.agents if status else ():
+            child = f"{run_id}-{agent}"
+            if child in runs and child != run_id:
+                parents[child] = (run_id, status)
+    return parents
+
+
+def newest_first(entries: Sequence[RunEntry]) -> list[RunEntry]:
+    """Newest first; a run without a time last; ties (a nightly run and its agents' runs) by id."""
+    floor = datetime.min.replace(tzinfo=timezone.utc)
+    by_id = sorted(entries, key=lambda e: e.run_id)
+    return sorted(by_id, key=lambda e: e.started_at or floor, reverse=True)
+
+
+def list_runs(store: ArtifactStore) -> list[RunEntry]:
+    """Every run under the artifact root, newest first. A run whose files cannot be read is listed
+    with its `problems`, never dropped."""
+    runs = run_files(store)
+    parents = _parents(store, runs)
+    return newest_first([_entry(store, run_id, files, parents.get(run_id)) for run_id, files in runs.items()])
+
+
+def require_run(store: ArtifactStore, run_id: str) -> set[str]:
+    """The run's files; UnknownRunError names the root and the newest runs it does hold."""
+    runs = run_files(store)
+    if run_id in runs:
+        return runs[run_id]
+    known = [e.run_id for e in newest_first([RunEntry(run_id=r, state="unknown", state_from="files", stage=None, error=None, parent=None,
+                                                      agents=(), memory_systems=(), started_at=stamp_of(r), headline=None, problems=())
+                                             for r in runs])]
+    where = f"{store.uri.rstrip('/')}/{RUNS}/"
+    if not known:
+        raise UnknownRunError(f"run {run_id!r}: {where} holds no runs; make one with 'memtrial paired' or 'memtrial run'")
+    more = f" (and {len(known) - SHOWN_RUNS} older; 'memtrial runs' lists them)" if len(known) > SHOWN_RUNS else ""
+    raise UnknownRunError(f"run {run_id!r}: not under {where}; runs there, newest first: {', '.join(known[:SHOWN_RUNS])}{more}")
+
+
+# --------------------------------------------------------------------------- one run
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What `memtrial show RUN` prints."""
+
+    entry: RunEntry
+    status: RunStatus | None
+    """The run's own marker (None: none, or it takes its parent's)."""
+    summary: GradingSummary | None
+    """The stored grading summary; None when the run was not graded."""
+    delivery: tuple[DeliveryRate, ...]
+    """Per condition: from the summary, else from the records checked against their evidence."""
+    attempts: int
+    """Records stored."""
+    agent_runs: tuple[str, ...]
+    """A nightly run's agents' runs."""
+    seal: str
+    """The evidence manifest's verdict in one line."""
+
+
+def _seal(store: ArtifactStore, run_id: str, files: set[str], agent_runs: Sequence[str]) -> str:
+    if MANIFEST_JSON not in files and RECORDS_TABLE not in files:
+        if agent_runs:
+            return "none of its own: its agents' runs hold and seal the evidence"
+        return "not sealed (no records table: the run did not get that far)"
+    try:
+        manifest = verify_run(store, run_id)
+    except TamperedRunError as error:
+        return f"NOT INTACT: {error}"
+    return f"sealed, {len(manifest.files)} file(s) intact"
+
+
+def show_run(store: ArtifactStore, run_id: str) -> RunView:
+    """A run's marker, summary, delivery and seal. Raises UnknownRunError."""
+    files = require_run(store, run_id)
+    listed = list_runs(store)
+    entry = next(e for e in listed if e.run_id == run_id)
+    status = None
+    if RUN_STATUS_JSON in files:
+        try:
+            status = read_status(store, run_id)
+        except (ArtifactError, ContractError):
+            status = None  # already named in entry.problems
+    summary = None
+    if SUMMARY_JSON in files:
+        try:
+            summary = _summary(store, run_id)
+        except (ArtifactError, ContractError):
+            summary = None  # already named in entry.problems
+    records: list[RunRecord] = []
+    try:
+        records = stored_records(store, run_id, files)
+    except (ArtifactError, ContractError):
+        pass  # already named in entry.problems
+    if summary is not None:
+        delivery = summary.delivery
+    else:
+        delivery = tuple(delivery_rates(with_evidence(records, load_evidence(store, records)))) if records else ()
+    children = tuple(e.run_id for e in listed if e.parent == run_id)
+    return RunView(entry=entry, status=status, summary=summary, delivery=delivery, attempts=len(records),
+                   agent_runs=children, seal=_seal(store, run_id, files, children))
+
+
+# --------------------------------------------------------------------------- one attempt
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """What `memtrial show RUN TASK CONDITION TRIAL` prints."""
+
+    record: RunRecord
+    transcript: Transcript | None
+    audit: AuditReceipt | None
+    delivery: DeliveryReceipt | None
+    evidence_problem: str | None
+    """Why the stored evidence does not back the record's outcome (it would be graded ungradable); None when it does."""
+    check_output: str | None
+    """The check's stored output; None: memtrial keeps only its exit code and sandbox in the record."""
+
+
+def attempt_label(task: str, condition: str, trial: int) -> str:
+    """`task condition trial`, as `memtrial show` takes it."""
+    return f"{task} {condition} {trial}"
+
+
+def parse_trial(text: str) -> int:
+    """A trial given as `0` or `t0`."""
+    digits = text[1:] if text[:1] == "t" else text
+    if not digits.isdigit():
+        raise UnknownAttemptError(f"trial {text!r} is not a number; give it as 0, 1, ... (or t0, t1, ...)")
+    return int(digits)
+
+
+def show_attempt(store: ArtifactStore, run_id: str, task: str, condition: str, trial: str) -> AttemptView:
+    """One attempt's record with its transcript, audit receipt and delivery receipt (each None when
+    missing or unreadable). Raises UnknownRunError, UnknownAttemptError."""
+    files = require_run(store, run_id)
+    wanted = (task, condition.replace("ablate-", "ablate:", 1) if condition.startswith("ablate-") else condition, parse_trial(trial))
+    records = stored_records(store, run_id, files)
+    found = next((r for r in records if (r.task_id, r.condition, r.trial) == wanted), None)
+    if found is None:
+        cells = sorted((r.task_id, r.condition, r.trial) for r in records)
+        if not cells:
+            raise UnknownAttemptError(f"run {run_id!r} holds no attempts yet (no records table, no attempts/.../record.json)")
+        shown = "; ".join(attempt_label(*c) for c in cells[:SHOWN_ATTEMPTS])
+        more = f" (and {len(cells) - SHOWN_ATTEMPTS} more)" if len(cells) > SHOWN_ATTEMPTS else ""
+        raise UnknownAttemptError(f"run {run_id!r} has no attempt {attempt_label(*wanted)}; its attempts: {shown}{more}")
+    evidence = load_evidence(store, [found])[wanted]
+    return AttemptView(record=found, transcript=evidence.transcript, audit=evidence.receipt, delivery=evidence.delivery,
+                       evidence_problem=evidence_problem(found, evidence), check_output=None)
+
+
+def abbreviate(text: str, width: int) -> str:
+    """`text` on one line, at most `width` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+

@@ -422,7 +422,7 @@ class AttemptView:
     evidence_problem: str | None
     """Why the stored evidence does not back the record's outcome (it would be graded ungradable); None when it does."""
     check_output: str | None
-    """The check's stored output; None: memtrial keeps only its exit code and sandbox in the record."""
+    """The check's stored output (`check.txt`); None when no check ran, the run predates it, or the file is unreadable."""
 
 
 def attempt_label(task: str, condition: str, trial: int) -> str:
@@ -454,7 +454,16 @@ def show_attempt(store: ArtifactStore, run_id: str, task: str, condition: str, t
         raise UnknownAttemptError(f"run {run_id!r} has no attempt {attempt_label(*wanted)}; its attempts: {shown}{more}")
     evidence = load_evidence(store, [found])[wanted]
     return AttemptView(record=found, transcript=evidence.transcript, audit=evidence.receipt, delivery=evidence.delivery,
-                       evidence_problem=evidence_problem(found, evidence), check_output=None)
+                       evidence_problem=evidence_problem(found, evidence), check_output=_check_output(store, found.check_output))
+
+
+def _check_output(store: ArtifactStore, key: str | None) -> str | None:
+    if not key:
+        return None
+    try:
+        return store.get_bytes(key).decode("utf-8", "replace")
+    except ArtifactError:
+        return None
 
 
 def abbreviate(text: str, width: int) -> str:

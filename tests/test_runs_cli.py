@@ -87,16 +87,18 @@ def test_show_run_prints_the_headline_delivery_and_seal(paired_run: tuple[str, s
     assert "evidence:      sealed," in shown and "intact" in shown
 
 
-def test_show_attempt_prints_record_transcript_audit_and_says_check_output_is_not_stored(
+def test_show_attempt_prints_record_transcript_audit_and_check_output(
         paired_run: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    """Everything a failed or surprising attempt is judged by, in one place; a missing check output is said, not hidden."""
+    """Everything a failed or surprising attempt is judged by, in one place, the check's stored output included;
+    an attempt whose check never ran says so rather than showing nothing."""
     root, run_id = paired_run
     capsys.readouterr()
     assert main(["show", run_id, TASK, "on", "t0", "--artifacts", root]) == 0
     shown = capsys.readouterr().out
     for line in ("outcome:          pass", "failure reason:   -", "injection:        yes", "check exit code:  0",
                  "check sandbox:    local/", "audit receipt:    passed", "delivery receipt: 1 recall(s)",
-                 "check output:     not stored", "transcript:       ", "user/prompt: ", "hook/context: "):
+                 f"check output:     runs/{run_id}/attempts/{TASK}/on/t0/check.txt", "exit code: 0", "transcript:       ",
+                 "user/prompt: ", "hook/context: "):
         assert line in shown, line
     assert "delivered ids:    -" not in shown and "tokens:           " in shown and "wall time:" in shown
     assert main(["show", run_id, TASK, "off", "0", "--artifacts", root, "--json"]) == 0

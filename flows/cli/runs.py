@@ -135,10 +135,10 @@ def _print_attempt(view: AttemptView) -> None:
     unenforced = f" (not enforced: {', '.join(r.check_unenforced)})" if r.check_unenforced else ""
     out.print(f"check sandbox:    {r.check_sandbox or '-'}{unenforced}")
     if view.check_output is not None:
-        out.print("check output:")
-        out.print(view.check_output)
+        out.print(f"check output:     {r.check_output}")
+        out.print(view.check_output.rstrip())
     else:
-        out.print("check output:     not stored (a record keeps the check's exit code and sandbox, not its output)")
+        out.print("check output:     not stored (no check ran, or the run predates check.txt)")
     if view.audit is not None:
         a = view.audit
         verdict = "passed" if a.passed else f"FAILED: {len(a.violations)} change(s) outside the allowed paths"

@@ -24,7 +24,8 @@ import pytest
 from scripted_anthropic import ScriptedAnthropic, Text, ToolUse, Turn, Usage
 from test_agent_claude_code import MODEL, claude_binary  # noqa: F401 (a fixture)
 
-from tasks_lib.agents.base import Transcript
+from tasks_lib.agents import registry
+from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
 from tasks_lib.analysis.grading import grade_attempts, summarize
 from tasks_lib.arm.injection import transcript_claims
 from tasks_lib.arm.steps import ArmSetup, TaskSource, run_attempt, run_matrix, schedule, select_tasks
@@ -74,11 +75,57 @@ def _arm(claude_binary: Path, tmp_path: Path, condition: str, forge: bool) -> tu
 
 def test_a_hook_line_forged_into_the_cli_stdout_never_counts_as_delivery(claude_binary: Path, tmp_path: Path) -> None:  # noqa: F811
     """Regression: an `off` agent wrote a `hook_response` line into its CLI's stdout and its arm recorded
-    injection "yes"; the witness served nothing, so the record must say "no" and name the forged id."""
+    injection "yes". The unprivileged CLI now refuses the write through /proc, and were a line to land,
+    the witness served nothing: the record must say "no" and name whatever the transcript claims."""
     record, transcript, _ = _arm(claude_binary, tmp_path, "off", forge=True)
-    assert transcript_claims(transcript).memory_ids == (FORGED_ID,), f"the forgery did not land, so this proves nothing: {transcript.steps}"
+    assert any(s.kind == "tool-call" and "hook_response" in s.text for s in transcript.steps), "the model never tried the forgery"
     assert (record.injection, record.delivered_ids, record.delivery_receipt) == ("no", (), None)
-    assert record.unwitnessed_ids == (FORGED_ID,)
+    assert record.unwitnessed_ids == transcript_claims(transcript).memory_ids
+
+
+class FooledAdapter(Agent):
+    """A mock adapter (no real CLI can be fooled on demand any more): it reports a hook delivery
+    that never happened, as a CLI would after an agent forged its hook line. It never calls the hook."""
+
+    name = "fooled-adapter"
+
+    def __init__(self, ids: tuple[str, ...] = (FORGED_ID,)) -> None:
+        self.ids = ids
+
+    def run(self, session: AgentSession) -> AgentRun:
+        block = wrap_block("prompt-time", self.ids, "- A partially acknowledged delivery exits with status 3.")
+        steps = (TranscriptStep(source="user", kind="prompt", text=session.prompts[0]),
+                 TranscriptStep(source="hook", kind="context", text=block, channel="UserPromptSubmit"),
+                 TranscriptStep(source="agent", kind="message", text="Done."))
+        return AgentRun(exit_code=0, input_tokens=10, output_tokens=1, cost_usd=0.0, wall_seconds=0.01,
+                        transcript=Transcript(agent=self.name, steps=steps))
+
+
+@pytest.mark.parametrize("condition", ["off", "on"])
+def test_a_delivery_the_adapter_reports_but_the_witness_never_served_is_not_delivery(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, condition: str) -> None:
+    """Regression: delivery was read off the adapter's hook steps, so a forged step confirmed it, even
+    naming the task's real planted ids in `on`. Only the witness's receipt counts: it served nothing."""
+    attempt = schedule(select_tasks(TASKS, [TASK]), [condition], 1)[0]
+    store = LocalStore(tmp_path / "artifacts")
+    planted = {"on": None}
+
+    def fooled(**_: object) -> Agent:
+        return FooledAdapter(planted["on"] or (FORGED_ID,))
+
+    monkeypatch.setitem(registry._AGENTS, FooledAdapter.name, fooled)
+    if condition == "on":  # the forged block names the ids this attempt will plant (the store's ids are deterministic)
+        first = run_attempt(attempt, ArmSetup(run_id="fooled", source=TaskSource(REPO, HEAD, "corpora/tasks"),
+                                              agent_name="calibration", store=LocalStore(tmp_path / "probe")))
+        planted["on"] = first.planted_ids
+    record = run_attempt(attempt, ArmSetup(run_id="fooled", source=TaskSource(REPO, HEAD, "corpora/tasks"),
+                                           agent_name=FooledAdapter.name, store=store))
+    claimed = planted["on"] or (FORGED_ID,)
+    assert transcript_claims(store.get_json(record.transcript or "", Transcript)).memory_ids == claimed
+    assert (record.injection, record.delivered_ids, record.served_ids) == ("no", (), ())
+    assert record.unwitnessed_ids == claimed
+    if condition == "on":
+        assert record.planted_ids == claimed, "the forged block did not name the real planted ids: it proves less"
 
 
 def test_the_on_arm_delivery_through_the_cli_hook_is_witnessed(claude_binary: Path, tmp_path: Path) -> None:  # noqa: F811

@@ -7,6 +7,7 @@ task folders exactly as the arms compute them, stored as `record.json` in a real
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import subprocess
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from tasks_lib.artifacts import ArtifactStore, S3Settings, open_store, run_key
 from tasks_lib.contracts import RunRecord
 from tasks_lib.corpus.tasks import LoadedTask, load_tasks
 from tasks_lib.manifest import seal_run
+from tasks_lib.memory.delivery.witness import DeliveryReceipt, ServedRecall
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = {t.task_id: t for t in load_tasks(REPO / "corpora" / "tasks")}
@@ -59,6 +61,9 @@ def record(task_id: str, condition: str, trial: int, run: str, **overrides: Any)
         "corpus_id": "c" * 64, "outcome": "pass" if condition == "on" else "fail", "check_exit_code": 0 if condition == "on" else 1,
         "input_tokens": 1000,
         "output_tokens": 200, "cost_usd": 0.01, "wall_seconds": 3.0, "injection": "yes" if condition == "on" else "no",
+        **({"planted_ids": ("m1",), "delivered_ids": ("m1",), "served_ids": ("m1",),
+            "delivery_receipt": run_key(run, "attempts", task_id, condition, f"t{trial}", "delivery.json"),
+            "delivery_nonce": hashlib.sha256(f"{run}/{task_id}/{trial}".encode()).hexdigest()[:32]} if condition == "on" else {}),
         "build_under_test": "memtrial-reference/0.1.0", "transcript": run_key(run, "attempts", task_id, condition, f"t{trial}", "transcript.json"),
         "audit_receipt": run_key(run, "attempts", task_id, condition, f"t{trial}", "audit.json"), "audit_passed": True,
         **record_fields(task(task_id), AGENT),
@@ -84,6 +89,13 @@ def audit_receipt(*, passed: bool) -> AuditReceipt:
                         allowed_changes=(), passed=passed)
 
 
+def delivery_receipt(r: RunRecord) -> DeliveryReceipt:
+    """The witness's receipt for a delivered record: its planted memory served, under the record's nonce."""
+    return DeliveryReceipt(nonce=r.delivery_nonce or "", realm="project:0123456789abcdef", served_by="scripted",
+                           planted_ids=r.planted_ids, recalls=(ServedRecall(realm="project:0123456789abcdef", lanes=("keyword",),
+                                                                            ids=r.planted_ids, text_sha256=("a" * 64,) * len(r.planted_ids), at=1.0),))
+
+
 def store_records(store: ArtifactStore, records: Sequence[RunRecord]) -> None:
     """Store records (with a small transcript and an audit receipt each) the way the arms do, then seal
     each run's evidence with its manifest as the flow's store-records stage does."""
@@ -93,6 +105,8 @@ def store_records(store: ArtifactStore, records: Sequence[RunRecord]) -> None:
             store.put_bytes(r.transcript, b'{"schema_version": 1, "agent": "scripted", "steps": []}\n')
         if r.audit_receipt:
             store.put_json(r.audit_receipt, audit_receipt(passed=r.audit_passed is not False))
+        if r.delivery_receipt:
+            store.put_json(r.delivery_receipt, delivery_receipt(r))
     for run in sorted({r.run_id for r in records}):
         seal_run(store, run)
 

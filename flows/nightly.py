@@ -28,7 +28,9 @@ from flows.report_artifacts import publish_headline
 from flows.runners import task_runner
 from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home
 from flows.status import label_flow_run, run_marker, run_tags
-from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_stage, trend_snapshots
+from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_failures, suite_stage, trend_snapshots
+from tasks_lib.analysis.aggregate import SUMMARY_JSON
+from tasks_lib.analysis.grading import GradingSummary
 from tasks_lib.artifacts import new_run_id, open_store, run_key
 from tasks_lib.contracts import RunRecord, dump_document
 from tasks_lib.corpus.tasks import load_tasks
@@ -57,6 +59,8 @@ class AgentOutcome(BaseModel):
     arms_cached: int
     cells: list[dict[str, str | int]]
     """Per task and condition: passes, runs, injection confirmed, mean tokens."""
+    distrust: list[str] = []
+    """The grading summary's distrust warnings (run-level ones included); `memtrial run` exits 1 on any."""
 
 
 class NightlyResult(BaseModel):
@@ -164,6 +168,9 @@ def _nightly(config: RunConfig, run_id: str, artifact_root: str) -> tuple[Nightl
         suite_keys[name] = SUITE_FLOWS[name](config, run_id, artifact_root)
     trend = trend_snapshots(config, run_id, artifact_root, suite_keys) if set(suite_keys) & set(TREND_SUITES) else {}
 
+    excluded = paired[0].excluded if paired else {}
+    outside = [*(f"task {name} left out of the matrix: {reason}" for name, reason in sorted(excluded.items())),
+               *(line for name, key in suite_keys.items() for line in suite_failures(name, artifact_root, key))]
     memory_texts = {t.task_id: [m.text for m in t.manifest.memories] for t in load_tasks(PROJECT_ROOT / config.tasks_root)}
     grading_code, report_code = stages.code_digest(*stages.GRADING_CODE), stages.code_digest(*stages.REPORT_CODE)
     aggregate = stages.aggregate.with_options(result_storage=storage)
@@ -174,9 +181,10 @@ def _nightly(config: RunConfig, run_id: str, artifact_root: str) -> tuple[Nightl
     for result in paired:
         digest = stages.records_digest(result.records)
         texts = {k: v for k, v in memory_texts.items() if any(r.task_id == k for r in result.records)}
-        graded.append((result, digest, texts, aggregate(artifact_root, result.run_id, digest, grading_code, texts)))
+        graded.append((result, digest, texts, aggregate(artifact_root, result.run_id, digest, grading_code, texts, outside)))
         progress.advance(GRADE)
     progress.finish(GRADE)
+    store = open_store(artifact_root)
     progress.start(REPORT, len(graded))
     for agent, (result, digest, texts, tables) in zip(config.all_agents, graded):
         location = render(artifact_root, result.run_id, digest, report_code, texts)
@@ -186,11 +194,12 @@ def _nightly(config: RunConfig, run_id: str, artifact_root: str) -> tuple[Nightl
             run_id=result.run_id, records_key=result.records_key, tables=tables, report=location,
             passes=sum(r.outcome == "pass" for r in result.records), attempts=len(result.records),
             arms_cached=result.arms_cached, cells=cells_of(result.records),
+            distrust=list(store.get_json(tables[SUMMARY_JSON], GradingSummary).distrust),
         ))
     progress.finish(REPORT)
     summary = NightlyResult(run_id=run_id, artifact_root=artifact_root, config_key=config_key,
-                            excluded=paired[0].excluded if paired else {}, agents=outcomes, suites=suite_keys,
+                            excluded=excluded, agents=outcomes, suites=suite_keys,
                             trend={k: v["curve"] for k, v in trend.items()},
                             regressions=[m for v in trend.values() for m in v["regressions"]])
-    open_store(artifact_root).put_bytes(run_key(run_id, NIGHTLY_JSON), summary.model_dump_json(indent=2).encode())
+    store.put_bytes(run_key(run_id, NIGHTLY_JSON), summary.model_dump_json(indent=2).encode())
     return summary, sorted({r.build_under_test for result in paired for r in result.records})

@@ -346,12 +346,14 @@ def records_digest(records: list[RunRecord]) -> str:
 
 @task(name="aggregate", cache_policy=INPUTS + TASK_SOURCE, persist_result=True, retries=1, retry_delay_seconds=2,
       retry_condition_fn=retry_condition)
-def aggregate(artifact_root: str, run_id: str, records_sha256: str, code: str, memory_texts: dict[str, list[str]]) -> dict[str, str]:
-    """Grade the stored run and write its tables and summary (tasks_lib.analysis.aggregate); return table -> key."""
+def aggregate(artifact_root: str, run_id: str, records_sha256: str, code: str, memory_texts: dict[str, list[str]],
+              warnings: list[str] | None = None) -> dict[str, str]:
+    """Grade the stored run and write its tables and summary (tasks_lib.analysis.aggregate), with the
+    flow's distrust `warnings` from outside the records (None: the stored ones); return table -> key."""
     enter_stage("aggregate", run_id)
     from tasks_lib.analysis.aggregate import aggregate_run
 
-    return dict(aggregate_run(artifact_store(artifact_root), run_id, memory_texts).keys)
+    return dict(aggregate_run(artifact_store(artifact_root), run_id, memory_texts, warnings).keys)
 
 
 @task(name="report", cache_policy=INPUTS + TASK_SOURCE, persist_result=True, retries=1, retry_delay_seconds=2,

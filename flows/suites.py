@@ -270,6 +270,16 @@ def trend_snapshots(config: RunConfig, run_id: str, artifact_root: str, results:
     return out
 
 
+def suite_failures(name: str, artifact_root: str, key: str) -> list[str]:
+    """One distrust line per failed gate of a stored suite result (only the retrieval suite has gates
+    in a nightly run; the others have none to fail)."""
+    if name != "retrieval":
+        return []
+    payload = json.loads(stages.artifact_store(artifact_root).get_bytes(key))
+    return [f"suite retrieval: gate {g['name']} failed: {'unmeasured' if g['value'] is None else format(g['value'], '.3f')} "
+            f"(bar {g['op']} {g['threshold']:g})" for g in payload["gates"] if not g["passed"]]
+
+
 def suite_headline(name: str, artifact_root: str, key: str) -> str:
     """One line a person reads after a nightly run: the retrieval suite's failed gates, the recall
     sweep's curve and knee, the external suites' recall_any@5. Read back from the stored result."""

@@ -64,9 +64,10 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
     except Exception as error:  # noqa: BLE001 - any stage failure becomes one line with the rerun hint
         raise _failed(run_id, error) from None
     location = f"{result.artifact_root.rstrip('/')}/runs/{run_id}/"
+    distrusted = bool(result.regressions) or any(agent.distrust for agent in result.agents)
     if as_json:
         emit_json(result.model_dump(mode="json"))
-        if result.regressions:
+        if distrusted:
             raise typer.Exit(1)
         return
     for agent in result.agents:
@@ -85,8 +86,16 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
     out.print(f"artifacts: {location}")
     for agent in result.agents:
         out.print(f"report ({agent.agent}): {agent.report}")
-    if result.regressions:
+    for agent in result.agents:
+        _print_distrust(agent.agent, agent.distrust)
+    if distrusted:
         raise typer.Exit(1)
+
+
+def _print_distrust(agent: str, lines: list[str] | tuple[str, ...]) -> None:
+    """Each distrust warning on its own line (stdout), so no one quotes the run's figures without seeing it."""
+    for line in lines:
+        out.print(f"DISTRUST ({agent}): {line}", markup=False, highlight=False)
 
 
 def run(
@@ -208,10 +217,27 @@ def paired(
         raise _failed(run_id, error) from None
     cells: list[dict[str, Any]] = cells_of(result.records)
     location = f"{root.rstrip('/')}/runs/{run_id}/"
+    distrust = _graded_distrust(root, result.run_id, result.excluded)
     if as_json:
-        emit_json({"run_id": run_id, "artifacts": location, "records": result.records_key, "cells": cells, "excluded": result.excluded})
+        emit_json({"run_id": run_id, "artifacts": location, "records": result.records_key, "cells": cells, "excluded": result.excluded,
+                   "distrust": list(distrust)})
+        if distrust:
+            raise typer.Exit(1)
         return
     out.print(summary_table(cells, COLUMNS, f"paired run {run_id} ({agent})"))
     for name, reason in sorted(result.excluded.items()):
         out.print(f"excluded {name}: {reason}")
     out.print(f"records: {root.rstrip('/')}/{result.records_key}")
+    _print_distrust(agent, distrust)
+    if distrust:
+        raise typer.Exit(1)
+
+
+def _graded_distrust(root: str, run_id: str, excluded: dict[str, str]) -> tuple[str, ...]:
+    """Grade the stored run (its summary.json is written, as `memtrial report` would) and return its
+    distrust warnings, the tasks left out of the matrix first."""
+    from tasks_lib.analysis.aggregate import aggregate_run
+    from tasks_lib.artifacts import open_store
+
+    outside = [f"task {name} left out of the matrix: {reason}" for name, reason in sorted(excluded.items())]
+    return aggregate_run(open_store(root), run_id, warnings=outside).summary.distrust

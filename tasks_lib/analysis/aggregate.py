@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 from pydantic import Field, ValidationError
@@ -29,7 +29,7 @@ from tasks_lib.analysis.evidence import Cell, Evidence, load_evidence, with_evid
 from tasks_lib.analysis.grading import AttemptGrade, ConditionDelta, GradingSummary, grade_attempts, summarize
 from tasks_lib.arm.comparability import MissingKeyError, comparison_key
 from tasks_lib.artifacts import RECORDS_TABLE, RUNS, ArtifactStore, run_key
-from tasks_lib.contracts import ContractModel, RunRecord, parse_document, violations_of
+from tasks_lib.contracts import ContractModel, Document, RunRecord, parse_document, violations_of
 from tasks_lib.errors import ArtifactNotFound, MemtrialError
 from tasks_lib.manifest import verify_run
 
@@ -37,6 +37,8 @@ GRADES_TABLE = "grades.parquet"
 ABLATIONS_TABLE = "ablations.parquet"
 AUDIT_TABLE = "audit_receipts.parquet"
 SUMMARY_JSON = "summary.json"
+RUN_WARNINGS_JSON = "run-warnings.json"
+"""Distrust warnings from outside the records, stored by the flow that ran the run (`RunWarnings`)."""
 CALIBRATION_REASON = "calibration_agent"
 """An exclusion for this reason only says 'not publishable': a calibration run is still graded (labelled)."""
 
@@ -194,16 +196,41 @@ def require_one_key_per_task(records: Sequence[RunRecord], run_id: str) -> None:
             continue
 
 
-def aggregate_run(store: ArtifactStore, run_id: str, memory_texts: Mapping[str, Sequence[str]] | None = None) -> Aggregate:
+class RunWarnings(Document):
+    """`runs/<run_id>/run-warnings.json`: distrust warnings from outside the run's records (a failed
+    suite gate, a task left out of the matrix), written by the flow that ran it, read by every later grading."""
+
+    KIND: ClassVar[str] = "run warnings"
+
+    warnings: tuple[str, ...]
+    """One line each, as the report lists them."""
+
+
+def run_warnings(store: ArtifactStore, run_id: str, given: Sequence[str] | None) -> tuple[str, ...]:
+    """`given` (then stored, replacing what was there), or else the run's stored warnings (none when absent)."""
+    key = run_key(run_id, RUN_WARNINGS_JSON)
+    if given is not None:
+        store.put_json(key, RunWarnings(warnings=tuple(given)))
+        return tuple(given)
+    if not store.exists(key):
+        return ()
+    return store.get_json(key, RunWarnings).warnings
+
+
+def aggregate_run(store: ArtifactStore, run_id: str, memory_texts: Mapping[str, Sequence[str]] | None = None,
+                  warnings: Sequence[str] | None = None) -> Aggregate:
     """Grade a stored run and write its tables and summary; return what was written.
 
     `memory_texts` (task -> planted memory texts) enables the v1 surface echo; without it the echo
-    is unknown. The run's manifest is verified first, and an attempt whose stored evidence does not
-    back its outcome is graded `ungradable` (`tasks_lib.analysis.evidence`). Raises RunNotFound for an
-    unknown run, TamperedRunError for evidence that changed, AggregateError/ContractError for bad tables.
+    is unknown. `warnings` are the flow's distrust warnings from outside the records (stored with the
+    run; None reads the stored ones). The run's manifest is verified first, and an attempt whose
+    stored evidence does not back its outcome is graded `ungradable` (`tasks_lib.analysis.evidence`).
+    Raises RunNotFound for an unknown run, TamperedRunError for evidence that changed,
+    AggregateError/ContractError for bad tables.
     """
     records = load_records(store, run_id)
     verify_run(store, run_id)
+    outside = run_warnings(store, run_id, warnings)
     evidence = load_evidence(store, records)
     records = with_evidence(records, evidence)
     require_one_key_per_task(records, run_id)
@@ -212,7 +239,7 @@ def aggregate_run(store: ArtifactStore, run_id: str, memory_texts: Mapping[str, 
     transcripts = {(r.task_id, r.condition, r.trial): evidence[(r.task_id, r.condition, r.trial)].transcript for r in cohort} \
         if memory_texts is not None else None
     grades = grade_attempts(cohort, transcripts, memory_texts)
-    summary = summarize(run_id, cohort, grades, excluded=len(records) - len(cohort))
+    summary = summarize(run_id, cohort, grades, excluded=len(records) - len(cohort), run_warnings=outside)
     keys = {name: run_key(run_id, name) for name in (GRADES_TABLE, ABLATIONS_TABLE, AUDIT_TABLE, SUMMARY_JSON)}
     store.put_table(keys[GRADES_TABLE], _table(grades, AttemptGrade))
     store.put_table(keys[ABLATIONS_TABLE], _table(summary.ablations, ConditionDelta))

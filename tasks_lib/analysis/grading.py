@@ -286,6 +286,10 @@ class GradingSummary(Document):
     """Tokens and wall time, on minus off, over (task, trial) pairs (reference; see `headline`)."""
     warnings: tuple[str, ...]
     """Everything a human must see before trusting the numbers."""
+    distrust: tuple[str, ...] = ()
+    """The warnings that make the run's figures untrustworthy (a delivery problem, a failed positive
+    control or harness check, missing evidence, a failed suite gate): `memtrial run` and `memtrial
+    paired` exit 1 when any is present. Notes such as "calibration run" are warnings only."""
     headline: tuple[Comparison, ...] = ()
     """Task-clustered effects per compared pair (on - off first): what a team can publish."""
     positive_control: PositiveControl | None = None
@@ -583,27 +587,34 @@ def positive_control(records: Sequence[RunRecord]) -> PositiveControl | None:
     return PositiveControl(checked=checked, deviations=tuple(deviations)) if checked else None
 
 
-def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[AttemptGrade], excluded: int = 0) -> GradingSummary:
-    """The run's grading summary; `warnings` collects every figure a human must not miss."""
+def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[AttemptGrade], excluded: int = 0,
+              run_warnings: Sequence[str] = ()) -> GradingSummary:
+    """The run's grading summary; `warnings` collects every figure a human must not miss, and
+    `distrust` those that make the figures untrustworthy. `run_warnings` are distrust warnings from
+    outside the records (a failed suite gate, a task left out of the matrix), listed first."""
     delivery = delivery_rates(records)
     deltas = condition_deltas(records)
     pairs = on_off_pairs(records)
     calibration = bool(records) and all(r.calibration for r in records)
-    warnings = [d.warning for d in delivery if d.warning]
+    distrust = [*run_warnings, *(d.warning for d in delivery if d.warning)]
     control = positive_control(records)
     if control is not None and control.deviations:
-        warnings.append(f"positive control failed: {len(control.deviations)} of {control.checked} calibration attempts without memory "
+        distrust.append(f"positive control failed: {len(control.deviations)} of {control.checked} calibration attempts without memory "
                         f"differ from their construction ({'; '.join(control.deviations)}): memory reached an arm that has none, "
                         "or the apparatus changed; distrust every memory figure of this run")
     ungradable = sum(r.outcome == "ungradable" for r in records)
     if ungradable:
-        warnings.append(f"{ungradable} attempt(s) are ungradable (no outcome); they are in no rate's denominator")
-    warnings.extend(f"{r.task_id}/{r.condition}/t{r.trial}: {r.failure_reason}" for r in records
+        distrust.append(f"{ungradable} attempt(s) are ungradable (no outcome); they are in no rate's denominator")
+    distrust.extend(f"{r.task_id}/{r.condition}/t{r.trial}: {r.failure_reason}" for r in records
                     if r.outcome == "ungradable" and (r.failure_reason or "").startswith(MISSING_EVIDENCE))
     for d in deltas:
         if d.flagged and d.task_id == "*":
-            warnings.append(f"harness check: success(ablate:all) - success(off) = {d.delta} (limit {HARNESS_GAP_LIMIT}); "
+            distrust.append(f"harness check: success(ablate:all) - success(off) = {d.delta} (limit {HARNESS_GAP_LIMIT}); "
                             "the ablation switch may not reach every injection path")
+        elif d.flagged:
+            distrust.append(f"harness check, task {d.task_id}: success(ablate:all) - success(off) = {d.delta} "
+                            f"({d.passes_a}/{d.gradable_a} vs {d.passes_b}/{d.gradable_b} passed; limit {HARNESS_GAP_LIMIT})")
+    warnings = list(distrust)
     mui = mui_tallies(grades)
     if not records:
         warnings.append("the run has no attempts to grade")
@@ -616,7 +627,8 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
         excluded=excluded, ungradable=ungradable, tasks=tuple(sorted({r.task_id for r in records})),
         conditions=condition_order(r.condition for r in records), delivery=tuple(delivery),
         pass_rates=tuple(pass_rates(records)), mui=tuple(mui), ablations=tuple(deltas),
-        mcnemar=mcnemar_summary(pairs), paired=tuple(paired_measures(pairs)), warnings=tuple(warnings), positive_control=control,
+        mcnemar=mcnemar_summary(pairs), paired=tuple(paired_measures(pairs)), warnings=tuple(warnings), distrust=tuple(distrust),
+        positive_control=control,
         headline=tuple(headline(grades, condition_order(r.condition for r in records))),
         pass_at_k=tuple(pass_at_k_table(records)),
     )

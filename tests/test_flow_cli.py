@@ -69,3 +69,49 @@ def test_run_on_the_smoke_config_says_where_the_report_is(prefect_harness: None,
     store = open_store(root)
     assert store.exists(f"runs/{agent['run_id']}/report.html") and store.exists(agent["tables"]["grades.parquet"])
     assert store.exists(f"runs/{result['run_id']}/run-config.json")
+
+
+def test_a_failed_suite_gate_reaches_the_summary_the_report_and_the_exit_status(prefect_harness: None, tmp_path: Path,
+                                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression: `memtrial run` printed a failed retrieval gate and exited 0, and the report's "Read before
+    trusting" never named it: a gate that fails is a distrust warning everywhere, and the run exits 1."""
+    import json
+
+    from tasks_lib.analysis.grading import GradingSummary
+    from tasks_lib.artifacts import open_store, run_key
+
+    gates = tmp_path / "gates.json"
+    gates.write_text('{"schema_version": 1, "recall_at_5_min": 1.0}')  # no embedder reaches 1.0 on the bundled cases
+    config = tmp_path / "run.yaml"
+    config.write_text(f"name: gated\ntasks: [rotlog-keep-count]\nconditions: ['off', 'on']\nsuites: [retrieval]\n"
+                      f"suite_options: {{retrieval: {{gates: {gates}}}}}\n")
+    root = tmp_path / "artifacts"
+    assert main(["run", "--config", str(config), "--artifacts", str(root)]) == 1
+    printed = capsys.readouterr().out
+    assert "DISTRUST (calibration): suite retrieval: gate recall_at_5_min failed" in printed, printed
+    (agent_run,) = [line.split("runs/")[1].split("/")[0] for line in printed.splitlines() if line.startswith("report (calibration)")]
+    summary = open_store(root).get_json(run_key(agent_run, "summary.json"), GradingSummary)
+    assert [d for d in summary.distrust if "recall_at_5_min" in d] and set(summary.distrust) <= set(summary.warnings)
+    report = (root / "runs" / agent_run / "report.html").read_text()
+    assert "suite retrieval: gate recall_at_5_min failed" in report.split("Read before trusting")[1].split("</ul>")[0]
+    assert json.loads((root / "runs" / agent_run / "run-warnings.json").read_text())["warnings"] == list(summary.distrust[:1])
+
+
+def test_paired_exits_1_and_prints_each_distrust_warning(prefect_harness: None, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression: `memtrial paired` exited 0 whatever its grading said; a memory system that delivered
+    none of the planted memories must be printed as a distrust warning and fail the command."""
+    import sys
+
+    from test_hostile_forged_delivery import SERVES_OTHERS
+
+    script = tmp_path / "serves_others.py"
+    script.write_text(SERVES_OTHERS)
+    root = tmp_path / "artifacts"
+    argv = ["paired", "--tasks", "logship-partial-exit", "--conditions", "off,on", "--artifacts", str(root), "--plain",
+            "--provisioner", f"{sys.executable} {script}", "--provisioner-env", f"MEMTRIAL_PROVISIONER_STATE={tmp_path / 'state'}",
+            "--provisioner-env", "MEMTRIAL_PROVISIONER_SERVE=ro"]
+    assert main(argv) == 1
+    printed = capsys.readouterr().out
+    distrust = [line for line in printed.splitlines() if line.startswith("DISTRUST (calibration): ")]
+    assert any("delivered: none of the planted ones on 1 of 1 on attempts" in line for line in distrust), printed

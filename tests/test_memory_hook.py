@@ -161,3 +161,14 @@ def test_the_off_path_loads_neither_pydantic_nor_the_store() -> None:
     heavy = sorted(name for name in loaded if name.split(".")[0] in ("pydantic", "numpy", "sqlite3", "socket")
                    or name in ("tasks_lib.contracts", "tasks_lib.memory.adapter", "tasks_lib.memory.reference.store"))
     assert heavy == [], f"the off path imported {heavy}"
+
+
+def test_the_hooks_standard_library_constants_match_the_typed_ones() -> None:
+    """The hook's socket branch spells the protocol without pydantic (to stay cheap); a drift from the
+    typed protocol or the adapter's query limit would make it send what a server refuses."""
+    from tasks_lib.memory import adapter
+    from tasks_lib.memory.delivery import hook, protocol, socket_recall
+
+    assert socket_recall.PROTOCOL_VERSION == protocol.PROTOCOL_VERSION
+    assert socket_recall.MAX_ANSWER_BYTES == protocol.MAX_RESPONSE_BYTES
+    assert hook.MAX_QUERY_BYTES == adapter.MAX_QUERY_BYTES

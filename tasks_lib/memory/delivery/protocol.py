@@ -17,7 +17,6 @@ the field (see `server`), the client refuses a malformed answer naming the field
 from __future__ import annotations
 
 import json
-import socket
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
@@ -25,6 +24,7 @@ from pydantic_core import PydanticSerializationError
 
 from tasks_lib.contracts import ContractModel, violations_of
 from tasks_lib.memory.adapter import MemoryHit, MemoryItem
+from tasks_lib.memory.delivery.socket_recall import MAX_ANSWER_BYTES, round_trip
 from tasks_lib.memory.env import SOCKET_ENV
 from tasks_lib.memory.errors import MemoryInputError, MemoryServerError, UnreadableRequestError
 
@@ -32,7 +32,7 @@ PROTOCOL_VERSION = 1
 """Version of this protocol; a message naming another version is refused."""
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 """Longest request line accepted (a large remember batch fits); a longer one is refused and the connection closed."""
-MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+MAX_RESPONSE_BYTES = MAX_ANSWER_BYTES
 """Longest response line a client accepts."""
 
 
@@ -205,12 +205,7 @@ def exchange(socket_path: str, line: bytes, timeout: float) -> bytes:
     """
     where = f"{SOCKET_ENV}={socket_path}"
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(timeout)
-            conn.connect(socket_path)
-            conn.sendall(line)
-            with conn.makefile("rb") as reader:
-                answer = reader.readline(MAX_RESPONSE_BYTES + 1)
+        answer = round_trip(socket_path, line, timeout)
     except (FileNotFoundError, ConnectionRefusedError) as error:
         raise MemoryServerError(f"{where}: no memory server is listening ({error.strerror}); start one with 'memtrial memory serve'") from None
     except TimeoutError:

@@ -2,7 +2,7 @@
 
 The hook runs on every prompt, so its `on` path must cost little more than a bare interpreter: this
 speaks the two verbs it needs (`ping`, `recall`) of the `protocol` by hand, without pydantic or the
-client. It checks the answer's shape (protocol version, an `ok` answer, hits with string ids and
+client; `round_trip` is the one socket exchange both this and `protocol.exchange` use. It checks the answer's shape (protocol version, an `ok` answer, hits with string ids and
 texts) and turns every failure into a HookError naming the socket, which the hook reports as a
 non-blocking error. `client.MemoryClient` is the full, typed client for everything else.
 """
@@ -20,7 +20,7 @@ from tasks_lib.memory.errors import HookError
 PROTOCOL_VERSION = 1
 """The memory protocol version spoken (`protocol.PROTOCOL_VERSION`; a test keeps the two equal)."""
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
-"""Longest answer line read (`protocol.MAX_RESPONSE_BYTES`)."""
+"""Longest answer line read (`protocol.MAX_RESPONSE_BYTES` is this value)."""
 
 
 @dataclass(frozen=True)
@@ -31,16 +31,22 @@ class ServedHit:
     text: str
 
 
+def round_trip(socket_path: str, line: bytes, timeout: float) -> bytes:
+    """Send one line to the Unix socket at `socket_path` and read one line back (at most
+    MAX_ANSWER_BYTES + 1 bytes; the caller checks it is complete). Raises TimeoutError and OSError."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        conn.connect(socket_path)
+        conn.sendall(line)
+        with conn.makefile("rb") as reader:
+            return reader.readline(MAX_ANSWER_BYTES + 1)
+
+
 def _exchange(socket_path: str, request: dict[str, object], timeout: float) -> dict[str, object]:
     where = f"{SOCKET_ENV}={socket_path}"
     line = json.dumps({"protocol": PROTOCOL_VERSION, **request}, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(timeout)
-            conn.connect(socket_path)
-            conn.sendall(line)
-            with conn.makefile("rb") as reader:
-                answer = reader.readline(MAX_ANSWER_BYTES + 1)
+        answer = round_trip(socket_path, line, timeout)
     except TimeoutError:
         raise HookError(f"{where}: no answer within {timeout:g} s") from None
     except OSError as error:

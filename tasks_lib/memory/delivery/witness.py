@@ -208,7 +208,8 @@ class DeliveryWitness:
         recalls: tuple[ServedRecall, ...] = ()
         refused: tuple[str, ...] = ()
         if self._server is not None:
-            self._server.shutdown()
+            if self._thread is not None and self._thread.is_alive():
+                self._server.shutdown()  # waits for serve_forever: only a running loop may be asked
             self._server.server_close()
             with self._server.lock:
                 recalls, refused = tuple(self._server.recalls), tuple(self._server.refused)

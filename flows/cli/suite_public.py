@@ -2,7 +2,8 @@
 
 A thin edge over `tasks_lib.suites.public`: each command builds a memory-system factory from the
 registry, runs the library entry point (one disposable store per evaluation group) and prints
-per-metric tables, or the same numbers as JSON with `--json`.
+per-metric tables, each titled with whether its level is official, or the same numbers as JSON
+with `--json`.
 """
 
 from __future__ import annotations
@@ -39,14 +40,17 @@ def _check_file(path: Path) -> None:
 
 
 def _tables(result: PublicResult) -> None:
-    levels = (("turn", ("recall_any", "recall_all", "ndcg")), ("session", ("recall_any", "recall_all", "ndcg")), ("session_of_top_turns", ("recall_any", "recall_all")))
-    for level, metrics in levels:
-        table = Table(title=f"{result.dataset} / {result.memory}: {level} level")
+    for level in result.levels:
+        metrics = [m for m in ("recall_any", "recall_all", "ndcg") if any(v.level == level.level and v.metric == m for v in result.overall().scores)]
+        if not metrics:
+            continue
+        kind = "official" if level.official else "not official"
+        table = Table(title=f"{result.dataset} / {result.memory}: {level.level} level ({kind})", caption=level.definition)
         for column in ("slice", "n", "metric", *(f"@{k}" for k in result.ks)):
             table.add_column(column, justify="left" if column in ("slice", "metric") else "right")
         for s in result.slices:
             for m in metrics:
-                table.add_row(s.name, str(s.questions), m, *(f"{s.get(level, m, k):.3f}" for k in result.ks))
+                table.add_row(s.name, str(s.questions), m, *(f"{s.get(level.level, m, k):.3f}" for k in result.ks))
         out.print(table)
     fired = [q for q in result.quirks if q.count]
     out.print("quirk rules: " + (", ".join(f"{q.rule}={q.count}" for q in fired) if fired else "none fired"))

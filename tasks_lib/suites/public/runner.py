@@ -24,13 +24,16 @@ from tasks_lib.suites.public.locomo import DEFAULT_CATEGORIES, load_locomo
 from tasks_lib.suites.public.longmemeval import load_longmemeval
 from tasks_lib.suites.public.metrics import (
     KS,
+    LEVEL_DEFINITIONS,
     LEVELS,
     METRICS,
+    OFFICIAL_SESSION_LEVEL,
     QuestionScores,
     mean_scores,
+    official_sessions,
     score_question,
 )
-from tasks_lib.suites.public.result import MetricValue, PublicResult, QuirkCount, SliceScores
+from tasks_lib.suites.public.result import LevelDefinition, MetricValue, PublicResult, QuirkCount, SliceScores
 
 AdapterFactory = Callable[[Path], MemoryAdapter]
 """Makes a new, empty memory adapter keeping its data under the given folder."""
@@ -62,8 +65,7 @@ class _Costs:
 
 def _run_group(group: EvalGroup, factory: AdapterFactory, ks: Sequence[int], depth: int, costs: _Costs) -> list[QuestionScores]:
     corpus = [t.turn_id for t in group.turns]
-    session_of = {t.turn_id: t.scored_session or t.session for t in group.turns}
-    corpus_sessions = len(set(session_of.values()))
+    session_of = {t.turn_id: t.session for t in group.turns}
     rows = []
     with tempfile.TemporaryDirectory(prefix="memtrial-public-") as tmp:
         adapter = factory(Path(tmp))
@@ -84,7 +86,8 @@ def _run_group(group: EvalGroup, factory: AdapterFactory, ks: Sequence[int], dep
                 hits = adapter.recall(realm, q.text, depth)
                 costs.latencies.append(time.perf_counter() - started)
                 ranked = [turn_of[h.id] for h in hits if h.id in turn_of]
-                if len({session_of[t] for t in ranked}) < min(max(ks), corpus_sessions):
+                official = official_sessions(session_of, q.relevant_turns)
+                if len({official[t] for t in ranked}) < min(max(ks), len(set(official.values()))):
                     costs.short_rankings += 1
                 rows.append(score_question(group.group_id, q.question_id, q.slice, ranked, q.relevant_turns, corpus, session_of, ks))
             spent = adapter.accounting()
@@ -106,6 +109,15 @@ def _slice(name: str, rows: Sequence[QuestionScores], ks: Sequence[int]) -> Slic
         if (level, metric, k) in means
     )
     return SliceScores(name=name, questions=len(rows), scores=values)
+
+
+def _levels(rows: Sequence[QuestionScores]) -> tuple[LevelDefinition, ...]:
+    computed = {level for r in rows[:1] for level, _, _ in r.values} or set(LEVELS)
+    return tuple(
+        LevelDefinition(level=level, official=level in ("turn", OFFICIAL_SESSION_LEVEL), definition=LEVEL_DEFINITIONS[level])  # type: ignore[arg-type]
+        for level in LEVELS
+        if level in computed
+    )
 
 
 def _quantile_ms(values: Sequence[float], q: float) -> float:
@@ -134,6 +146,7 @@ def run_groups(
     """Index and question every group in its own store; the scores by slice, the quirks and the costs.
 
     `started` is (perf_counter, process_time) when the run began (default: now), so loading counts.
+   
     """
     ks = tuple(sorted(set(ks)))
     if not ks or ks[0] < 1 or ks[-1] > MAX_K:
@@ -155,6 +168,7 @@ def run_groups(
         recall_depth=depth,
         groups=len(groups),
         questions=len(rows),
+        levels=_levels(rows),
         slices=slices,
         quirks=tuple(QuirkCount(rule=r, count=log[r], description=d) for r, d in log.rules.items()),
         short_rankings=costs.short_rankings,

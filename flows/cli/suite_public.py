@@ -3,7 +3,7 @@
 A thin edge over `tasks_lib.suites.public`: each command builds a memory-system factory from the
 registry, runs the library entry point (one disposable store per evaluation group) and prints
 per-metric tables, each titled with whether its level is official, or the same numbers as JSON
-with `--json`.
+with `--json`; `--rankings FILE` also writes every question's ranking as Parquet.
 """
 
 from __future__ import annotations
@@ -18,12 +18,16 @@ from flows.cli.common import JsonFlag, emit_json, out
 from tasks_lib.errors import MemtrialError
 
 if TYPE_CHECKING:
+    from tasks_lib.suites.public.rankings import RankingRow
     from tasks_lib.suites.public.result import PublicResult
 
 MemoryOpt = Annotated[str, typer.Option("--memory", help="Memory system to measure (registry name: reference, chroma, mcp-memory).")]
 EmbedderOpt = Annotated[str, typer.Option("--embedder", help="Embedder for memory systems that use memtrial's: hashed (offline default) or minilm.")]
 KOpt = Annotated[list[int] | None, typer.Option("--k", help="Cut-off k (repeatable; default 1, 3, 5, 10).")]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Score only the first N evaluation groups (conversations / records).")]
+RankingsOpt = Annotated[
+    Path | None, typer.Option("--rankings", help="Also write every question's ranking (question id, rank, turn, session, score) to this Parquet file.")
+]
 DepthOpt = Annotated[int, typer.Option("--depth", min=1, max=100, help="Hits asked of each recall (>= max k; more lets session-level k grow as upstream's does).")]
 
 
@@ -62,6 +66,16 @@ def _tables(result: PublicResult) -> None:
     )
 
 
+def _write_rankings(path: Path | None, rows: list[RankingRow]) -> None:
+    if path is not None:
+        from tasks_lib.suites.public.rankings import rankings_parquet
+
+        try:
+            path.write_bytes(rankings_parquet(rows))
+        except OSError as error:
+            raise MemtrialError(f"--rankings: cannot write {path} ({error.strerror}); give a writable file path") from None
+
+
 def _emit(result: PublicResult, as_json: bool) -> None:
     if as_json:
         emit_json(result.model_dump(mode="json"))
@@ -78,13 +92,16 @@ def locomo(
     k: KOpt = None,
     limit: LimitOpt = None,
     depth: DepthOpt = 50,
+    rankings: RankingsOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """LoCoMo retrieval: one store per conversation, categories 1-4, turn- and session-level recall and nDCG."""
     from tasks_lib.suites.public.runner import registry_factory, run_locomo
 
     _check_file(dataset)
-    result = run_locomo(dataset, registry_factory(memory, embedder), _ks(k), memory=memory, limit=limit, depth=depth)
+    rows: list[RankingRow] = []
+    result = run_locomo(dataset, registry_factory(memory, embedder), _ks(k), memory=memory, limit=limit, depth=depth, rankings=rows)
+    _write_rankings(rankings, rows)
     _emit(result, as_json)
 
 
@@ -96,6 +113,7 @@ def longmemeval(
     limit: LimitOpt = None,
     depth: DepthOpt = 50,
     roles: Annotated[str, typer.Option("--roles", help="Turn roles to index: user (upstream's setting) or user,assistant.")] = "user",
+    rankings: RankingsOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """LongMemEval retrieval: one store per record, abstention skipped, turn- and session-level recall and nDCG."""
@@ -104,5 +122,7 @@ def longmemeval(
     for path in dataset:
         _check_file(path)
     chosen = tuple(r.strip() for r in roles.split(",") if r.strip())
-    result = run_longmemeval(dataset, registry_factory(memory, embedder), _ks(k), memory=memory, limit=limit, roles=chosen, depth=depth)
+    rows: list[RankingRow] = []
+    result = run_longmemeval(dataset, registry_factory(memory, embedder), _ks(k), memory=memory, limit=limit, roles=chosen, depth=depth, rankings=rows)
+    _write_rankings(rankings, rows)
     _emit(result, as_json)

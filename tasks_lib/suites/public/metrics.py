@@ -115,6 +115,16 @@ def official_sessions(session_of: Mapping[str, str], relevant: Iterable[str]) ->
     }
 
 
+def short_ranking(ranked: Sequence[str], corpus: Sequence[str], official: Mapping[str, str], k: int) -> bool:
+    """True when the official session level at k may read past the end of `ranked` and so differ from upstream's.
+
+    Upstream ranks the whole corpus and grows k until k distinct sessions (or the corpus ends);
+    a ranking shorter than the corpus holding fewer than k distinct sessions, even one that
+    covers every session, stops where upstream's would go on.
+    """
+    return len(ranked) < len(corpus) and len({official[t] for t in ranked}) < k
+
+
 def session_of_top_turns(ranked: Sequence[str], relevant: Iterable[str], session_of: Mapping[str, str], k: int) -> tuple[float, float]:
     """(any, all): the sessions of the top k turns hold any / all sessions of the relevant turns."""
     wanted = {session_of[t] for t in relevant}

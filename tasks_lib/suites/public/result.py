@@ -90,7 +90,9 @@ class PublicResult(ContractModel):
     quirks: tuple[QuirkCount, ...]
     """Every quirk rule of the adapter with its count (zero counts included)."""
     short_rankings: int = Field(ge=0)
-    """Questions whose ranking held fewer than max(ks) distinct sessions while the corpus held more."""
+    """Questions whose ranking was shorter than the corpus and held fewer than max(ks) distinct sessions (official
+    reading), even when it covered every session: there upstream's grown k reads turns past the ranking's end, so the
+    session level may differ from upstream's on a full ranking (`metrics.short_ranking`)."""
     index_seconds: float = Field(ge=0)
     """Wall time of all remember calls."""
     query_p50_ms: float = Field(ge=0)

@@ -2,7 +2,9 @@
 
 `run_locomo` and `run_longmemeval` are the library entry points (the CLI and Prefect flows call
 them). `adapter_factory(folder)` must return a new, empty `MemoryAdapter` keeping its data under
-`folder`; the folder is a temporary directory deleted after the group, whatever happens.
+`folder`; the folder is a temporary directory deleted after the group, whatever happens. Given a
+`rankings` list, each question's ranking is appended to it (`rankings.RankingRow`), to be stored as
+Parquet beside the result (`rankings.rankings_parquet`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from tasks_lib.suites.public.metrics import (
     mean_scores,
     official_sessions,
     score_question,
+    short_ranking,
 )
+from tasks_lib.suites.public.rankings import RankingRow, ranking_rows
 from tasks_lib.suites.public.result import LevelDefinition, MetricValue, PublicResult, QuirkCount, SliceScores
 
 AdapterFactory = Callable[[Path], MemoryAdapter]
@@ -63,7 +67,9 @@ class _Costs:
         self.short_rankings = 0
 
 
-def _run_group(group: EvalGroup, factory: AdapterFactory, ks: Sequence[int], depth: int, costs: _Costs) -> list[QuestionScores]:
+def _run_group(
+    group: EvalGroup, factory: AdapterFactory, ks: Sequence[int], depth: int, costs: _Costs, rankings: list[RankingRow] | None
+) -> list[QuestionScores]:
     corpus = [t.turn_id for t in group.turns]
     session_of = {t.turn_id: t.session for t in group.turns}
     rows = []
@@ -85,10 +91,13 @@ def _run_group(group: EvalGroup, factory: AdapterFactory, ks: Sequence[int], dep
                 started = time.perf_counter()
                 hits = adapter.recall(realm, q.text, depth)
                 costs.latencies.append(time.perf_counter() - started)
-                ranked = [turn_of[h.id] for h in hits if h.id in turn_of]
+                scored = [(turn_of[h.id], h.score) for h in hits if h.id in turn_of]
+                ranked = [t for t, _ in scored]
                 official = official_sessions(session_of, q.relevant_turns)
-                if len({official[t] for t in ranked}) < min(max(ks), len(set(official.values()))):
+                if short_ranking(ranked, corpus, official, max(ks)):
                     costs.short_rankings += 1
+                if rankings is not None:
+                    rankings.extend(ranking_rows(group.group_id, q.question_id, q.slice, scored, q.relevant_turns, session_of, official))
                 rows.append(score_question(group.group_id, q.question_id, q.slice, ranked, q.relevant_turns, corpus, session_of, ks))
             spent = adapter.accounting()
             costs.storage_bytes += spent.storage_bytes
@@ -142,11 +151,12 @@ def run_groups(
     ks: Sequence[int] = KS,
     depth: int = DEFAULT_DEPTH,
     started: tuple[float, float] | None = None,
+    rankings: list[RankingRow] | None = None,
 ) -> PublicResult:
     """Index and question every group in its own store; the scores by slice, the quirks and the costs.
 
     `started` is (perf_counter, process_time) when the run began (default: now), so loading counts.
-   
+    Each question's ranking is appended to `rankings` when given.
     """
     ks = tuple(sorted(set(ks)))
     if not ks or ks[0] < 1 or ks[-1] > MAX_K:
@@ -156,7 +166,7 @@ def run_groups(
     costs = _Costs()
     rows: list[QuestionScores] = []
     for group in groups:
-        rows += _run_group(group, factory, ks, depth, costs)
+        rows += _run_group(group, factory, ks, depth, costs, rankings)
     names = list(dict.fromkeys(sorted(r.slice for r in rows)))
     slices = (_slice("overall", rows, ks), *(_slice(n, [r for r in rows if r.slice == n], ks) for n in names))
     return PublicResult(
@@ -193,11 +203,12 @@ def run_locomo(
     limit: int | None = None,
     categories: Sequence[int] = DEFAULT_CATEGORIES,
     depth: int = DEFAULT_DEPTH,
+    rankings: list[RankingRow] | None = None,
 ) -> PublicResult:
-    """LoCoMo: one store per conversation (the first `limit`), questions of `categories` scored."""
+    """LoCoMo: one store per conversation (the first `limit`), questions of `categories` scored; rankings appended to `rankings`."""
     started = (time.perf_counter(), time.process_time())
     groups, log = load_locomo(Path(path), categories, limit)
-    return run_groups("locomo", [Path(path)], groups, log, adapter_factory, memory, ks, depth, started)
+    return run_groups("locomo", [Path(path)], groups, log, adapter_factory, memory, ks, depth, started, rankings)
 
 
 def run_longmemeval(
@@ -209,9 +220,10 @@ def run_longmemeval(
     limit: int | None = None,
     roles: Sequence[str] = ("user",),
     depth: int = DEFAULT_DEPTH,
+    rankings: list[RankingRow] | None = None,
 ) -> PublicResult:
-    """LongMemEval: one store per scored record (the first `limit`), turns of `roles` indexed."""
+    """LongMemEval: one store per scored record (the first `limit`), turns of `roles` indexed; rankings appended to `rankings`."""
     started = (time.perf_counter(), time.process_time())
     files = [Path(p) for p in paths]
     groups, log = load_longmemeval(files, roles, limit)
-    return run_groups("longmemeval", files, groups, log, adapter_factory, memory, ks, depth, started)
+    return run_groups("longmemeval", files, groups, log, adapter_factory, memory, ks, depth, started, rankings)

@@ -181,3 +181,27 @@ def test_official_session_relabelling_partitions_turns_as_upstream_ids_do(record
         checked += 1
     assert checked == len(groups) == 89
 
+
+def test_a_file_of_abstention_records_only_is_a_clear_result_not_a_key_error(
+    records: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two real abstention records alone: zero questions, both counted, a note; the CLI says so in one error line, exit 2."""
+    from flows.cli.main import main
+    from tasks_lib.suites.public import registry_factory, run_longmemeval
+
+    abstentions = [r for r in records if r["question_id"].endswith("_abs")]
+    assert len(abstentions) == 2
+    path = _write(tmp_path, abstentions)
+    result = run_longmemeval([path], registry_factory("reference"))
+    assert (result.groups, result.questions, result.overall().scores) == (0, 0, ())
+    assert next(q.count for q in result.quirks if q.rule == "abstention_skipped") == 2
+    assert result.notes and "abstention_skipped 2" in result.notes[0] and "abstention record(s)" in result.notes[0]
+    for extra in ([], ["--json"]):
+        assert main(["suite", "longmemeval", "--dataset", str(path), *extra]) == 2
+        printed = capsys.readouterr()
+        assert "Traceback" not in printed.err and len(printed.err.strip().splitlines()) == 1
+        assert "no question was scored" in printed.err and "abstention_skipped 2" in printed.err
+        if extra:
+            assert json.loads(printed.out)["questions"] == 0
+        else:
+            assert "note: no question was scored" in printed.out

@@ -56,6 +56,8 @@ def _tables(result: PublicResult) -> None:
             for m in metrics:
                 table.add_row(s.name, str(s.questions), m, *(f"{s.get(level.level, m, k):.3f}" for k in result.ks))
         out.print(table)
+    for note in result.notes:
+        out.print(f"note: {note}")
     fired = [q for q in result.quirks if q.count]
     out.print("quirk rules: " + (", ".join(f"{q.rule}={q.count}" for q in fired) if fired else "none fired"))
     out.print(
@@ -82,7 +84,8 @@ def _emit(result: PublicResult, as_json: bool) -> None:
     else:
         _tables(result)
     if result.questions == 0:
-        raise MemtrialError(f"{', '.join(result.dataset_files)}: no question could be scored; see the quirk counts (--json)")
+        why = result.notes[0] if result.notes else "no question could be scored"
+        raise MemtrialError(f"{', '.join(result.dataset_files)}: {why}; see the quirk counts (--json)")
 
 
 def locomo(

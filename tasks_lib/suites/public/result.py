@@ -86,13 +86,15 @@ class PublicResult(ContractModel):
     """Every level in the slices' scores, in report order, with which is official (a result without it predates
     issue 17, when LoCoMo's `session` was today's `session_any_turn`)."""
     slices: tuple[SliceScores, ...]
-    """`overall` first, then each category / question type."""
+    """`overall` first, then each category / question type (`overall` has no scores when no question was scored)."""
     quirks: tuple[QuirkCount, ...]
     """Every quirk rule of the adapter with its count (zero counts included)."""
     short_rankings: int = Field(ge=0)
     """Questions whose ranking was shorter than the corpus and held fewer than max(ks) distinct sessions (official
     reading), even when it covered every session: there upstream's grown k reads turns past the ranking's end, so the
     session level may differ from upstream's on a full ranking (`metrics.short_ranking`)."""
+    notes: tuple[str, ...] = ()
+    """What a reader must know to read the numbers (e.g. why no question was scored)."""
     index_seconds: float = Field(ge=0)
     """Wall time of all remember calls."""
     query_p50_ms: float = Field(ge=0)

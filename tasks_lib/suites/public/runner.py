@@ -129,6 +129,27 @@ def _levels(rows: Sequence[QuestionScores]) -> tuple[LevelDefinition, ...]:
     )
 
 
+_QUESTION_RULES = frozenset({
+    "duplicate_question_id", "abstention_skipped", "haystack_lists_unequal", "answer_session_not_in_haystack", "no_relevant_turn_skipped",
+    "category_not_scored", "category_unknown", "question_without_evidence_skipped",
+})
+"""Quirk rules (of either dataset) that leave a question or record unscored."""
+
+
+def _notes(rows: Sequence[QuestionScores], log: QuirkLog) -> tuple[str, ...]:
+    if rows:
+        return ()
+    skipped = [f"{rule} {log[rule]}" for rule in log.rules if log[rule] and rule in _QUESTION_RULES]
+    why = f" (skipped by rule: {', '.join(skipped)})" if skipped else ""
+    abstentions = log["abstention_skipped"] if "abstention_skipped" in log.rules else 0
+    tail = (
+        f"; the file's {abstentions} abstention record(s) have nothing to retrieve, and upstream leaves them out of its averages too"
+        if abstentions
+        else ""
+    )
+    return (f"no question was scored{why}{tail}: no score is reported",)
+
+
 def _quantile_ms(values: Sequence[float], q: float) -> float:
     if not values:
         return 0.0
@@ -156,7 +177,8 @@ def run_groups(
     """Index and question every group in its own store; the scores by slice, the quirks and the costs.
 
     `started` is (perf_counter, process_time) when the run began (default: now), so loading counts.
-    Each question's ranking is appended to `rankings` when given.
+    Each question's ranking is appended to `rankings` when given. With no question scored (e.g. a
+    file of abstention records only) the result has zero questions, no scores and a note saying why.
     """
     ks = tuple(sorted(set(ks)))
     if not ks or ks[0] < 1 or ks[-1] > MAX_K:
@@ -182,6 +204,7 @@ def run_groups(
         slices=slices,
         quirks=tuple(QuirkCount(rule=r, count=log[r], description=d) for r, d in log.rules.items()),
         short_rankings=costs.short_rankings,
+        notes=_notes(rows, log),
         index_seconds=round(costs.index_seconds, 3),
         query_p50_ms=round(_quantile_ms(costs.latencies, 0.5), 3),
         query_p95_ms=round(_quantile_ms(costs.latencies, 0.95), 3),

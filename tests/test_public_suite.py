@@ -160,8 +160,9 @@ def test_cli_locomo_runs_with_limit_and_writes_its_rankings(tmp_path: Path) -> N
         (["longmemeval", "--dataset", str(LME), "--k", "0"], "--k: 0 given"),
         (["longmemeval", "--dataset", str(LME), "--roles", "system"], "roles"),
         (["longmemeval", "--dataset", str(LME), "--memory", "nope"], "unknown name 'nope'"),
+        (["locomo", "--dataset", str(LOCOMO), "--rankings", "/nonexistent/r.parquet"], "--rankings: /nonexistent is not a folder"),
     ],
-    ids=["missing-file", "wrong-format", "bad-k", "bad-role", "unknown-memory"],
+    ids=["missing-file", "wrong-format", "bad-k", "bad-role", "unknown-memory", "rankings-folder-missing"],
 )
 def test_cli_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
     done = _cli(*args)

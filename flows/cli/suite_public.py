@@ -68,6 +68,11 @@ def _tables(result: PublicResult) -> None:
     )
 
 
+def _check_rankings(path: Path | None) -> None:
+    if path is not None and not path.parent.is_dir():
+        raise MemtrialError(f"--rankings: {path.parent} is not a folder; give a file path in an existing folder")
+
+
 def _write_rankings(path: Path | None, rows: list[RankingRow]) -> None:
     if path is not None:
         from tasks_lib.suites.public.rankings import rankings_parquet
@@ -102,6 +107,7 @@ def locomo(
     from tasks_lib.suites.public.runner import registry_factory, run_locomo
 
     _check_file(dataset)
+    _check_rankings(rankings)
     rows: list[RankingRow] = []
     result = run_locomo(dataset, registry_factory(memory, embedder), _ks(k), memory=memory, limit=limit, depth=depth, rankings=rows)
     _write_rankings(rankings, rows)
@@ -124,6 +130,7 @@ def longmemeval(
 
     for path in dataset:
         _check_file(path)
+    _check_rankings(rankings)
     chosen = tuple(r.strip() for r in roles.split(",") if r.strip())
     rows: list[RankingRow] = []
     result = run_longmemeval(dataset, registry_factory(memory, embedder), _ks(k), memory=memory, limit=limit, roles=chosen, depth=depth, rankings=rows)

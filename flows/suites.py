@@ -3,7 +3,9 @@
 
 Each flow is one cached stage over the suite's library entry point, keyed on the suite's options,
 the embedder, the digest of its data (bundled case folders or the named dataset files) and the
-stage code; its result is stored as JSON under `runs/<run_id>/suites/<name>.json`.
+stage code; its result is stored as JSON under `runs/<run_id>/suites/<name>.json`. The external
+suite also stores every question's ranking, per dataset, beside it
+(`runs/<run_id>/suites/external-<dataset>-rankings.parquet`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from flows import stages
 from flows.progress import reporter
 from flows.settings import PROJECT_ROOT, build_under_test
-from tasks_lib.artifacts import suite_key
+from tasks_lib.artifacts import suite_key, suite_rankings_key
 from tasks_lib.errors import MemtrialError
 from tasks_lib.resources import bundled_folder
 from tasks_lib.runconfig import RunConfig
@@ -121,18 +123,25 @@ def _external_files(options: dict[str, Any]) -> dict[str, list[Path]]:
 
 @suite_task(name="external-suite")
 def external_suite(artifact_root: str, run_id: str, options: dict[str, Any], embedder: str, data_digest: str, code: str) -> str:
-    """LongMemEval / LoCoMo retrieval on the named files (tasks_lib.suites.public); store both results."""
+    """LongMemEval / LoCoMo retrieval on the named files (tasks_lib.suites.public); store both results and their rankings."""
     stages.enter_stage("external-suite")
+    from tasks_lib.suites.public.rankings import RankingRow, rankings_parquet
     from tasks_lib.suites.public.runner import registry_factory, run_locomo, run_longmemeval
 
     files = _external_files(options)
     limit = options.get("limit")
     factory = registry_factory(REFERENCE_MEMORY, embedder)
     results = {}
+    rankings: dict[str, list[RankingRow]] = {name: [] for name in files}
     if "locomo" in files:
-        results["locomo"] = run_locomo(files["locomo"][0], factory, memory=REFERENCE_MEMORY, limit=limit).model_dump(mode="json")
+        results["locomo"] = run_locomo(files["locomo"][0], factory, memory=REFERENCE_MEMORY, limit=limit,
+                                       rankings=rankings["locomo"]).model_dump(mode="json")
     if "longmemeval" in files:
-        results["longmemeval"] = run_longmemeval(files["longmemeval"], factory, memory=REFERENCE_MEMORY, limit=limit).model_dump(mode="json")
+        results["longmemeval"] = run_longmemeval(files["longmemeval"], factory, memory=REFERENCE_MEMORY, limit=limit,
+                                                 rankings=rankings["longmemeval"]).model_dump(mode="json")
+    store = stages.artifact_store(artifact_root)
+    for name, rows in rankings.items():
+        store.put_bytes(suite_rankings_key(run_id, "external", name), rankings_parquet(rows))
     return _put(artifact_root, suite_key(run_id, "external"), json.dumps(results, indent=2, sort_keys=True))
 
 

@@ -32,7 +32,7 @@ RUNS = "runs"
 BLOBS = "blobs/sha256"
 RECORDS_TABLE = "records.parquet"
 SUITES_FOLDER = "suites"
-"""A run's suite results: `runs/<run_id>/suites/<name>.json`."""
+"""A run's suite results: `runs/<run_id>/suites/<name>.json`, and the public datasets' rankings beside them."""
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
 
 
@@ -50,6 +50,11 @@ def run_key(run_id: str, *parts: str) -> str:
 def suite_key(run_id: str, name: str) -> str:
     """Artifact key of a suite's result in a run."""
     return run_key(run_id, SUITES_FOLDER, f"{name}.json")
+
+
+def suite_rankings_key(run_id: str, name: str, dataset: str) -> str:
+    """Artifact key of one dataset's per-question rankings (Parquet) beside suite `name`'s result."""
+    return run_key(run_id, SUITES_FOLDER, f"{name}-{dataset}-rankings.parquet")
 
 
 def check_key(key: str) -> str:

@@ -52,3 +52,28 @@ def test_minilm_semantic_lane_bridges_a_paraphrase_that_keywords_miss(minilm: ob
         assert store.recall("test:minilm", "do I have any food allergies?", 2, lanes=["keyword"]) == ()
         hits = store.recall("test:minilm", "do I have any food allergies?", 2, lanes=["semantic"])
         assert [h.id for h in hits][:1] == [ids[0]]
+
+
+@pytest.mark.slow
+def test_single_query_encode_does_not_wait_on_a_two_thread_pool_under_load(minilm: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recall's one-query encode runs on one torch thread: a two-thread pool stalled it up to 143 ms
+    when other jobs held the cores (issue 17). A batch still gets torch's default pool."""
+    import torch
+
+    from tasks_lib.memory.embeddings import SMALL_ENCODE_TEXTS, MiniLMEmbedder
+
+    model = minilm._model  # type: ignore[attr-defined]
+    real = model.encode
+    seen: list[tuple[int, int]] = []
+
+    def spy(texts: list[str], **kwargs: object) -> object:
+        seen.append((len(texts), torch.get_num_threads()))
+        return real(texts, **kwargs)
+
+    monkeypatch.setattr(model, "encode", spy)
+    batch = SMALL_ENCODE_TEXTS + 1
+    minilm.embed(["where did I park the car?"])  # type: ignore[attr-defined]
+    minilm.embed([f"turn {i} of a session" for i in range(batch)])  # type: ignore[attr-defined]
+    minilm.embed(["and the bike?"])  # type: ignore[attr-defined]
+    default = MiniLMEmbedder.encode_threads(batch)
+    assert default >= 1 and seen == [(1, 1), (batch, default), (1, 1)]

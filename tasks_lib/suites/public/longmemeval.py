@@ -4,10 +4,9 @@ As upstream's retrieval evaluation does at turn granularity, the corpus is the r
 turns with roles in `roles` (default: user turns only, upstream's setting; `("user",
 "assistant")` indexes both). A turn's id is `<session id>_<turn number from 1>`, its speaker its
 role, its timestamp its session's haystack date. Relevant turns are the indexed turns with
-`has_answer` in an answer session. Session-level scores read sessions as upstream does: upstream
-relabels every other turn of an answer session to a `noans` session, so a relevant session is
-retrieved only through one of its relevant turns, and a non-relevant turn of it counts as a
-distinct, non-relevant session (`EvalTurn.scored_session`). Quirk rules, each counted in
+`has_answer` in an answer session. The official session level reads sessions as upstream does
+(`metrics.official_sessions`): every other turn of an answer session is read as a `noans`
+session, so a relevant session is retrieved only through one of its relevant turns. Quirk rules, each counted in
 `LONGMEMEVAL_RULES`, are applied in this order.
 """
 
@@ -86,14 +85,11 @@ def _record(rec: Any, where: str, roles: Sequence[str], log: QuirkLog) -> EvalGr
             if text is None:
                 continue
             turn_id = f"{sid}_{i + 1}"
-            scored = None
             if t.get("has_answer") is True and str(sid) in answer_sessions:
                 relevant.add(turn_id)
-            elif str(sid) in answer_sessions:
-                scored = f"noans:{sid}"
             elif t.get("has_answer") is True:
                 log.hit("has_answer_outside_answer_session")
-            turns.append(EvalTurn(turn_id, str(sid), role, text, str(date) or None, scored))
+            turns.append(EvalTurn(turn_id, str(sid), role, text, str(date) or None))
     if not relevant:
         log.hit("no_relevant_turn_skipped")
         return None

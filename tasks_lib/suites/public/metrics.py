@@ -9,13 +9,17 @@ corpus indices:
 - `ndcg@k`: binary relevance; DCG = rel_1 + sum_{i>=2} rel_i / log2(i) (so ranks 1 and 2 both
   weigh 1, as upstream); the ideal DCG is that of the corpus's relevances sorted, cut at k;
   0 when nothing in the corpus is relevant.
-- session level (`turn_to_session`): turn ids become session ids (for LongMemEval, upstream's
-  ids: a non-evidence turn of an answer session counts as a `noans` session); k grows until the top k turns
-  hold k distinct sessions (or the corpus ends), then the three metrics above are computed on the
-  session ids with that effective k (upstream's `evaluate_retrieval_turn2session`).
 
-`session_of_top_turns`: the sessions of the top k turns (k not grown) hold any / all relevant
-sessions: the definition of memtrial issue #4's session-level target.
+Session levels (`LEVEL_DEFINITIONS`), for both datasets:
+- `session`, the official one: turn ids become session ids after upstream's relabelling
+  (`official_sessions`: a non-evidence turn of an answer session is read as a distinct `noans`
+  session, so it does not retrieve its session); k grows until the top k turns hold k distinct
+  sessions (or the corpus ends), then the three metrics above are computed on the session ids
+  with that effective k (upstream's `evaluate_retrieval_turn2session`).
+- `session_any_turn`: the same grown k, without the relabelling: any turn of an evidence session
+  retrieves it (LoCoMo's `session` level before issue 17; not upstream's).
+- `session_of_top_turns`: the sessions of the top k turns (k not grown, no relabelling) hold any /
+  all evidence sessions: memtrial issue #4's session-level target.
 """
 
 from __future__ import annotations
@@ -27,8 +31,28 @@ from dataclasses import dataclass
 KS: tuple[int, ...] = (1, 3, 5, 10)
 """Default cut-offs."""
 
-LEVELS: tuple[str, ...] = ("turn", "session", "session_of_top_turns")
+LEVELS: tuple[str, ...] = ("turn", "session", "session_any_turn", "session_of_top_turns")
 """Score levels, in report order."""
+
+OFFICIAL_SESSION_LEVEL = "session"
+"""The session level that is LongMemEval's official session metric."""
+
+LEVEL_DEFINITIONS: dict[str, str] = {
+    "turn": "turn ids: an evidence turn among the top k (LongMemEval's evaluate_retrieval)",
+    "session": (
+        "official: LongMemEval's turn-to-session reading (evaluate_retrieval_turn2session, k grown to k distinct sessions) "
+        "after its relabelling: a non-evidence turn of an answer session is a distinct noans session and does not retrieve it"
+    ),
+    "session_any_turn": (
+        "not official: the same grown-k turn-to-session reading without the relabelling, so any turn of an evidence "
+        "session retrieves it (LoCoMo's session level before issue 17)"
+    ),
+    "session_of_top_turns": "not official: the sessions of the top k turns (k not grown, no relabelling) hold any / all evidence sessions (issue #4's target)",
+}
+"""What each level reads, as stored in a result and printed by the CLI."""
+
+NOANS_PREFIX = "noans:"
+"""Prefix of the session id a relabelled turn is read under."""
 
 METRICS: tuple[str, ...] = ("recall_any", "recall_all", "ndcg")
 """Metrics per level (`session_of_top_turns` has no ndcg)."""
@@ -71,6 +95,36 @@ def turn_to_session(
     return evaluate_retrieval(sessions, wanted, corpus_sessions, effective)
 
 
+def official_sessions(session_of: Mapping[str, str], relevant: Iterable[str]) -> dict[str, str]:
+    """Each turn's session as LongMemEval's official session level reads it for one question.
+
+    Upstream (xiaowu0162/LongMemEval, `src/retrieval/run_retrieval.py`, `process_item_flat_index`
+    at turn granularity) gives a turn of an answer session the id `<session>_<n>` when it has
+    `has_answer`, and otherwise `<session>_<n>` with `answer` replaced by `noans`;
+    `evaluate_retrieval_turn2session` (`src/retrieval/eval_utils.py`) then strips the turn number,
+    so a non-evidence turn of an answer session counts as a distinct, non-relevant `noans` session.
+    Here the evidence turns are `relevant` (per question, so it applies to LoCoMo's conversations
+    too): a turn not in `relevant` whose session holds a relevant turn is read as
+    `noans:<session>`; every other turn keeps its session.
+    """
+    wanted = frozenset(relevant)
+    answer_sessions = {session_of[t] for t in wanted}
+    return {
+        turn: (NOANS_PREFIX + session if session in answer_sessions and turn not in wanted else session)
+        for turn, session in session_of.items()
+    }
+
+
+def short_ranking(ranked: Sequence[str], corpus: Sequence[str], official: Mapping[str, str], k: int) -> bool:
+    """True when the official session level at k may read past the end of `ranked` and so differ from upstream's.
+
+    Upstream ranks the whole corpus and grows k until k distinct sessions (or the corpus ends);
+    a ranking shorter than the corpus holding fewer than k distinct sessions, even one that
+    covers every session, stops where upstream's would go on.
+    """
+    return len(ranked) < len(corpus) and len({official[t] for t in ranked}) < k
+
+
 def session_of_top_turns(ranked: Sequence[str], relevant: Iterable[str], session_of: Mapping[str, str], k: int) -> tuple[float, float]:
     """(any, all): the sessions of the top k turns hold any / all sessions of the relevant turns."""
     wanted = {session_of[t] for t in relevant}
@@ -98,11 +152,16 @@ def score_question(
     session_of: Mapping[str, str],
     ks: Sequence[int] = KS,
 ) -> QuestionScores:
-    """Every level, metric and cut-off for one ranking of turn ids (best first)."""
+    """Every level, metric and cut-off for one ranking of turn ids (best first); `session_of` gives each turn's own session."""
     wanted = frozenset(relevant)
+    official = official_sessions(session_of, wanted)
     values: dict[tuple[str, str, int], float] = {}
     for k in ks:
-        for level, triple in (("turn", evaluate_retrieval(ranked, wanted, corpus, k)), ("session", turn_to_session(ranked, wanted, corpus, session_of, k))):
+        for level, triple in (
+            ("turn", evaluate_retrieval(ranked, wanted, corpus, k)),
+            ("session", turn_to_session(ranked, wanted, corpus, official, k)),
+            ("session_any_turn", turn_to_session(ranked, wanted, corpus, session_of, k)),
+        ):
             values.update({(level, m, k): v for m, v in zip(METRICS, triple)})
         any_, all_ = session_of_top_turns(ranked, wanted, session_of, k)
         values[("session_of_top_turns", "recall_any", k)] = any_

@@ -12,8 +12,9 @@ from tasks_lib.contracts import ContractModel
 class MetricValue(ContractModel):
     """One mean score."""
 
-    level: Literal["turn", "session", "session_of_top_turns"]
-    """Turn ids, sessions by upstream's turn-to-session reading, or the sessions of the top k turns (issue #4's target)."""
+    level: Literal["turn", "session", "session_any_turn", "session_of_top_turns"]
+    """Turn ids; sessions by upstream's official reading (relabelled); the same without the relabelling; or the sessions of
+    the top k turns (issue #4's target). `PublicResult.levels` says which is which."""
     metric: Literal["recall_any", "recall_all", "ndcg"]
     """Which metric (definitions in `tasks_lib.suites.public.metrics`)."""
     k: int = Field(ge=1)
@@ -38,6 +39,17 @@ class SliceScores(ContractModel):
             if (m.level, m.metric, m.k) == (level, metric, k):
                 return m.value
         raise KeyError(f"{self.name}: no {level} {metric}@{k}")
+
+
+class LevelDefinition(ContractModel):
+    """What one score level reads, and whether it is the dataset's official metric."""
+
+    level: Literal["turn", "session", "session_any_turn", "session_of_top_turns"]
+    """The level, as in `MetricValue.level`."""
+    official: bool
+    """True for LongMemEval's own turn and session metrics (`session` after its relabelling)."""
+    definition: str
+    """One line on what the level reads (`tasks_lib.suites.public.metrics.LEVEL_DEFINITIONS`)."""
 
 
 class QuirkCount(ContractModel):
@@ -70,12 +82,19 @@ class PublicResult(ContractModel):
     """Evaluation groups (conversations / records), each with its own store."""
     questions: int = Field(ge=0)
     """Questions scored."""
+    levels: tuple[LevelDefinition, ...]
+    """Every level in the slices' scores, in report order, with which is official (a result without it predates
+    issue 17, when LoCoMo's `session` was today's `session_any_turn`)."""
     slices: tuple[SliceScores, ...]
-    """`overall` first, then each category / question type."""
+    """`overall` first, then each category / question type (`overall` has no scores when no question was scored)."""
     quirks: tuple[QuirkCount, ...]
     """Every quirk rule of the adapter with its count (zero counts included)."""
     short_rankings: int = Field(ge=0)
-    """Questions whose ranking held fewer than max(ks) distinct sessions while the corpus held more."""
+    """Questions whose ranking was shorter than the corpus and held fewer than max(ks) distinct sessions (official
+    reading), even when it covered every session: there upstream's grown k reads turns past the ranking's end, so the
+    session level may differ from upstream's on a full ranking (`metrics.short_ranking`)."""
+    notes: tuple[str, ...] = ()
+    """What a reader must know to read the numbers (e.g. why no question was scored)."""
     index_seconds: float = Field(ge=0)
     """Wall time of all remember calls."""
     query_p50_ms: float = Field(ge=0)

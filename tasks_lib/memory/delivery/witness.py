@@ -47,6 +47,8 @@ WITNESS_DIR = "memory"
 SERVED_LABEL = "memory"
 """What the witness's ping says it serves: the same neutral word for every system and arm."""
 NONCE_PATTERN = r"^[0-9a-f]{32}$"
+SHUTDOWN_POLL_SECONDS = 0.005
+"""How often the serving loop checks for `close`: `close` waits up to this long (every attempt with memory pays it)."""
 
 
 def text_digest(text: str) -> str:
@@ -195,7 +197,7 @@ class DeliveryWitness:
             raise MemoryServerError(f"delivery witness: cannot listen on {self.socket_path} ({error})") from None
         finally:
             os.umask(old_umask)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
                                         name="delivery-witness", daemon=True)
         self._thread.start()
         return self

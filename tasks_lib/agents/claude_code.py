@@ -125,7 +125,7 @@ PLAIN_NOTE = (
 SURVIVOR_NOTE = "{count} process(es) of the CLI's uid {uid} were still alive after the session and SIGKILL"
 
 
-def _install_root(binary: Path) -> Path:
+def install_root(binary: Path) -> Path:
     """The folder holding the CLI's whole install: its `node_modules` parent, else the binary's folder."""
     for path in (binary.absolute(), binary.resolve()):
         if "node_modules" in path.parts:
@@ -452,7 +452,7 @@ class ClaudeCodeAgent(Agent):
             if identity is not None:
                 check_reachable_memory(session.env)
             hook_python = Path(session.hook_argv[0])
-            readable = [_install_root(binary), hook_python.parent.parent, *python_paths(), Path(tasks_lib.__file__).parent,
+            readable = [install_root(binary), hook_python.parent.parent, *python_paths(), Path(tasks_lib.__file__).parent,
                         *memory_paths(session.env, identity)]
             prefix = session_prefix(bwrap, workdir=session.workspace, writable=[session.workspace, session.home],
                                     readable=readable, hidden=session.hidden_paths, identity=identity)

@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tasks_lib.arm.steps import memory_env
 from tasks_lib.memory.delivery.witness import DeliveryWitness
 from tasks_lib.memory.env import AGENT_ENV, REALM_ENV, STORE_ENV
 from tasks_lib.memory.reference.store import SqliteMemoryStore
@@ -63,7 +64,7 @@ def main() -> None:
         commands = {
             "floor": ([sys.executable, "-c", "pass"], base),
             "off": (hook, {**base, REALM_ENV: REALM}),  # an arm without memory: the realm, no store
-            "on": (hook, {**base, **witness.env()}),
+            "on": (hook, {**base, **memory_env("on", REALM, witness.socket_path)}),
             "on-file": (hook, {**base, REALM_ENV: REALM, STORE_ENV: str(store_path)}),
         }
         times: dict[str, list[float]] = {name: [] for name in commands}

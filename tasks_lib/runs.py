@@ -260,25 +260,40 @@ def _summary(store: ArtifactStore, run_id: str) -> GradingSummary:
     return parse_document(GradingSummary, data, source)
 
 
-def _entry(store: ArtifactStore, run_id: str, files: set[str], parent: tuple[str, RunStatus] | None) -> RunEntry:
+@dataclass(frozen=True)
+class _StoredRun:
+    """What one run's files hold, each read once; a file that cannot be read is None (or empty) and named in `problems`."""
+
+    status: RunStatus | None
+    records: list[RunRecord]
+    summary: GradingSummary | None
+    problems: tuple[str, ...]
+
+
+def _read_run(store: ArtifactStore, run_id: str, files: set[str]) -> _StoredRun:
     problems: list[str] = []
     status: RunStatus | None = None
-    if RUN_STATUS_JSON in files:
-        try:
-            status = read_status(store, run_id)
-        except (ArtifactError, ContractError) as error:
-            problems.append(str(error))
     records: list[RunRecord] = []
+    summary: GradingSummary | None = None
+    try:
+        if RUN_STATUS_JSON in files:
+            status = read_status(store, run_id)
+    except (ArtifactError, ContractError) as error:
+        problems.append(str(error))
     try:
         records = stored_records(store, run_id, files)
     except (ArtifactError, ContractError) as error:
         problems.append(str(error))
-    headline = None
-    if SUMMARY_JSON in files:
-        try:
-            headline = headline_of(_summary(store, run_id))
-        except (ArtifactError, ContractError) as error:
-            problems.append(str(error))
+    try:
+        if SUMMARY_JSON in files:
+            summary = _summary(store, run_id)
+    except (ArtifactError, ContractError) as error:
+        problems.append(str(error))
+    return _StoredRun(status, records, summary, tuple(problems))
+
+
+def _entry(run_id: str, files: set[str], parent: tuple[str, RunStatus] | None, stored: _StoredRun) -> RunEntry:
+    status, records = stored.status, stored.records
     marker, state_from = (status, "marker") if status else ((parent[1], "parent") if parent else (None, "files"))
     if marker is not None:
         state: ListedState = marker.state
@@ -292,7 +307,8 @@ def _entry(store: ArtifactStore, run_id: str, files: set[str], parent: tuple[str
         run_id=run_id, state=state, state_from=state_from,  # type: ignore[arg-type]
         stage=marker.stage if marker else None, error=marker.error if marker else None,
         parent=parent[0] if parent else None, agents=agents, memory_systems=builds,
-        started_at=marker.started_at if marker else stamp_of(run_id), headline=headline, problems=tuple(problems),
+        started_at=marker.started_at if marker else stamp_of(run_id),
+        headline=headline_of(stored.summary) if stored.summary is not None else None, problems=stored.problems,
     )
 
 
@@ -325,12 +341,13 @@ def list_runs(store: ArtifactStore) -> list[RunEntry]:
     with its `problems`, never dropped."""
     runs = run_files(store)
     parents = _parents(store, runs)
-    return newest_first([_entry(store, run_id, files, parents.get(run_id)) for run_id, files in runs.items()])
+    return newest_first([_entry(run_id, files, parents.get(run_id), _read_run(store, run_id, files)) for run_id, files in runs.items()])
 
 
-def require_run(store: ArtifactStore, run_id: str) -> set[str]:
-    """The run's files; UnknownRunError names the root and the newest runs it does hold."""
-    runs = run_files(store)
+def require_run(store: ArtifactStore, run_id: str, runs: dict[str, set[str]] | None = None) -> set[str]:
+    """The run's files (from `runs`, the root's listing, when given); UnknownRunError names the root
+    and the newest runs it does hold."""
+    runs = run_files(store) if runs is None else runs
     if run_id in runs:
         return runs[run_id]
     known = [e.run_id for e in newest_first([RunEntry(run_id=r, state="unknown", state_from="files", stage=None, error=None, parent=None,
@@ -379,31 +396,17 @@ def _seal(store: ArtifactStore, run_id: str, files: set[str], agent_runs: Sequen
 
 def show_run(store: ArtifactStore, run_id: str) -> RunView:
     """A run's marker, summary, delivery and seal. Raises UnknownRunError."""
-    files = require_run(store, run_id)
-    listed = list_runs(store)
-    entry = next(e for e in listed if e.run_id == run_id)
-    status = None
-    if RUN_STATUS_JSON in files:
-        try:
-            status = read_status(store, run_id)
-        except (ArtifactError, ContractError):
-            status = None  # already named in entry.problems
-    summary = None
-    if SUMMARY_JSON in files:
-        try:
-            summary = _summary(store, run_id)
-        except (ArtifactError, ContractError):
-            summary = None  # already named in entry.problems
-    records: list[RunRecord] = []
-    try:
-        records = stored_records(store, run_id, files)
-    except (ArtifactError, ContractError):
-        pass  # already named in entry.problems
+    runs = run_files(store)
+    files = require_run(store, run_id, runs)
+    parents = _parents(store, runs)
+    stored = _read_run(store, run_id, files)
+    entry = _entry(run_id, files, parents.get(run_id), stored)
+    status, summary, records = stored.status, stored.summary, stored.records
     if summary is not None:
         delivery = summary.delivery
     else:
         delivery = tuple(delivery_rates(with_evidence(records, load_evidence(store, records)))) if records else ()
-    children = tuple(e.run_id for e in listed if e.parent == run_id)
+    children = tuple(sorted(child for child, (parent, _) in parents.items() if parent == run_id))
     return RunView(entry=entry, status=status, summary=summary, delivery=delivery, attempts=len(records),
                    agent_runs=children, seal=_seal(store, run_id, files, children))
 

@@ -225,15 +225,15 @@ def test_planted_memories_are_forgotten_by_exact_id_even_on_failure(tmp_path: Pa
     ("condition", "expected"),
     [
         ("off", {REALM_ENV: "trial:r"}),
-        ("on", {REALM_ENV: "trial:r", STORE_ENV: "/m.sqlite"}),
-        ("ablate:graph", {REALM_ENV: "trial:r", STORE_ENV: "/m.sqlite"}),
+        ("on", {REALM_ENV: "trial:r", SOCKET_ENV: "/m/memory.sock"}),
+        ("ablate:graph", {REALM_ENV: "trial:r", SOCKET_ENV: "/m/memory.sock"}),
         ("ablate:all", {REALM_ENV: "trial:r"}),
     ],
-    ids=["off-has-no-store", "on", "ablate-lane-gets-its-stripped-replica", "ablate-all-has-no-store"],
+    ids=["off-has-no-store", "on", "ablate-lane-gets-its-lane-dropping-witness", "ablate-all-has-no-store"],
 )
 def test_memory_environment_per_condition(condition: str, expected: dict[str, str]) -> None:
     """Regression: `off` exported a kill switch and ablations a lane switch, which the agent could read."""
-    env = memory_env(condition, "trial:r", Path("/m.sqlite"))
+    env = memory_env(condition, "trial:r", Path("/m/memory.sock"))
     assert env == expected
     assert not {MEMORY_OFF_ENV, ABLATE_LANES_ENV} & set(env)
 

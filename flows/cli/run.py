@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -92,7 +93,7 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
         raise typer.Exit(1)
 
 
-def _print_distrust(agent: str, lines: list[str] | tuple[str, ...]) -> None:
+def _print_distrust(agent: str, lines: Sequence[str]) -> None:
     """Each distrust warning on its own line (stdout), so no one quotes the run's figures without seeing it."""
     for line in lines:
         out.print(f"DISTRUST ({agent}): {line}", markup=False, highlight=False)

@@ -203,13 +203,13 @@ NO_MEMORY = ("off", "ablate:all")
 """Conditions whose arm gets no memory at all: nothing planted, no store file, no store variable."""
 
 
-def memory_env(condition: str, realm: str, store_path: Path | None) -> dict[str, str]:
+def memory_env(condition: str, realm: str, socket_path: Path | None) -> dict[str, str]:
     """The environment the agent and its hooks get for `condition`: the realm in every condition, and
-    the store only when a path is given and the condition has memory. No switch is ever set: an arm
-    differs from `on` only by the memory its store holds (none, or a replica without a lane)."""
-    if condition in NO_MEMORY or store_path is None:
+    the delivery witness's socket only when one is given and the condition has memory. No switch is
+    ever set: an arm differs from `on` only by the memory behind its socket (none, or one without a lane)."""
+    if condition in NO_MEMORY or socket_path is None:
         return {REALM_ENV: realm}
-    return {REALM_ENV: realm, STORE_ENV: str(store_path)}
+    return {REALM_ENV: realm, SOCKET_ENV: str(socket_path)}
 
 
 def schedule(tasks: Sequence[LoadedTask], conditions: Sequence[str], trials: int) -> list[Attempt]:
@@ -289,7 +289,8 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
             release(live.provisioner, live.project)
             raise
         env = {k: v for k, v in live.env.items() if k not in STORE_PATHS}
-        return ProvisionedMemory(realm=realm, env={**env, **witness.env()}, live=live, build=build, witness=witness)
+        return ProvisionedMemory(realm=realm, env={**env, **memory_env(attempt.condition, realm, witness.socket_path)},
+                                 live=live, build=build, witness=witness)
     store_path = root / MEMORY_FILE
     store = SqliteMemoryStore(store_path, embedder)
     try:
@@ -301,7 +302,8 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
         strip_lanes(store_path, [lane])
     witness = DeliveryWitness(SqliteMemoryStore(store_path, create=False, read_only=True), realm, root,
                               served_by=REFERENCE_BUILD, ablated_lanes=ablated, planted_ids=ids, planted_texts=texts).start()
-    return ProvisionedMemory(realm=realm, env=witness.env(), planted_ids=ids, store_path=store_path, witness=witness)
+    return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, witness.socket_path), planted_ids=ids,
+                             store_path=store_path, witness=witness)
 
 
 def provisioned_store(live: LiveArm, lane: str | None) -> tuple[SqliteMemoryStore | ServedSystem, str]:
@@ -515,14 +517,14 @@ def record_attempt(
     injection = confirm_delivery(delivery, run.transcript)
     transcript_key = run_key(run_id, *prefix, "transcript.json")
     receipt_key = run_key(run_id, *prefix, "audit.json")
-    delivery_key = run_key(run_id, *prefix, "delivery.json") if delivery is not None else None
     store.put_json(transcript_key, run.transcript)
     store.put_json(receipt_key, receipt)
-    if delivery_key is not None and delivery is not None:
+    delivery_key = check_key = None
+    if delivery is not None:
+        delivery_key = run_key(run_id, *prefix, "delivery.json")
         store.put_json(delivery_key, delivery)
-    check_output = check_text(check)
-    check_key = run_key(run_id, *prefix, CHECK_TXT) if check_output is not None else None
-    if check_key is not None and check_output is not None:
+    if (check_output := check_text(check)) is not None:
+        check_key = run_key(run_id, *prefix, CHECK_TXT)
         store.put_bytes(check_key, check_output.encode("utf-8"))
     record = RunRecord(
         run_id=run_id,

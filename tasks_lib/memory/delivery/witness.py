@@ -39,7 +39,6 @@ from tasks_lib.memory.adapter import MemoryHit
 from tasks_lib.memory.delivery import protocol
 from tasks_lib.memory.delivery.client import MemoryClient
 from tasks_lib.memory.delivery.server import SOCKET_NAME, MemoryServer
-from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV
 from tasks_lib.memory.errors import MemoryServerError
 
 WITNESS_DIR = "memory"
@@ -175,10 +174,6 @@ class DeliveryWitness:
     def socket_path(self) -> Path:
         """The socket the agent and its hooks connect to."""
         return self.folder / SOCKET_NAME
-
-    def env(self) -> dict[str, str]:
-        """What the agent and its hooks get: the socket and the realm."""
-        return {SOCKET_ENV: str(self.socket_path), REALM_ENV: self.realm}
 
     def start(self) -> DeliveryWitness:
         """Bind the socket and serve on a daemon thread.

@@ -76,6 +76,9 @@ def runs(root: RootOpt = None, as_json: JsonFlag = False) -> None:
     for entry in entries:
         if entry.state == "failed":
             out.print(f"{entry.run_id}: failed{f' in {entry.stage}' if entry.stage else ''}: {entry.error}")
+        if entry.state == "stopped" and not entry.parent:
+            out.print(f"{entry.run_id}: stopped: its marker says running but its process is gone (killed before it "
+                      f"could end); a run of 'memtrial run' finishes from its cached stages with 'memtrial rerun {entry.run_id}'")
         for problem in entry.problems:
             err.print(f"warning: {entry.run_id}: {problem}")
 

@@ -85,7 +85,9 @@ class RunStatus(Document):
     memory_system: str | None = None
     """The configured memory system (`reference`, `provisioner`); the build measured is in the records."""
     started_at: AwareDatetime
-    """When the run started (UTC)."""
+    """When the run first started (UTC); a rerun of the same run id keeps it."""
+    resumed_at: AwareDatetime | None = None
+    """When the latest rerun of the same run id started; None for a run started once."""
     ended_at: AwareDatetime | None = None
     """When it completed or failed; None while running."""
     memtrial_version: NonEmptyText
@@ -153,9 +155,17 @@ def stopped_outright(status: RunStatus) -> bool:
 
 def mark_running(store: ArtifactStore, run_id: str, *, version: str, agents: Sequence[str] = (),
                  memory_system: str | None = None) -> RunStatus:
-    """Write the `running` marker of a run that starts now; return it."""
+    """Write the `running` marker of a run that starts now; return it. A rerun of a run id that has
+    a marker keeps its first `started_at` and records `resumed_at` (an unreadable old marker is
+    replaced: the marker is not evidence)."""
+    now = _now()
+    try:
+        before = read_status(store, run_id)
+    except (ArtifactError, ContractError):
+        before = None
     status = RunStatus(run_id=run_id, state="running", agents=tuple(agents), memory_system=memory_system,
-                       started_at=_now(), memtrial_version=version, host=socket.gethostname(), pid=os.getpid(),
+                       started_at=before.started_at if before else now, resumed_at=now if before else None,
+                       memtrial_version=version, host=socket.gethostname(), pid=os.getpid(),
                        pid_started=process_started(os.getpid()))
     store.put_json(status_key(run_id), status)
     return status

@@ -212,6 +212,20 @@ def test_a_run_killed_outright_is_listed_stopped_not_running_forever(tmp_path: P
     assert "killed before it could end" in capsys.readouterr().out
 
 
+def test_a_rerun_keeps_when_the_run_first_started(tmp_path: Path) -> None:
+    """A rerun of the same run id rewrote the marker with a new start time, so the run looked as if
+    it had started at its rerun; the first start stays and the rerun is `resumed_at`."""
+    from tasks_lib.runs import mark_running
+
+    store = open_store(str(tmp_path / "artifacts"))
+    first = mark_running(store, "paired-20990101-000000-abcdef", version="memtrial 0+test")
+    mark_ended(store, first, RuntimeError("report failed"), "report")
+    again = mark_running(store, "paired-20990101-000000-abcdef", version="memtrial 0+test")
+    assert (again.started_at, again.state, again.error) == (first.started_at, "running", None)
+    assert first.resumed_at is None and again.resumed_at is not None and again.resumed_at >= first.started_at
+    assert read_status(store, "paired-20990101-000000-abcdef") == again
+
+
 def test_a_reused_pid_or_another_hosts_run_is_not_taken_for_the_run(tmp_path: Path) -> None:
     """The PID alone could be alive again as another process; a marker from another host cannot be
     checked here. Neither may flip the listed state the wrong way."""

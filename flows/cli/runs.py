@@ -94,7 +94,8 @@ def _print_run(view: RunView, run_id: str) -> None:
     out.print(f"memory system: {', '.join(entry.memory_systems) or '-'}")
     if status is not None:
         ended = status.ended_at.isoformat() if status.ended_at else "-"
-        out.print(f"started:       {status.started_at.isoformat()}  ended: {ended}  by {status.memtrial_version}")
+        resumed = f"  resumed: {status.resumed_at.isoformat()}" if status.resumed_at else ""
+        out.print(f"started:       {status.started_at.isoformat()}{resumed}  ended: {ended}  by {status.memtrial_version}")
     elif entry.started_at is not None:
         out.print(f"started:       {entry.started_at.isoformat()}")
     out.print(f"attempts:      {view.attempts}")

@@ -11,6 +11,7 @@ from tasks_lib.contracts import PreparedCorpus, TaskManifest, load_document
 from tasks_lib.corpus.build import build_tree, reachable_repository, resolve_commit, resolve_tree
 from tasks_lib.corpus.certify import certify, challenge_surface
 from tasks_lib.corpus.redact import redact_tree
+from tasks_lib.corpus.upstream import fixture_origin
 from tasks_lib.errors import CorpusError
 
 TASK_MANIFEST = "task.json"
@@ -68,14 +69,16 @@ def fixture_tree_oid(repo_root: Path, revision: str, subdir: str) -> tuple[str, 
 
 
 def prepare_task(repo_root: Path, revision: str, manifest: Path) -> PreparedCorpus:
-    """Prepare one bundled task: its committed fixture, certified against its own instruction and answer terms."""
+    """Prepare one bundled task: its committed fixture (an upstream task's composed fixture), certified against its own instruction and answer terms."""
     task = load_document(manifest, TaskManifest)
     texts, phrases, wiring = challenge_surface(task)
+    task_subdir = manifest.parent.resolve().relative_to(repo_root.resolve()).as_posix()
+    origin = fixture_origin(repo_root, revision, task_subdir, task)
     return prepare_corpus(
         task.task_id,
-        repo_root,
-        revision,
-        subdir=task_fixture_subdir(repo_root, manifest),
+        origin.repo,
+        origin.commit,
+        subdir=origin.subdir,
         challenge_texts=texts,
         answer_phrases=phrases,
         runner_owned_names=wiring,

@@ -10,7 +10,7 @@ function main(argv) {
   const unknown = [];
   const args = parseArgs(argv, {
     boolean: ['dry-run', 'help'],
-    string: ['dir'],
+    string: ['dir', 'keep'],
     default: { keep: 7, dir: '/var/log/app' },
     unknown: (arg) => {
       if (arg.startsWith('-')) unknown.push(arg);

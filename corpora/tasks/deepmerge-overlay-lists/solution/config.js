@@ -2,7 +2,7 @@
 
 // Service configuration: the base file, with the environment's overlay merged over it.
 
-const deepmerge = require('./index.js');
+const deepmerge = require('./dist/cjs.js');
 
 function loadConfig(base, overlay) {
   return deepmerge(base, overlay || {}, { arrayMerge: (_target, source) => source });

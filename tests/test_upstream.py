@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import Iterator
@@ -263,3 +266,48 @@ def test_corpus_check_reports_an_unfetchable_source_under_its_task(index: Packag
     (failure,) = report.failures
     assert failure.task_id == "nicklabel-prefix" and failure.invariant == "layout"
     assert "npm tarball nicklabel==2.0.0" in failure.message and "digest mismatch" in failure.message
+
+
+# --------------------------------------------------------------------------- the bundled real-project tasks
+
+REPO = Path(__file__).resolve().parents[1]
+UPSTREAM_TASKS = sorted(p.parent.name for p in (REPO / "corpora" / "tasks").glob("*/task.json")
+                        if TaskManifest.model_validate_json(p.read_text()).upstream is not None)
+
+
+def _memtrial(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("memtrial")
+    return subprocess.run([str(exe), *argv], capture_output=True, text=True, env={**os.environ, "COLUMNS": "400", **env}, timeout=600)
+
+
+def test_bundled_corpus_has_fifteen_real_project_tasks_in_python_and_node() -> None:
+    """Issue 19's floor: at least 15 tasks on pinned real releases, from both PyPI and npm."""
+    kinds = {TaskManifest.model_validate_json((REPO / "corpora/tasks" / t / "task.json").read_text()).upstream.kind for t in UPSTREAM_TASKS}  # type: ignore[union-attr]
+    assert len(UPSTREAM_TASKS) >= 15 and {"pypi-sdist", "npm-tarball"} <= kinds
+
+
+def test_corpus_fetch_caches_every_upstream_task() -> None:
+    """`memtrial corpus fetch` composes every upstream task's fixture through the machine's cache (exit 0)."""
+    done = _memtrial("corpus", "fetch", "--json", env={})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] and sorted(t["task"] for t in report["tasks"]) == UPSTREAM_TASKS
+    assert all(t["error"] is None and len(t["fixture_commit"]) == 40 for t in report["tasks"])
+
+
+def test_corpus_fetch_without_network_fails_fast_naming_every_task(tmp_path: Path) -> None:
+    """Offline with an empty cache: exit 1, one line per task naming it, its source and what to do;
+    no traceback and no hang (the registries are a closed port on 127.0.0.1)."""
+    closed = PackageIndex()
+    url = closed.url
+    closed.server.server_close()
+    env = {"MEMTRIAL_UPSTREAM_CACHE": str(tmp_path / "empty-cache"), "MEMTRIAL_PYPI_INDEX": url + "/simple",
+           "MEMTRIAL_NPM_REGISTRY": url + "/npm", "MEMTRIAL_FETCH_TIMEOUT": "5"}
+    started = time.monotonic()
+    done = _memtrial("corpus", "fetch", env=env)
+    assert time.monotonic() - started < 120
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == len(UPSTREAM_TASKS)
+    for task, line in zip(UPSTREAM_TASKS, lines):
+        assert line.startswith(f"task {task}: upstream ") and "cannot reach" in line and "MEMTRIAL_NPM_REGISTRY" in line

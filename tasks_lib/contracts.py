@@ -222,12 +222,14 @@ PackageVersion = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0
 """An exact release version (no range or specifier)."""
 
 
-class _UpstreamBase(ContractModel):
+class UpstreamBase(ContractModel):
+    """What every pinned upstream source may say besides where it comes from."""
+
     exclude: tuple[RelPath, ...] = ()
     """Files or folders of the upstream tree left out of the fixture (before the overlay is applied)."""
 
 
-class PypiSdist(_UpstreamBase):
+class PypiSdist(UpstreamBase):
     """A source distribution on PyPI, pinned by name, version and SHA-256."""
 
     kind: Literal["pypi-sdist"]
@@ -240,7 +242,7 @@ class PypiSdist(_UpstreamBase):
     """SHA-256 of the sdist archive (`pip download --no-binary :all: --no-deps NAME==VERSION`)."""
 
 
-class NpmTarball(_UpstreamBase):
+class NpmTarball(UpstreamBase):
     """A package tarball on the npm registry, pinned by name, version and SHA-256."""
 
     kind: Literal["npm-tarball"]
@@ -253,7 +255,7 @@ class NpmTarball(_UpstreamBase):
     """SHA-256 of the `.tgz` (`npm pack NAME@VERSION`)."""
 
 
-class GitCommit(_UpstreamBase):
+class GitCommit(UpstreamBase):
     """A commit of a git repository, pinned by its full id (git's own content digest)."""
 
     kind: Literal["git"]

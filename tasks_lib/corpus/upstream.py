@@ -484,3 +484,20 @@ def fixture_origin(repo_root: Path, commit: str, task_subdir: str, manifest: Tas
         return FixtureOrigin(repo=Path(repo_root), commit=commit, subdir=subdir)
     return compose_fixture(Path(repo_root), commit, subdir, manifest.task_id, manifest.upstream, cache)
 
+
+
+def upstream_fixture_bytes(task_root: Path, manifest: TaskManifest, revision: str = "HEAD") -> int:
+    """Bytes of every regular file of an upstream task's composed fixture at `revision` of the
+    repository holding `task_root` (read from the tree listing; nothing is checked out)."""
+    top = subprocess.run(["git", "-C", str(task_root), "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False)
+    if top.returncode != 0:
+        raise UpstreamError(f"{task_root}: not inside a git repository; upstream fixtures are built from git objects")
+    repo_root = Path(top.stdout.strip())
+    origin = fixture_origin(repo_root, revision, task_root.resolve().relative_to(repo_root.resolve()).as_posix(), manifest)
+    listing = _git_out(origin.repo, "ls-tree", "-r", "-l", "-z", f"{origin.commit}:{origin.subdir}", what=f"task {manifest.task_id}")
+    total = 0
+    for record in listing.split("\0"):
+        if record:
+            mode, _kind, _oid, size = record.split("\t", 1)[0].split()
+            total += int(size) if mode != "120000" else 0
+    return total

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from gitrepo import MakeRepo, git, write_files
-from upstream_index import PackageIndex, serving, tar_gz
+from upstream_index import PackageIndex, serving, sha256, tar_gz
 
 from tasks_lib.contracts import GitCommit, NpmTarball, PypiSdist, TaskManifest
 from tasks_lib.corpus.build import build_tree
@@ -223,7 +223,7 @@ def _upstream_task(digest: str) -> dict[str, str]:
         "schema_version": 1, "task_id": "nicklabel-prefix", "kind": "convention",
         "instruction": "Our directory service rejects the labels nicklabel makes. Switch the prefix to the one the directory expects.",
         "check_command": ["sh", "{verifier}"],
-        "verifier": {"kind": "script", "runtime": "posix-shell", "asset": {"path": "verifier.sh", "sha256": sha256_of(VERIFIER)}, "timeout_seconds": 60},
+        "verifier": {"kind": "script", "runtime": "posix-shell", "asset": {"path": "verifier.sh", "sha256": sha256(VERIFIER.encode())}, "timeout_seconds": 60},
         "memories": [{"text": "The directory service only accepts labels of the form dir:<name>.", "lane": "keyword", "kind": "convention"}],
         "answer_terms": ["dir:"],
         "allowed_output_paths": ["index.js"],
@@ -237,12 +237,6 @@ def _upstream_task(digest: str) -> dict[str, str]:
         f"{prefix}/hidden/test/label.test.js": HIDDEN,
         f"{prefix}/solution/index.js": "'use strict';\nmodule.exports = function label(name) { return 'dir:' + name; };\n",
     }
-
-
-def sha256_of(text: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def test_corpus_check_proves_every_invariant_on_the_composed_fixture(index: PackageIndex, make_repo: MakeRepo) -> None:

@@ -190,6 +190,19 @@ def test_hostile_archive_is_refused_and_writes_nothing_outside(index: PackageInd
     assert not (tmp_path / "escaped.js").exists() and not (tmp_path / "cache" / "escaped.js").exists()
 
 
+def test_overlay_may_replace_a_folder_with_a_file_and_a_file_with_a_folder(index: PackageIndex, make_repo: MakeRepo, tmp_path: Path) -> None:
+    """The overlay wins over the release whatever the kinds: a file where upstream has a folder and a
+    folder where upstream has a file leave no trace of upstream's entry (no git index clash)."""
+    repo, commit = make_repo({"tasks/t/fixture/tests": "now a file\n", "tasks/t/fixture/README.md/index.md": "now a folder\n"})
+    origin = compose_fixture(repo, commit, "tasks/t/fixture", "t", _sdist(index))
+    assert _files(origin.repo, origin.commit, origin.subdir, tmp_path / "built") == {
+        "tinyflag/__init__.py": "def parse(argv):\n    return {a.lstrip('-'): True for a in argv if a.startswith('--')}\n",
+        "tests": "now a file\n",
+        "README.md/index.md": "now a folder\n",
+        "CHANGELOG.md": "1.0: first release\n",
+    }
+
+
 def test_exclude_naming_nothing_is_an_error(index: PackageIndex, make_repo: MakeRepo) -> None:
     """A stale exclude entry (the release no longer has that file) is named, not silently ignored."""
     repo, commit = make_repo(OVERLAY)

@@ -18,8 +18,8 @@ upstream task from git objects exactly as it builds any other fixture:
 The cache lives under the artifact root (`$MEMTRIAL_UPSTREAM_CACHE`, else `<artifact root>/upstream`
 for a local artifact root); a lock file serialises fetches and composition between threads and
 processes. Downloads use `$MEMTRIAL_PYPI_INDEX` (a PEP 503 simple index, default PyPI's) and
-`$MEMTRIAL_NPM_REGISTRY` (default npm's), with a timeout (`$MEMTRIAL_FETCH_TIMEOUT`, seconds), so a
-machine without network fails with one error naming the task, the source and what to do.
+`$MEMTRIAL_NPM_REGISTRY` (default npm's); every network wait is bounded (`$MEMTRIAL_FETCH_TIMEOUT`,
+seconds), so a machine without network fails with one error naming the task, the source and what to do.
 """
 
 from __future__ import annotations
@@ -353,7 +353,8 @@ def _walk(root: Path) -> list[tuple[str, bool, bool]]:
     out = []
     for path in sorted(root.rglob("*")):
         if path.is_symlink() or path.is_file():
-            out.append((path.relative_to(root).as_posix(), os.access(path, os.X_OK) and not path.is_symlink(), path.is_symlink()))
+            link = path.is_symlink()
+            out.append((path.relative_to(root).as_posix(), not link and bool(path.stat().st_mode & 0o111), link))
     return out
 
 
@@ -443,9 +444,11 @@ def _compose(repo: Path, base: str, overlay_root: Path, exclude: tuple[str, ...]
 
 
 def _shadowed_folders(listed: list[str], overlay_paths: list[str]) -> list[str]:
-    """Upstream entries under a path the overlay writes as a file (the overlay's file replaces them)."""
+    """Upstream entries the overlay replaces by kind: files under a path the overlay writes as a file,
+    and a file where the overlay needs a folder."""
     files = set(overlay_paths)
-    return [p for p in listed if any(str(parent) in files for parent in PurePosixPath(p).parents)]
+    folders = {str(parent) for path in overlay_paths for parent in PurePosixPath(path).parents}
+    return [p for p in listed if p in folders or any(str(parent) in files for parent in PurePosixPath(p).parents)]
 
 
 def compose_fixture(repo_root: Path, commit: str, overlay_subdir: str, task_id: str, source: Upstream,

@@ -130,7 +130,7 @@ def _http_get(url: str, what: str) -> bytes:
     """GET `url` (at most MAX_ARCHIVE_BYTES, within the fetch timeout); UpstreamError saying why not."""
     request = urllib.request.Request(url, headers={"User-Agent": "memtrial-upstream/1"})
     try:
-        with urllib.request.urlopen(request, timeout=fetch_timeout()) as response:  # noqa: S310 (http/https only, checked below)
+        with urllib.request.urlopen(request, timeout=fetch_timeout()) as response:  # noqa: S310 (callers pass http(s) URLs only)
             data = response.read(MAX_ARCHIVE_BYTES + 1)
     except urllib.error.HTTPError as error:
         raise UpstreamError(f"{what}: {url} answered HTTP {error.code}; check the name and version") from None
@@ -170,6 +170,8 @@ def _sdist_urls(source: PypiSdist, what: str) -> list[str]:
     matches, others = [], []
     for href in parser.hrefs:
         url, _, fragment = urllib.parse.urljoin(page, href).partition("#")
+        if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+            continue
         filename = urllib.parse.unquote(url.rsplit("/", 1)[-1])
         stem = next((filename[: -len(s)] for s in SDIST_SUFFIXES if filename.endswith(s)), None)
         if stem is None:

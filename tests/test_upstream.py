@@ -203,6 +203,17 @@ def test_overlay_may_replace_a_folder_with_a_file_and_a_file_with_a_folder(index
     }
 
 
+def test_index_link_to_a_local_file_is_never_followed(index: PackageIndex, make_repo: MakeRepo, tmp_path: Path) -> None:
+    """A hostile index page pointing the sdist at a file:// URL cannot make the fetcher read a local file."""
+    local = tmp_path / "tinyflag-1.0.tar.gz"
+    local.write_bytes(SDIST)
+    index.files["/simple/tinyflag/"] = f'<a href="{local.as_uri()}">tinyflag-1.0.tar.gz</a>'.encode()
+    repo, commit = make_repo(OVERLAY)
+    source = PypiSdist(kind="pypi-sdist", name="tinyflag", version="1.0", sha256=sha256(SDIST))
+    with pytest.raises(UpstreamError, match="lists no sdist of tinyflag 1.0"):
+        compose_fixture(repo, commit, "tasks/t/fixture", "t", source)
+
+
 def test_exclude_naming_nothing_is_an_error(index: PackageIndex, make_repo: MakeRepo) -> None:
     """A stale exclude entry (the release no longer has that file) is named, not silently ignored."""
     repo, commit = make_repo(OVERLAY)

@@ -329,3 +329,18 @@ def test_corpus_fetch_without_network_fails_fast_naming_every_task(tmp_path: Pat
     assert len(lines) == len(UPSTREAM_TASKS)
     for task, line in zip(UPSTREAM_TASKS, lines):
         assert line.startswith(f"task {task}: upstream ") and "cannot reach" in line and "MEMTRIAL_NPM_REGISTRY" in line
+
+
+def test_preparation_builds_the_composed_fixture_and_certifies_it(index: PackageIndex, make_repo: MakeRepo) -> None:
+    """The prepare stage (what the paired flow caches) builds an upstream task from the composed commit:
+    the corpus id is the composed fixture tree's, the released files are in it, and it certifies clean."""
+    from tasks_lib.corpus.prepare import prepare_task
+
+    digest = index.add_tarball("nicklabel", "2.0.0", TARBALL)
+    repo, commit = make_repo(_upstream_task(digest))
+    prepared = prepare_task(repo, commit, repo / "corpora/tasks/nicklabel-prefix/task.json")
+    assert {f.path for f in prepared.build.files} == {"index.js", "package.json", "README.md", "test/basic.test.js"}
+    assert prepared.build.source.subdir == FIXTURE_FOLDER and prepared.certification.verdict == "clean"
+    again = compose_fixture(repo, commit, "corpora/tasks/nicklabel-prefix/fixture", "nicklabel-prefix",
+                            NpmTarball(kind="npm-tarball", name="nicklabel", version="2.0.0", sha256=digest))
+    assert prepared.build.source.commit == again.commit

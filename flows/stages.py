@@ -224,8 +224,8 @@ def package_modules(package: str) -> tuple[str, ...]:
     return tuple(sorted("tasks_lib." + ".".join(p.relative_to(base).with_suffix("").parts) for p in folder.rglob("*.py")))
 
 
-PREPARE_CODE = ("tasks_lib.corpus.prepare",)
-INVARIANTS_CODE = ("tasks_lib.corpus.tasks",)
+PREPARE_CODE = ("tasks_lib.corpus.prepare", "tasks_lib.corpus.upstream")
+INVARIANTS_CODE = ("tasks_lib.corpus.tasks", "tasks_lib.corpus.upstream")
 ARM_CODE = ("tasks_lib.arm.steps", "tasks_lib.memory.delivery.hook", *package_modules("tasks_lib.agents"), *package_modules("tasks_lib.sandbox"))
 GRADING_CODE = ("tasks_lib.analysis.aggregate",)
 REPORT_CODE = ("tasks_lib.report", "tasks_lib.report.html", "tasks_lib.report.plots")

@@ -215,6 +215,61 @@ class FixtureManifest(Document):
 
 # --------------------------------------------------------------------------- task
 
+PackageName = Annotated[str, StringConstraints(pattern=r"^(?:@[a-z0-9][a-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]{0,213}$")]
+"""A PyPI project name or an npm package name (optionally `@scope/`)."""
+
+PackageVersion = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$")]
+"""An exact release version (no range or specifier)."""
+
+
+class UpstreamBase(ContractModel):
+    """What every pinned upstream source may say besides where it comes from."""
+
+    exclude: tuple[RelPath, ...] = ()
+    """Files or folders of the upstream tree left out of the fixture (before the overlay is applied)."""
+
+
+class PypiSdist(UpstreamBase):
+    """A source distribution on PyPI, pinned by name, version and SHA-256."""
+
+    kind: Literal["pypi-sdist"]
+    """Discriminator."""
+    name: PackageName
+    """The PyPI project name."""
+    version: PackageVersion
+    """The exact release."""
+    sha256: Sha256
+    """SHA-256 of the sdist archive (`pip download --no-binary :all: --no-deps NAME==VERSION`)."""
+
+
+class NpmTarball(UpstreamBase):
+    """A package tarball on the npm registry, pinned by name, version and SHA-256."""
+
+    kind: Literal["npm-tarball"]
+    """Discriminator."""
+    name: PackageName
+    """The npm package name."""
+    version: PackageVersion
+    """The exact release."""
+    sha256: Sha256
+    """SHA-256 of the `.tgz` (`npm pack NAME@VERSION`)."""
+
+
+class GitCommit(UpstreamBase):
+    """A commit of a git repository, pinned by its full id (git's own content digest)."""
+
+    kind: Literal["git"]
+    """Discriminator."""
+    url: NonEmptyText
+    """A URL git can fetch from."""
+    commit: GitOid
+    """The full commit id; the fetched commit must have exactly this id."""
+
+
+UpstreamSource = Annotated[PypiSdist | NpmTarball | GitCommit, Field(discriminator="kind")]
+"""A pinned third-party source a task's fixture is built on."""
+
+
 TaskKind = Literal["convention", "deducible", "cross-file", "investigation", "continuity", "tare", "stale-trap"]
 
 
@@ -254,6 +309,9 @@ class TaskManifest(Document):
     """Wall-clock limit of the agent's turn."""
     environment: Environment = Environment()
     """Resource limits of the sandbox."""
+    upstream: UpstreamSource | None = None
+    """A pinned upstream source (PyPI sdist, npm tarball or git commit) the fixture is built on: the
+    fixture folder then holds only the task's overlay, copied over the fetched tree."""
 
     @model_validator(mode="after")
     def _answer_path_fits(self) -> TaskManifest:

@@ -30,6 +30,7 @@ from pydantic import Field
 from tasks_lib.agents.calibration import EXPLORABLE, MEMORY_SOLVES, tokens
 from tasks_lib.contracts import Document, Identifier, LaneName, NonEmptyText
 from tasks_lib.corpus.tasks import LoadedTask
+from tasks_lib.corpus.upstream import upstream_fixture_bytes
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.delivery.hook import DEFAULT_K
 from tasks_lib.memory.planting import plant
@@ -150,7 +151,10 @@ def expected_attempt(task: LoadedTask, condition: str, key_lanes: Sequence[str])
 
 
 def visible_bytes(task: LoadedTask) -> int:
-    """Bytes of every regular file of the task's fixture: what exploring reads (the fixture certifies clean, so nothing is redacted)."""
+    """Bytes of every regular file of the task's fixture (an upstream task's composed fixture): what
+    exploring reads (the fixture certifies clean, so nothing is redacted)."""
+    if task.manifest.upstream is not None:
+        return upstream_fixture_bytes(task.root, task.manifest)
     root = task.fixture_dir
     return sum((root / rel).stat().st_size for rel in walk_files(root) if not (root / rel).is_symlink())
 

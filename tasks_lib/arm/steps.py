@@ -65,6 +65,7 @@ from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
 from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.contracts import RunRecord, check_rel_path
 from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
+from tasks_lib.corpus.upstream import fixture_origin
 from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import seal_run
 from tasks_lib.memory.delivery.witness import DeliveryWitness, ServedSystem
@@ -242,12 +243,12 @@ def materialize_workspace(
     try:
         workspace, home = root / "workspace", root / "home"
         home.mkdir()
-        subdir = source.fixture_subdir(attempt.task)
         pinned = pin_task(attempt.task, source.repo_root, source.commit, source.task_subdir(attempt.task), root / "runner")
+        origin = fixture_origin(source.repo_root, source.commit, source.task_subdir(attempt.task), pinned.task.manifest)
         if templates is not None:
-            corpus_id, before = templates.materialize(source.repo_root, source.commit, subdir, workspace)
+            corpus_id, before = templates.materialize(origin.repo, origin.commit, origin.subdir, workspace)
         else:
-            corpus_id, before = build_redacted(source.repo_root, source.commit, subdir, workspace)
+            corpus_id, before = build_redacted(origin.repo, origin.commit, origin.subdir, workspace)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise

@@ -58,6 +58,7 @@ from tasks_lib.corpus.build import build_tree
 from tasks_lib.corpus.certify import certify, decode_text, fold_text
 from tasks_lib.corpus.redact import redact_tree
 from tasks_lib.corpus.rules import within
+from tasks_lib.corpus.upstream import fixture_origin
 from tasks_lib.errors import ContractError, CorpusError, MemtrialError
 from tasks_lib.trees import sha256_bytes, sha256_file, walk_files
 
@@ -411,8 +412,10 @@ def run_check(task: LoadedTask, workspace: Path, stage: Literal["fixture", "solu
 
 
 def build_workspace(repo: Path, commit: str, task: LoadedTask, task_subdir: str, dest: Path) -> list[str]:
-    """Build the task's fixture from git objects into `dest` and redact it; return removed paths."""
-    build = build_tree(repo, commit, dest, subdir=f"{task_subdir}/{task.manifest.fixture}")
+    """Build the task's fixture (an upstream task's composed fixture) from git objects into `dest` and
+    redact it; return removed paths."""
+    origin = fixture_origin(repo, commit, task_subdir, task.manifest)
+    build = build_tree(origin.repo, origin.commit, dest, subdir=origin.subdir)
     receipt = redact_tree(dest, build.corpus_id)
     return [item.path for item in receipt.removed]
 

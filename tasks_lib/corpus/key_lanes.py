@@ -23,6 +23,7 @@ from tasks_lib.memory.delivery.hook import DEFAULT_K
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.trees import ram_scratch
 
 if TYPE_CHECKING:
     from tasks_lib.corpus.tasks import LoadedTask
@@ -103,7 +104,7 @@ def measure_manifest_lanes(manifest: TaskManifest, embedder: str = REFERENCE_EMB
         return ()
     wanted = set(manifest_key_texts(manifest))
     prompts = (manifest.instruction, *manifest.follow_up_prompts)
-    with tempfile.TemporaryDirectory(prefix="memtrial-key-lanes-") as tmp, SqliteMemoryStore(Path(tmp) / "m.sqlite", embedder) as store:
+    with tempfile.TemporaryDirectory(prefix="memtrial-key-lanes-", dir=ram_scratch()) as tmp, SqliteMemoryStore(Path(tmp) / "m.sqlite", embedder) as store:
         realm = "probe:key-lanes"
         store.create_realm(realm)
         plant(store, realm, manifest.memories)

@@ -64,7 +64,7 @@ from tasks_lib.corpus.key_lanes import KEY_LANES_NAME, CalibrationPlanError, Key
 from tasks_lib.corpus.redact import redact_tree
 from tasks_lib.corpus.rules import within
 from tasks_lib.errors import ContractError, CorpusError, MemtrialError
-from tasks_lib.trees import sha256_bytes, sha256_file, walk_files
+from tasks_lib.trees import ram_scratch, sha256_bytes, sha256_file, walk_files
 
 MANIFEST_NAME = "task.json"
 SPLIT_NAME = "split.json"
@@ -733,7 +733,7 @@ def check_corpus(tasks_root: Path, repo_root: Path, revision: str = "HEAD", *, w
     repo_root = Path(repo_root)
     tasks_root = Path(tasks_root) if Path(tasks_root).is_absolute() else repo_root / tasks_root
     subdir = _tasks_subdir(tasks_root, repo_root)
-    with tempfile.TemporaryDirectory(prefix="memtrial-taskcorpus-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="memtrial-taskcorpus-", dir=ram_scratch()) as tmp:
         scratch = Path(tmp)
         build = build_tree(repo_root, revision, scratch / "tasks", subdir=subdir)
         commit = build.source.commit

@@ -94,3 +94,13 @@ def tree_digest(entries: Iterable[TreeEntry]) -> str:
     for entry in sorted(entries, key=lambda e: e.path):
         digest.update(f"{entry.mode} {entry.sha256} {entry.path}\n".encode())
     return digest.hexdigest()
+
+
+RAM_SCRATCH = Path("/dev/shm")
+"""A memory-backed folder on Linux; throwaway scratch there costs no disk sync."""
+
+
+def ram_scratch() -> str | None:
+    """A memory-backed folder for short-lived scratch (`dir=` of tempfile), or None (the default temp folder)
+    when there is none writable. Only for scratch that is deleted when the work ends."""
+    return str(RAM_SCRATCH) if RAM_SCRATCH.is_dir() and os.access(RAM_SCRATCH, os.W_OK | os.X_OK) else None

@@ -82,6 +82,8 @@ def test_report_opens_with_the_headline_in_units_with_intervals(report_html: Pat
     assert "-981 tokens/attempt (exploratory" in block and "s/attempt" in block
     assert "sign-flip permutation test over 4 tasks, all 2^4 = 16 sign assignments" in block and "inverting the test" in block
     assert "trial-level exact McNemar over 6 pairs, p = 0.625" in block and "Reference only" in block
+    assert ("What this test can see</strong>: no success difference reaches 80% power at the 5% level with 4 tasks x 2 trial(s)"
+            in block), "4 tasks cannot reach p <= 0.05 (smallest p is 2/16): the page must say nothing is detectable"
     assert ">harm share<" in page and ">net MUI<" in page and "2/7 (29%)" in page, "the MUI table shows harm and net"
     assert ">pass@k<" in page and ">pass^k<" in page
 
@@ -207,6 +209,7 @@ def test_report_command_on_a_local_root(tmp_path: Path, capsys: pytest.CaptureFi
     success, net = [line for line in text.splitlines() if line.startswith(("success on - off: ", "net MUI "))]
     assert success.endswith("over 4 tasks (6/7 on vs 3/7 off attempts passed)"), success
     assert net.endswith("success lift 2, cost saving 1, harm 1 of 7 on attempts") and "[95% " in net, net
+    assert any(line.startswith("power: no success difference reaches 80% power") for line in text.splitlines()), text
 
 
 def test_report_command_on_s3(s3_env: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -212,6 +212,22 @@ def plant_agent_memory(task: Path) -> str:
     return "fixture/CLAUDE.md"
 
 
+def declare_wrong_lanes(task: Path) -> str:
+    """The declaration claims the keyword lane carries the key memory; only the graph lane does."""
+    lanes = task.parent / "key_lanes.json"
+    data = json.loads(lanes.read_text())
+    data["tasks"][task.name] = ["keyword"]
+    lanes.write_text(json.dumps(data))
+    return "key_lanes.json:tasks."
+
+
+def leave_scaffold_todo(task: Path) -> str:
+    """An author forgot one part `memtrial task new` asked for: the task is unfinished, not checked as if sound."""
+    readme = task / "fixture" / "README.md"
+    readme.write_text(readme.read_text() + "\nTODO(task new): describe the command-line options.\n")
+    return "fixture/README.md:"
+
+
 BREAKS: list[tuple[Callable[[Path], str], str]] = [
     (leak_answer, "no-answer-leak"),
     (leak_answer_in_utf16, "no-answer-leak"),
@@ -224,6 +240,8 @@ BREAKS: list[tuple[Callable[[Path], str], str]] = [
     (escaping_symlink, "hidden-unreachable"),
     (drop_correction, "layout"),
     (plant_agent_memory, "certification-clean"),
+    (declare_wrong_lanes, "key-lanes"),
+    (leave_scaffold_todo, "layout"),
 ]
 
 
@@ -232,6 +250,9 @@ def committed_copy(tmp_path: Path, task_id: str, breaker: Callable[[Path], str] 
     repo = tmp_path / "repo"
     task = repo / "corpora" / "tasks" / task_id
     shutil.copytree(TASKS / task_id, task, symlinks=True)
+    declared = json.loads((TASKS / "key_lanes.json").read_text())
+    declared["tasks"] = {task_id: declared["tasks"][task_id]}
+    (task.parent / "key_lanes.json").write_text(json.dumps(declared))
     where = breaker(task) if breaker else None
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
@@ -263,8 +284,38 @@ def test_broken_task_fails_exactly_its_invariant(tmp_path: Path, breaker: Callab
 def test_invariant_names_are_the_documented_ones() -> None:
     assert INVARIANTS == (
         "layout", "fails-on-fixture", "passes-with-solution", "hidden-unreachable", "no-answer-leak",
-        "certification-clean", "digests-match", "post-turn-owned",
+        "certification-clean", "digests-match", "post-turn-owned", "key-lanes",
     )
+
+
+def test_missing_key_lane_declaration_fails_the_corpus(tmp_path: Path) -> None:
+    """Without key_lanes.json the calibration pattern follows from nothing: the check says so."""
+    repo, _ = committed_copy(tmp_path, PROBE_TASK, None)
+    git(repo, "rm", "-q", "corpora/tasks/key_lanes.json")
+    git(repo, "commit", "-q", "-m", "no declaration")
+    report = check_corpus(repo / "corpora" / "tasks", repo)
+    assert [(f.task_id, f.invariant) for f in report.failures] == [("(corpus)", "key-lanes")]
+    assert "key_lanes.json" in report.failures[0].path and "missing" in report.failures[0].message
+
+
+def test_undeclared_task_names_the_lanes_to_declare(tmp_path: Path) -> None:
+    repo, _ = committed_copy(tmp_path, PROBE_TASK, None)
+    (repo / "corpora" / "tasks" / "key_lanes.json").write_text('{"schema_version": 1, "tasks": {}}')
+    git(repo, "commit", "-q", "-am", "empty declaration")
+    report = check_corpus(repo / "corpora" / "tasks", repo)
+    assert [(f.task_id, f.invariant) for f in report.failures] == [(PROBE_TASK, "key-lanes")]
+    assert f'"{PROBE_TASK}": ["graph"]' in report.failures[0].message
+
+
+def test_check_of_one_task_checks_only_that_task_and_times_each_invariant(tmp_path: Path) -> None:
+    repo, _ = committed_copy(tmp_path, PROBE_TASK, None)
+    report = check_corpus(repo / "corpora" / "tasks", repo, only=[PROBE_TASK])
+    assert report.ok and [t.task_id for t in report.tasks] == [PROBE_TASK]
+    timed = report.tasks[0].seconds
+    assert set(INVARIANTS) - {"layout"} <= set(timed) and all(v >= 0 for v in timed.values())
+    assert timed["passes-with-solution"] > 0
+    missing = check_corpus(repo / "corpora" / "tasks", repo, only=["no-such-task"])
+    assert not missing.ok and [(f.task_id, f.invariant) for f in missing.failures] == [("no-such-task", "layout")]
 
 
 def test_uncommitted_task_folder_is_an_error_not_a_skip(tmp_path: Path) -> None:

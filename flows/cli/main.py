@@ -14,7 +14,7 @@ import sys
 
 import typer
 
-from flows.cli import budget, corpus, grading, memory, report, run, runs, suite, trend, validate
+from flows.cli import budget, corpus, grading, memory, power, report, run, runs, suite, task, trend, validate
 from flows.cli.common import err
 from tasks_lib.errors import MemtrialError
 
@@ -54,8 +54,10 @@ app.command("paired")(run.paired)
 app.command("trend")(trend.trend)
 app.command("runs")(runs.runs)
 app.command("show")(runs.show)
+app.command("power")(power.power)
 
 app.add_typer(corpus.corpus_app, name="corpus")
+app.add_typer(task.task_app, name="task")
 app.add_typer(memory.memory_app, name="memory")
 app.add_typer(memory.provisioner_app, name="provisioner")
 app.add_typer(suite.suite_app, name="suite")

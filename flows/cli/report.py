@@ -45,6 +45,8 @@ def headline_lines(summary: GradingSummary) -> list[str]:
             m = effect.mui
             lines.append(f"net MUI {_points(m.net)} points [95% {_points(m.low)}, {_points(m.high)}]: success lift {m.success_lifts}, "
                          f"cost saving {m.cost_savings}, harm {m.harms} of {m.on_attempts} on attempts")
+        if effect.power is not None:
+            lines.append(f"power: {effect.power.sentence()}")
     return lines
 
 

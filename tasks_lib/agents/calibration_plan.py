@@ -14,55 +14,32 @@ of the hook's DEFAULT_K hits per prompt. From that declaration, the task's kind 
 So a task whose key memory only one lane carries flips from pass to fail when exactly that lane
 is ablated, and `ablate:all` equals `off`. `measure_key_lanes` checks a declaration against the
 store itself, lane by lane, so a change in retrieval shows up as a named mismatch rather than
-a silently different pattern.
+a silently different pattern (the declaration and its measurement live in `tasks_lib.corpus.key_lanes`,
+where the corpus check runs them as the `key-lanes` invariant).
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import ClassVar, Literal
-
-from pydantic import Field
+from typing import Literal
 
 from tasks_lib.agents.calibration import EXPLORABLE, MEMORY_SOLVES, tokens
-from tasks_lib.contracts import Document, Identifier, LaneName, NonEmptyText
+from tasks_lib.corpus.key_lanes import (  # noqa: F401  (re-exported: the plan is read from the declaration)
+    KEY_LANES_NAME,
+    KEY_MEMORY_KINDS,
+    RECALL_K,
+    REFERENCE_EMBEDDER,
+    CalibrationPlanError,
+    KeyLanes,
+    key_texts,
+    load_key_lanes,
+    measure_key_lanes,
+)
 from tasks_lib.corpus.tasks import LoadedTask
 from tasks_lib.corpus.upstream import upstream_fixture_bytes
-from tasks_lib.errors import MemtrialError
-from tasks_lib.memory.delivery.hook import DEFAULT_K
-from tasks_lib.memory.planting import plant
 from tasks_lib.memory.reference.lanes import LANES
-from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.trees import walk_files
-
-KEY_LANES_NAME = "key_lanes.json"
-"""The declaration file, at the root of the task corpus."""
-KEY_MEMORY_KINDS = frozenset({"convention", "decision", "procedure", "correction"})
-"""Memory kinds that carry a task's answer; the calibration agent needs one of them delivered."""
-REFERENCE_EMBEDDER = "hashed"
-"""The embedder the declaration is made for (the one paired runs use by default)."""
-RECALL_K = DEFAULT_K
-"""Hits per prompt the declaration is made for: what the delivery hook recalls."""
-
-
-class CalibrationPlanError(MemtrialError):
-    """The key-lane declaration is missing, malformed, or does not cover the corpus."""
-
-
-class KeyLanes(Document):
-    """Which reference-store lanes retrieve each task's key memory for its prompts."""
-
-    KIND: ClassVar[str] = "key-lane declaration"
-
-    embedder: NonEmptyText = REFERENCE_EMBEDDER
-    """The embedder of the reference store the declaration holds for."""
-    k: int = Field(default=RECALL_K, ge=1)
-    """Hits recalled per prompt."""
-    tasks: dict[Identifier, tuple[LaneName, ...]]
-    """Task id -> the lanes (of keyword, semantic, graph, corrections) that retrieve its key memory; empty when none does."""
 
 
 @dataclass(frozen=True)
@@ -77,53 +54,6 @@ class ExpectedAttempt:
     """The check's verdict."""
     output_tokens: int
     """Tokens written: the solution's bytes / 4 when it applies the solution, else 0."""
-
-
-def key_texts(task: LoadedTask) -> list[str]:
-    """Texts of the memories that carry the task's answer (any non-superseded one when none is of a key kind)."""
-    memories = task.manifest.memories
-    return [m.text for m in memories if m.kind in KEY_MEMORY_KINDS] or [m.text for m in memories if m.kind != "superseded"]
-
-
-def load_key_lanes(tasks_root: Path, tasks: Sequence[LoadedTask]) -> KeyLanes:
-    """Read `key_lanes.json` under `tasks_root`; it must name exactly the loaded tasks, with known lanes."""
-    path = tasks_root / KEY_LANES_NAME
-    try:
-        declared = KeyLanes.model_validate_json(path.read_bytes())
-    except FileNotFoundError:
-        raise CalibrationPlanError(f"{path}: missing; declare which lanes retrieve each task's key memory") from None
-    except ValueError as error:
-        raise CalibrationPlanError(f"{path}: not a valid key-lane declaration ({error})") from None
-    ids = {t.task_id for t in tasks}
-    missing, extra = sorted(ids - declared.tasks.keys()), sorted(declared.tasks.keys() - ids)
-    if missing or extra:
-        raise CalibrationPlanError(f"{path}: tasks: missing {missing or 'none'}, unknown {extra or 'none'}; list every task folder once")
-    if (declared.embedder, declared.k) != (REFERENCE_EMBEDDER, RECALL_K):
-        raise CalibrationPlanError(
-            f"{path}: declared for embedder {declared.embedder!r}, k={declared.k}; the calibration runs use "
-            f"{REFERENCE_EMBEDDER!r}, k={RECALL_K}: re-measure the lanes (measure_key_lanes) and update it"
-        )
-    for task_id, lanes in declared.tasks.items():
-        unknown = [lane for lane in lanes if lane not in LANES]
-        if unknown:
-            raise CalibrationPlanError(f"{path}: tasks.{task_id}: unknown lane(s) {unknown}; use {', '.join(LANES)}")
-    return declared
-
-
-def measure_key_lanes(task: LoadedTask, embedder: str = REFERENCE_EMBEDDER, k: int = RECALL_K) -> tuple[str, ...]:
-    """The lanes that, each alone, retrieve a key memory for one of the task's prompts (in LANES order)."""
-    if not task.manifest.memories:
-        return ()
-    wanted = set(key_texts(task))
-    prompts = (task.manifest.instruction, *task.manifest.follow_up_prompts)
-    with tempfile.TemporaryDirectory(prefix="memtrial-key-lanes-") as tmp, SqliteMemoryStore(Path(tmp) / "m.sqlite", embedder) as store:
-        realm = "probe:key-lanes"
-        store.create_realm(realm)
-        plant(store, realm, task.manifest.memories)
-        return tuple(
-            lane for lane in LANES
-            if any(hit.text in wanted for prompt in prompts for hit in store.recall(realm, prompt, k, lanes=(lane,)))
-        )
 
 
 def active_lanes(condition: str) -> frozenset[str]:

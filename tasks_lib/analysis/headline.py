@@ -17,6 +17,12 @@ condition - `off`. Tokens and wall time are compared the same way on per-task me
 `MIN_ATTEMPTS_FOR_TEST` tasks with a non-zero difference they are exploratory (no test, no interval).
 The trial-level McNemar test stays as a labelled reference figure only.
 
+Beside the memory effect stands what the test could have seen: the smallest success difference it
+detects with 80% power at the 5% level for this run's tasks and trials, simulated from the run's
+observed per-task off rates (`tasks_lib.analysis.power`, seeded, `HEADLINE_REPLICATES` corpora,
+its Monte Carlo error stated). A null result under a large detectable difference is no evidence
+of no effect.
+
 MUI v2 per task is a share of the task's gradable `on` attempts: success lift and cost saving as
 `tasks_lib.analysis.grading` defines them, minus harm (the paired `off` attempt passed and `on`
 failed, or `on` used at least 1.5x the tokens of a passing `off`). net = lift + saving - harm is
@@ -34,6 +40,7 @@ from typing import Literal, Protocol
 
 from pydantic import Field
 
+from tasks_lib.analysis.power import DetectableDifference, PowerError, run_detectable_difference
 from tasks_lib.analysis.stats import MIN_ATTEMPTS_FOR_TEST, mcnemar_exact, sign_flip_test
 from tasks_lib.contracts import Condition, ContractModel
 
@@ -41,6 +48,8 @@ SHARE = (0, 1)
 """Range of a per-task share (MUI components)."""
 DIFFERENCE = (-1, 1)
 """Range of a per-task difference of shares (success difference, net MUI)."""
+HEADLINE_REPLICATES = 1000
+"""Simulated corpora behind the detectable difference printed beside the headline."""
 
 
 class Graded(Protocol):
@@ -184,6 +193,9 @@ class Comparison(ContractModel):
     """MUI v2 with harm (memory-effect only; None elsewhere or without gradable on attempts)."""
     trial_level_mcnemar: TrialMcNemar | None
     """Reference only (trials as independent); None without a/b pairs."""
+    power: DetectableDifference | None = None
+    """Memory effect only: the smallest success difference this run's tasks and trials detect with 80% power,
+    simulated from its observed off rates; None elsewhere or without a gradable off attempt."""
 
 
 # --------------------------------------------------------------------------- per-task figures
@@ -310,7 +322,17 @@ def compare(grades: Sequence[Graded], kind: Literal["memory-effect", "ablation",
         wall_difference=task_effect(per_task(_wall), "seconds per attempt", None, continuous=True),
         mui=mui_effect(grades) if kind == "memory-effect" else None,
         trial_level_mcnemar=trial_mcnemar(grades, a, b),
+        power=headline_power(grades, tasks) if kind == "memory-effect" else None,
     )
+
+
+def headline_power(grades: Sequence[Graded], tasks: Sequence[str]) -> DetectableDifference | None:
+    """The detectable difference for the compared tasks, from their gradable off attempts; None without any."""
+    wanted = set(tasks)
+    try:
+        return run_detectable_difference([g for g in grades if g.task_id in wanted], run_label="this run", replicates=HEADLINE_REPLICATES)
+    except PowerError:
+        return None
 
 
 def compared_pairs(conditions: Sequence[str]) -> list[tuple[Literal["memory-effect", "ablation", "versus-off"], str, str]]:

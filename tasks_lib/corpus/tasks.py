@@ -15,10 +15,14 @@ proves, for every task of a committed revision, that:
                            characters folded), and no code comment narrates the answer or
                            repeats a planted memory;
 5. `certification-clean`   the built, redacted fixture certifies clean and redaction removed nothing;
-6. `digests-match`         every digest a manifest pins matches its file.
+6. `digests-match`         every digest a manifest pins matches its file;
+7. `post-turn-owned`       hidden/ holds post-turn cases and no allowed output path covers them;
+8. `key-lanes`             `key_lanes.json` declares the lanes that really retrieve the task's key
+                           memory (`tasks_lib.corpus.key_lanes`).
 
 A broken layout (missing folder, manifest, fixture, solution, hidden dir or verifier, or a manifest
-that does not fit its kind) is reported as `layout`, and the task's other checks are not run:
+that does not fit its kind, or a scaffold `TODO(task new)` left in any file) is reported as `layout`,
+and the task's other checks are not run:
 it is an error, never a skip. Fixtures are built from git objects into a fresh workspace per run.
 Answer terms belong to invariant 4 alone, so certification is run without answer phrases and a
 leak is reported once, under the invariant it breaks.
@@ -56,11 +60,12 @@ from tasks_lib.contracts import (
 )
 from tasks_lib.corpus.build import build_tree
 from tasks_lib.corpus.certify import certify, decode_text, fold_text
+from tasks_lib.corpus.key_lanes import KEY_LANES_NAME, CalibrationPlanError, KeyLanes, key_lane_problem, read_key_lanes
 from tasks_lib.corpus.redact import redact_tree
 from tasks_lib.corpus.rules import within
 from tasks_lib.corpus.upstream import fixture_origin
 from tasks_lib.errors import ContractError, CorpusError, MemtrialError
-from tasks_lib.trees import sha256_bytes, sha256_file, walk_files
+from tasks_lib.trees import ram_scratch, sha256_bytes, sha256_file, walk_files
 
 MANIFEST_NAME = "task.json"
 SPLIT_NAME = "split.json"
@@ -68,10 +73,12 @@ SPLIT_SALT = "memtrial-task-split-v1"
 HOLDOUT_PER_MILLE = 250
 OUTPUT_TAIL_CHARS = 600
 NARRATION_NGRAM = 6
+SCAFFOLD_TODO = "TODO(task new)"
+"""Marker `memtrial task new` writes into every part the author must fill in; any left is a layout failure."""
 
 Invariant = Literal[
     "layout", "fails-on-fixture", "passes-with-solution", "hidden-unreachable", "no-answer-leak",
-    "certification-clean", "digests-match", "post-turn-owned",
+    "certification-clean", "digests-match", "post-turn-owned", "key-lanes",
 ]
 INVARIANTS: tuple[str, ...] = Invariant.__args__  # type: ignore[attr-defined]
 """Every invariant name, in the order they are checked."""
@@ -134,6 +141,8 @@ class TaskCheck(ContractModel):
     """Certification of the built, redacted fixture."""
     failures: tuple[CorpusFailure, ...]
     """Broken invariants; empty means the task is sound."""
+    seconds: dict[str, float] = {}
+    """Wall seconds per step (each invariant, and `build` for the workspaces), in the order run."""
 
 
 class CorpusCheckReport(ContractModel):
@@ -238,9 +247,23 @@ def _kind_problems(manifest: TaskManifest) -> list[tuple[str, str]]:
     return problems
 
 
+def scaffold_todos(folder: Path) -> list[tuple[str, str]]:
+    """Every `TODO(task new)` line left in the task folder: (file:line, the line), in file order."""
+    found = []
+    for rel in walk_files(folder):
+        path = folder / rel
+        if path.is_symlink() or (text := _text_of(path)) is None or SCAFFOLD_TODO not in text:
+            continue
+        found += [(f"{rel}:{n}", line.strip()) for n, line in enumerate(text.splitlines(), start=1) if SCAFFOLD_TODO in line]
+    return found
+
+
 def _layout_failures(folder: Path) -> tuple[LoadedTask | None, list[CorpusFailure]]:
     """Load one task folder; return the task (when its manifest is valid) and its layout failures."""
     task_id = folder.name
+    todos = [_failure(task_id, "layout", where, f"unfinished scaffold: {line[:160]}") for where, line in scaffold_todos(folder)] if folder.is_dir() else []
+    if todos:
+        return None, todos
     manifest_path = folder / MANIFEST_NAME
     if not manifest_path.is_file():
         return None, [_failure(task_id, "layout", MANIFEST_NAME, "the task folder has no task.json; add one")]
@@ -606,38 +629,79 @@ def check_digests(task: LoadedTask) -> list[CorpusFailure]:
 # --------------------------------------------------------------------------- the corpus check
 
 
-def check_task(repo: Path, commit: str, tasks_subdir: str, folder: Path, scratch: Path) -> TaskCheck:
-    """Every invariant for the task in `folder` (a tree built from git objects)."""
+class _Stopwatch:
+    """Adds the wall seconds of each timed step to `seconds` under the step's name."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._last, 3)
+        self._last = now
+
+
+def check_task(repo: Path, commit: str, tasks_subdir: str, folder: Path, scratch: Path, declared: KeyLanes | None = None) -> TaskCheck:
+    """Every invariant for the task in `folder` (a tree built from git objects); `key-lanes` when `declared` is given."""
+    watch = _Stopwatch()
     task, layout = _layout_failures(folder)
+    watch.lap("layout")
     if layout or task is None:
-        return TaskCheck(task_id=folder.name, kind=task.manifest.kind if task else None, runs=(), certification=None, failures=tuple(layout))
+        return TaskCheck(task_id=folder.name, kind=task.manifest.kind if task else None, runs=(), certification=None,
+                         failures=tuple(layout), seconds=watch.seconds)
     try:
-        return _check_sound_layout(repo, commit, f"{tasks_subdir}/{folder.name}", task, scratch)
+        return _check_sound_layout(repo, commit, f"{tasks_subdir}/{folder.name}", task, scratch, declared, watch)
     except (MemtrialError, OSError) as error:
         failure = _failure(task.task_id, "layout", task.manifest.fixture, f"cannot build or prepare the workspace: {error}")
-        return TaskCheck(task_id=task.task_id, kind=task.manifest.kind, runs=(), certification=None, failures=(failure,))
+        return TaskCheck(task_id=task.task_id, kind=task.manifest.kind, runs=(), certification=None, failures=(failure,), seconds=watch.seconds)
 
 
-def _check_sound_layout(repo: Path, commit: str, task_subdir: str, task: LoadedTask, scratch: Path) -> TaskCheck:
-    """Invariants 1-6 for a task whose folder and manifest are complete."""
+def _check_sound_layout(repo: Path, commit: str, task_subdir: str, task: LoadedTask, scratch: Path,
+                        declared: KeyLanes | None, watch: _Stopwatch) -> TaskCheck:
+    """Invariants 1-8 for a task whose folder and manifest are complete, each timed by `watch`."""
     failures = check_digests(task)
+    watch.lap("digests-match")
     plain = scratch / "fixture"
     removed = build_workspace(repo, commit, task, task_subdir, plain)
+    watch.lap("build")
     hidden_failures, duplicates = check_hidden_unreachable(task, plain)
     failures += hidden_failures
+    watch.lap("hidden-unreachable")
     failures += check_no_answer_leak(task, plain, duplicates)
+    watch.lap("no-answer-leak")
     report, cert_failures = check_certification(task, plain, removed)
     failures += cert_failures
+    watch.lap("certification-clean")
     overlay(task.hidden_dir, plain)
     fixture_run = run_check(task, plain, "fixture")
+    watch.lap("fails-on-fixture")
     solved = scratch / "solution"
     build_workspace(repo, commit, task, task_subdir, solved)
     overlay(task.solution_dir, solved)
     overlay(task.hidden_dir, solved)
+    watch.lap("build")
     solution_run = run_check(task, solved, "solution")
+    watch.lap("passes-with-solution")
     failures += check_check_runs(task, fixture_run, solution_run)
     failures += check_post_turn_owned(task)
-    return TaskCheck(task_id=task.task_id, kind=task.manifest.kind, runs=(fixture_run, solution_run), certification=report, failures=tuple(failures))
+    watch.lap("post-turn-owned")
+    if declared is not None and (problem := key_lane_problem(task.task_id, task.manifest, declared)) is not None:
+        failures.append(_failure(task.task_id, "key-lanes", f"{KEY_LANES_NAME}:tasks.{task.task_id}", problem))
+    if declared is not None:
+        watch.lap("key-lanes")
+    return TaskCheck(task_id=task.task_id, kind=task.manifest.kind, runs=(fixture_run, solution_run), certification=report,
+                     failures=tuple(failures), seconds=watch.seconds)
+
+
+def _declared_lanes(built_root: Path, subdir: str, task_ids: Sequence[str], whole: bool) -> tuple[KeyLanes | None, list[CorpusFailure]]:
+    """The committed key-lane declaration, or the corpus-level failure that it cannot be read or names unknown tasks."""
+    try:
+        declared = read_key_lanes(built_root)
+    except CalibrationPlanError as error:
+        return None, [_failure("(corpus)", "key-lanes", f"{subdir}/{KEY_LANES_NAME}", str(error).split(": ", 1)[-1])]
+    extra = sorted(set(declared.tasks) - set(task_ids)) if whole else []
+    return declared, [_failure("(corpus)", "key-lanes", f"{subdir}/{KEY_LANES_NAME}", f"declares {extra}, which are not task folders; remove them")] if extra else []
 
 
 def _tasks_subdir(tasks_root: Path, repo_root: Path) -> str:
@@ -659,30 +723,42 @@ def _uncommitted(tasks_root: Path, built: Path) -> list[CorpusFailure]:
     ]
 
 
-def check_corpus(tasks_root: Path, repo_root: Path, revision: str = "HEAD", *, workers: int | None = None) -> CorpusCheckReport:
-    """Prove every invariant for every task of `revision`, each in fresh workspaces built from git objects.
+def check_corpus(tasks_root: Path, repo_root: Path, revision: str = "HEAD", *, workers: int | None = None,
+                 only: Sequence[str] | None = None) -> CorpusCheckReport:
+    """Prove every invariant for every task of `revision` (or the tasks named in `only`), each in fresh
+    workspaces built from git objects.
 
     `tasks_root` is the corpus folder (absolute, or relative to `repo_root`). Returns the report;
     call `raise_for_failures()` on it to fail loudly. Raises UnknownCommitError/CorpusError when the
-    revision or the corpus folder cannot be built at all.
+    revision or the corpus folder cannot be built at all. A task named in `only` that the revision
+    does not hold is a `layout` failure.
     """
     repo_root = Path(repo_root)
     tasks_root = Path(tasks_root) if Path(tasks_root).is_absolute() else repo_root / tasks_root
     subdir = _tasks_subdir(tasks_root, repo_root)
-    with tempfile.TemporaryDirectory(prefix="memtrial-taskcorpus-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="memtrial-taskcorpus-", dir=ram_scratch()) as tmp:
         scratch = Path(tmp)
         build = build_tree(repo_root, revision, scratch / "tasks", subdir=subdir)
         commit = build.source.commit
         folders = task_folders(scratch / "tasks")
+        all_ids = [p.name for p in folders]
         corpus_failures = _uncommitted(tasks_root, scratch / "tasks")
-        if not folders:
+        if only is not None:
+            wanted = set(only)
+            corpus_failures = [f for f in corpus_failures if f.task_id in wanted]
+            corpus_failures += [_failure(t, "layout", t, f"no task folder {t!r} at {commit[:12]} under {subdir}")
+                                for t in sorted(wanted - set(all_ids)) if t not in {f.task_id for f in corpus_failures}]
+            folders = [p for p in folders if p.name in wanted]
+        if not folders and not corpus_failures:
             corpus_failures.append(_failure("(corpus)", "layout", subdir, "the corpus holds no task; a check over nothing cannot pass"))
+        declared, lane_failures = _declared_lanes(scratch / "tasks", subdir, all_ids, only is None) if folders else (None, [])
+        corpus_failures += lane_failures
 
         def one(indexed: tuple[int, Path]) -> TaskCheck:
             index, folder = indexed
             work = scratch / "work" / f"{index:03d}"
             work.mkdir(parents=True)
-            return check_task(repo_root, commit, subdir, folder, work)
+            return check_task(repo_root, commit, subdir, folder, work, declared)
 
         with ThreadPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1)) as pool:
             checks = list(pool.map(one, enumerate(folders)))

@@ -169,6 +169,9 @@ def headline_section(summary: GradingSummary) -> str:
             "symmetry), not certainty. Tokens and wall time are exploratory below 5 tasks with a difference."
             + (f" Reference only, treating trials as independent: trial-level exact McNemar over {reference.pairs} pairs, "
                f"{p_phrase(reference.p_value)}." if reference else "")))
+        if first.power is not None:
+            parts.append(f'<p id="power"><strong>What this test can see</strong>: {escape(first.power.sentence())}. '
+                         f"{escape(first.power.method)}.</p>")
     if summary.warnings:
         parts.append(f'<p><a href="#warnings">{len(summary.warnings)} warning(s) below</a>: read them before quoting these numbers.</p>')
     return "".join(parts) + "</div>"

@@ -35,6 +35,9 @@ def summary_markdown(summary: GradingSummary, report_uri: str) -> str:
               _md_number(c.success_difference.high), _md_number(c.success_difference.p_value), _md_number(c.token_difference.estimate),
               *([_md_number(c.mui.net), _md_number(c.mui.low), _md_number(c.mui.high)] if c.mui else ["", "", ""])]
              for c in summary.headline])]
+        powered = next((c.power for c in summary.headline if c.power is not None), None)
+        if powered is not None:
+            parts += ["", f"Power: {_md_cell(powered.sentence())}."]
     parts += ["", "## MUI v2", md_table(["task", "on attempts", "success lift", "cost saving", "MUI", "harm", "net"],
                                          [[t.task_id, t.on_attempts, t.success_lift_share, t.cost_saving_share, t.mui, t.harm_share, t.net]
                                           for t in summary.mui])]

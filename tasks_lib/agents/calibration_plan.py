@@ -28,10 +28,11 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from tasks_lib.agents.calibration import EXPLORABLE, MEMORY_SOLVES, tokens
-from tasks_lib.contracts import Document, Identifier, LaneName, NonEmptyText
+from tasks_lib.conditions import key_texts_of, planted_memories, spec_of
+from tasks_lib.contracts import Document, Identifier, LaneName, MemorySpec, NonEmptyText
 from tasks_lib.corpus.tasks import LoadedTask
 from tasks_lib.errors import MemtrialError
-from tasks_lib.memory.delivery.hook import DEFAULT_K
+from tasks_lib.memory.delivery.hook import DEFAULT_K, MAX_QUERY_BYTES
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.memory.reference.store import SqliteMemoryStore
@@ -39,8 +40,6 @@ from tasks_lib.trees import walk_files
 
 KEY_LANES_NAME = "key_lanes.json"
 """The declaration file, at the root of the task corpus."""
-KEY_MEMORY_KINDS = frozenset({"convention", "decision", "procedure", "correction"})
-"""Memory kinds that carry a task's answer; the calibration agent needs one of them delivered."""
 REFERENCE_EMBEDDER = "hashed"
 """The embedder the declaration is made for (the one paired runs use by default)."""
 RECALL_K = DEFAULT_K
@@ -80,8 +79,16 @@ class ExpectedAttempt:
 
 def key_texts(task: LoadedTask) -> list[str]:
     """Texts of the memories that carry the task's answer (any non-superseded one when none is of a key kind)."""
-    memories = task.manifest.memories
-    return [m.text for m in memories if m.kind in KEY_MEMORY_KINDS] or [m.text for m in memories if m.kind != "superseded"]
+    return key_texts_of(task.manifest.memories)
+
+
+def misleading_texts(memories: Sequence[MemorySpec]) -> list[str]:
+    """The old values a planted state holds without any correction (`harm:superseded`, `harm:contradictory`):
+    the calibration agent acts on one that arrives without the key memory, and explores when both arrive.
+    Empty when the state plants a correction (a stale-trap's `on`: the correction wins)."""
+    if any(m.kind == "correction" for m in memories):
+        return []
+    return [m.text for m in memories if m.kind == "superseded"]
 
 
 def load_key_lanes(tasks_root: Path, tasks: Sequence[LoadedTask]) -> KeyLanes:
@@ -134,16 +141,47 @@ def active_lanes(condition: str) -> frozenset[str]:
     return frozenset(LANES)
 
 
+def clip_query(prompt: str) -> str:
+    """The query the delivery hook sends for `prompt`: its first MAX_QUERY_BYTES bytes."""
+    return prompt.encode("utf-8", "surrogatepass")[:MAX_QUERY_BYTES].decode("utf-8", "ignore")
+
+
+def served_texts(memories: Sequence[MemorySpec], prompts: Sequence[str], embedder: str = REFERENCE_EMBEDDER,
+                 k: int = RECALL_K) -> frozenset[str]:
+    """Texts the reference store serves the delivery hook for `prompts` when `memories` are planted:
+    each prompt clipped as the hook clips it, every lane, `k` hits (what the witness relays)."""
+    if not memories:
+        return frozenset()
+    with tempfile.TemporaryDirectory(prefix="memtrial-served-") as tmp, SqliteMemoryStore(Path(tmp) / "m.sqlite", embedder) as store:
+        realm = "probe:served"
+        store.create_realm(realm)
+        plant(store, realm, memories)
+        return frozenset(hit.text for prompt in prompts for hit in store.recall(realm, clip_query(prompt), k, lanes=list(LANES)))
+
+
 def expected_attempt(task: LoadedTask, condition: str, key_lanes: Sequence[str]) -> ExpectedAttempt:
-    """The calibration agent's expected behaviour on `task` under `condition` (see the module docstring)."""
+    """The calibration agent's expected behaviour on `task` under `condition` (see the module docstring):
+    for `on`, `off` and `ablate:*` from the key-lane declaration; for `notes` from the notes file (it holds
+    every memory); for `placebo` and `harm:*` from what the reference store serves of their planted state."""
     kind = task.manifest.kind
-    delivered = bool(active_lanes(condition) & set(key_lanes))
-    memory_solves = delivered and kind in MEMORY_SOLVES
-    solves = memory_solves or kind in EXPLORABLE
+    spec = spec_of(condition)
+    keys = set(key_texts(task))
+    misled = False
+    if spec.planted in ("placebo", "harm"):
+        planted = planted_memories(task.manifest, condition)
+        served = served_texts(planted, (task.manifest.instruction, *task.manifest.follow_up_prompts))
+        delivered, misled = bool(served & keys), bool(served & set(misleading_texts(planted)))
+    elif spec.delivery == "notes-file":
+        delivered = bool(task.manifest.memories and keys)
+    else:
+        delivered = bool(active_lanes(condition) & set(key_lanes))
+    memory_solves = delivered and not misled and kind in MEMORY_SOLVES
+    acts_on_old_value = misled and not delivered
+    solves = memory_solves or (kind in EXPLORABLE and not acts_on_old_value)
     written = sum((task.solution_dir / rel).stat().st_size for rel in walk_files(task.solution_dir)) if solves else 0
     return ExpectedAttempt(
         delivered=delivered,
-        explores=not memory_solves,
+        explores=not memory_solves and not acts_on_old_value,
         outcome="pass" if solves else "fail",
         output_tokens=tokens(written),
     )

@@ -100,6 +100,14 @@ def spec_of(condition: str, lanes: Sequence[str] | None = None) -> ConditionSpec
     raise UnknownCondition(f"condition {condition!r} is unknown; use one of {known}")
 
 
+def condition_summary(condition: str) -> str:
+    """The one-line summary of a condition for reports ('unknown condition' for a name not in the table)."""
+    try:
+        return spec_of(condition).summary
+    except UnknownCondition:
+        return "unknown condition"
+
+
 def applies(manifest: TaskManifest, condition: str) -> bool:
     """Whether the task has a cell for `condition`: placebo and harm conditions need their planted
     state in the manifest; every other condition applies to every task."""

@@ -23,6 +23,7 @@ from tasks_lib.artifacts import open_store
 from tasks_lib.contracts import RunRecord
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.memory import env as memory_env_names
+from tasks_lib.memory.delivery.notes import NOTES_PATHS
 from tasks_lib.memory.delivery.provenance import find_provenance, wrap_block
 from tasks_lib.memory.realms import trial_realm
 from tasks_lib.sandbox.local import LocalSandbox
@@ -50,7 +51,7 @@ def test_the_delivered_block_is_worded_neutrally() -> None:
 
 TASK = "logship-partial-exit"
 """A task with planted memories (the exit-status convention and a fact)."""
-CONDITIONS = ("off", "on", "ablate:all", "ablate:keyword")
+CONDITIONS = ("off", "on", "ablate:all", "ablate:keyword", "notes", "placebo", "harm:superseded")
 KEYWORD = "pager"
 """A word only a planted memory holds: a keyword-lane probe for it finds the convention."""
 OBSERVER = f"""
@@ -120,6 +121,7 @@ seen = {{
     "workspace": listing("."), "tmp": listing("/tmp"), "mountinfo": read("/proc/self/mountinfo"),
     "transcript": [json.loads(line) for line in read(os.environ[{memory_env_names.TRANSCRIPT_ENV!r}]).splitlines()],
     "stores": sorted(set(stores)), "sockets": sockets, "texts": texts, "probe": probe,
+    "notes": {{rel: read(os.path.join(os.environ["HOME"], rel)) for rel in {list(NOTES_PATHS)!r}}},
 }}
 print(json.dumps({{"kind": "message", "text": json.dumps(seen)}}))
 """
@@ -210,6 +212,36 @@ def test_nothing_an_agent_sees_names_the_apparatus_or_its_arm(seen: dict[str, di
         values = json.dumps({"env": env, **{k: observed[k] for k in ("argv", "cwd", "home", "tmp")}})  # hook argv: see README
         assert not re.search(r"memtrial|ablat|\boff\b", names + " " + values, re.I), (condition, names, values)
         assert not {memory_env_names.MEMORY_OFF_ENV, memory_env_names.ABLATE_LANES_ENV} & set(observed["env"]), condition  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("condition", ["placebo", "harm:superseded"])
+def test_a_placebo_or_harm_arm_looks_exactly_like_on(seen: dict[str, dict[str, object]], condition: str) -> None:
+    """The placebo and harm arms go through the same memory system, witness and socket as `on`: what the
+    agent sees must match `on` exactly but for what its memory delivers (else it could tell a placebo)."""
+    assert _view(seen[condition]) == _view(seen["on"]), condition
+    assert memory_env_names.SOCKET_ENV in seen[condition]["env"] and seen[condition]["injection"] == "yes"  # type: ignore[operator]
+
+
+def test_the_notes_arm_differs_from_off_only_by_its_notes_files_which_name_no_arm(seen: dict[str, dict[str, object]]) -> None:
+    """The notes arm reaches no memory system (no socket, no store), and its HOME holds the runner's notes
+    files, worded neutrally; every other name, path, file and mount matches `off`; no other arm has them."""
+    notes, off = _view(seen["notes"]), _view(seen["off"])
+    folders = {rel.split("/")[0] for rel in NOTES_PATHS}
+    assert sorted(notes["home"]) == sorted([*off["home"], *folders, *NOTES_PATHS])  # type: ignore[index]
+    assert {k: v for k, v in notes.items() if k != "home"} == {k: v for k, v in off.items() if k != "home"}  # type: ignore[union-attr]
+    assert (seen["notes"]["stores"], seen["notes"]["sockets"]) == ([], []) and seen["notes"]["injection"] == "yes"
+    texts = list(seen["notes"]["notes"].values())  # type: ignore[union-attr]
+    assert texts and all(m.text.split()[0] in t for t in texts for m in _task_memories()), texts
+    wording = texts
+    for m in _task_memories():
+        wording = [t.replace(m.text, "") for t in wording]
+    assert not any(GIVEAWAYS.search(t) for t in wording), wording  # the runner's own words, not the task's memories
+    for condition in ("off", "on", "placebo", "harm:superseded"):
+        assert set(seen[condition]["notes"].values()) == {"FileNotFoundError"}, condition  # type: ignore[union-attr]
+
+
+def _task_memories() -> list:  # type: ignore[type-arg]
+    return [t for t in load_tasks(Path(__file__).resolve().parents[1] / "corpora" / "tasks") if t.task_id == TASK][0].manifest.memories
 
 
 @pytest.mark.parametrize("condition", ["off", "ablate:all"])

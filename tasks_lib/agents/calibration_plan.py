@@ -20,7 +20,8 @@ a silently different pattern.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -116,16 +117,23 @@ def load_key_lanes(tasks_root: Path, tasks: Sequence[LoadedTask]) -> KeyLanes:
     return declared
 
 
+@contextmanager
+def probe_store(memories: Sequence[MemorySpec], embedder: str) -> Iterator[tuple[SqliteMemoryStore, str]]:
+    """A throwaway reference store with `memories` planted in one realm: (store, realm), removed after."""
+    with tempfile.TemporaryDirectory(prefix="memtrial-probe-") as tmp, SqliteMemoryStore(Path(tmp) / "m.sqlite", embedder) as store:
+        realm = "probe:calibration"
+        store.create_realm(realm)
+        plant(store, realm, memories)
+        yield store, realm
+
+
 def measure_key_lanes(task: LoadedTask, embedder: str = REFERENCE_EMBEDDER, k: int = RECALL_K) -> tuple[str, ...]:
     """The lanes that, each alone, retrieve a key memory for one of the task's prompts (in LANES order)."""
     if not task.manifest.memories:
         return ()
     wanted = set(key_texts(task))
     prompts = (task.manifest.instruction, *task.manifest.follow_up_prompts)
-    with tempfile.TemporaryDirectory(prefix="memtrial-key-lanes-") as tmp, SqliteMemoryStore(Path(tmp) / "m.sqlite", embedder) as store:
-        realm = "probe:key-lanes"
-        store.create_realm(realm)
-        plant(store, realm, task.manifest.memories)
+    with probe_store(task.manifest.memories, embedder) as (store, realm):
         return tuple(
             lane for lane in LANES
             if any(hit.text in wanted for prompt in prompts for hit in store.recall(realm, prompt, k, lanes=(lane,)))
@@ -152,10 +160,7 @@ def served_texts(memories: Sequence[MemorySpec], prompts: Sequence[str], embedde
     each prompt clipped as the hook clips it, every lane, `k` hits (what the witness relays)."""
     if not memories:
         return frozenset()
-    with tempfile.TemporaryDirectory(prefix="memtrial-served-") as tmp, SqliteMemoryStore(Path(tmp) / "m.sqlite", embedder) as store:
-        realm = "probe:served"
-        store.create_realm(realm)
-        plant(store, realm, memories)
+    with probe_store(memories, embedder) as (store, realm):
         return frozenset(hit.text for prompt in prompts for hit in store.recall(realm, clip_query(prompt), k, lanes=list(LANES)))
 
 

@@ -122,6 +122,7 @@ seen = {{
     "transcript": [json.loads(line) for line in read(os.environ[{memory_env_names.TRANSCRIPT_ENV!r}]).splitlines()],
     "stores": sorted(set(stores)), "sockets": sockets, "texts": texts, "probe": probe,
     "notes": {{rel: read(os.path.join(os.environ["HOME"], rel)) for rel in {list(NOTES_PATHS)!r}}},
+    "reminders": stdin.split("\n\n<system-reminder>")[1:],
 }}
 print(json.dumps({{"kind": "message", "text": json.dumps(seen)}}))
 """
@@ -222,22 +223,26 @@ def test_a_placebo_or_harm_arm_looks_exactly_like_on(seen: dict[str, dict[str, o
     assert memory_env_names.SOCKET_ENV in seen[condition]["env"] and seen[condition]["injection"] == "yes"  # type: ignore[operator]
 
 
-def test_the_notes_arm_differs_from_off_only_by_its_notes_files_which_name_no_arm(seen: dict[str, dict[str, object]]) -> None:
-    """The notes arm reaches no memory system (no socket, no store), and its HOME holds the runner's notes
-    files, worded neutrally; every other name, path, file and mount matches `off`; no other arm has them."""
-    notes, off = _view(seen["notes"]), _view(seen["off"])
-    folders = {rel.split("/")[0] for rel in NOTES_PATHS}
-    assert sorted(notes["home"]) == sorted([*off["home"], *folders, *NOTES_PATHS])  # type: ignore[index]
-    assert {k: v for k, v in notes.items() if k != "home"} == {k: v for k, v in off.items() if k != "home"}  # type: ignore[union-attr]
+def test_the_notes_arm_differs_from_off_only_by_the_notes_its_harness_loads(seen: dict[str, dict[str, object]]) -> None:
+    """The notes arm reaches no memory system (no socket, no store); the only difference from `off` is the
+    notes file the agent's harness loads from the arm's HOME (for the command agent: its adapter, as the
+    first prompt's reminder and a `notes-file` transcript step), worded neutrally; no other arm gets it."""
+    def without_notes(view: object) -> object:
+        steps = [s for s in view["transcript"] if s.get("channel") != "notes-file"]  # type: ignore[index]
+        return {**view, "transcript": steps}  # type: ignore[dict-item]
+
+    assert without_notes(_view(seen["notes"])) == without_notes(_view(seen["off"]))
     assert (seen["notes"]["stores"], seen["notes"]["sockets"]) == ([], []) and seen["notes"]["injection"] == "yes"
-    texts = list(seen["notes"]["notes"].values())  # type: ignore[union-attr]
-    assert texts and all(m.text.split()[0] in t for t in texts for m in _task_memories()), texts
-    wording = texts
+    (reminder,) = seen["notes"]["reminders"]  # type: ignore[misc]
+    assert all(m.text in reminder for m in _task_memories()), reminder
+    wording = reminder
     for m in _task_memories():
-        wording = [t.replace(m.text, "") for t in wording]
-    assert not any(GIVEAWAYS.search(t) for t in wording), wording  # the runner's own words, not the task's memories
-    for condition in ("off", "on", "placebo", "harm:superseded"):
-        assert set(seen[condition]["notes"].values()) == {"FileNotFoundError"}, condition  # type: ignore[union-attr]
+        wording = wording.replace(m.text, "")
+    assert not GIVEAWAYS.search(wording), wording  # the harness's and the runner's own words, not the task's memories'
+    for condition in ("off", "ablate:all", "ablate:keyword"):
+        assert seen[condition]["reminders"] == [], condition
+    for condition in ("on", "placebo", "harm:superseded"):
+        assert not any("Contents of" in r for r in seen[condition]["reminders"]), condition  # type: ignore[union-attr]
 
 
 def _task_memories() -> list:  # type: ignore[type-arg]

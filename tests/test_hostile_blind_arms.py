@@ -122,7 +122,7 @@ seen = {{
     "transcript": [json.loads(line) for line in read(os.environ[{memory_env_names.TRANSCRIPT_ENV!r}]).splitlines()],
     "stores": sorted(set(stores)), "sockets": sockets, "texts": texts, "probe": probe,
     "notes": {{rel: read(os.path.join(os.environ["HOME"], rel)) for rel in {list(NOTES_PATHS)!r}}},
-    "reminders": stdin.split("\n\n<system-reminder>")[1:],
+    "reminders": stdin.split("\\n\\n<system-reminder>")[1:],
 }}
 print(json.dumps({{"kind": "message", "text": json.dumps(seen)}}))
 """

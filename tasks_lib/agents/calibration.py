@@ -36,7 +36,7 @@ from pathlib import Path
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.corpus.tasks import overlay
-from tasks_lib.memory.delivery.notes import read_notes
+from tasks_lib.memory.delivery.notes import NOTES_LANE, read_notes
 from tasks_lib.memory.delivery.provenance import find_provenance
 from tasks_lib.trees import walk_files
 
@@ -113,7 +113,7 @@ class CalibrationAgent(Agent):
         context_all = ""
         notes = read_notes(session.home)
         if notes:
-            steps.append(TranscriptStep(source="system", kind="context", text=notes, channel="notes-file"))
+            steps.append(TranscriptStep(source="system", kind="context", text=notes, channel=NOTES_LANE))
             read += len(notes.encode())
         for prompt in session.prompts:
             steps.append(TranscriptStep(source="user", kind="prompt", text=prompt))

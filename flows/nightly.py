@@ -77,6 +77,8 @@ class NightlyResult(BaseModel):
     """Suite name -> folder of the trend curve its snapshot joined (`trend/<curve>/`)."""
     regressions: list[str]
     """Regressions of this run's snapshots against the previous ones; empty when none."""
+    skipped: list[str] = []
+    """Cells the matrix skipped, `<task> <condition>`: the task carries no planted state for the condition."""
 
 
 def resolve_config(config_path: str | None, artifact_root: str | None = None) -> tuple[RunConfig, Path]:
@@ -198,7 +200,7 @@ def _nightly(config: RunConfig, run_id: str, artifact_root: str) -> tuple[Nightl
         ))
     progress.finish(REPORT)
     summary = NightlyResult(run_id=run_id, artifact_root=artifact_root, config_key=config_key,
-                            excluded=excluded, agents=outcomes, suites=suite_keys,
+                            excluded=excluded, skipped=paired[0].skipped if paired else [], agents=outcomes, suites=suite_keys,
                             trend={k: v["curve"] for k, v in trend.items()},
                             regressions=[m for v in trend.values() for m in v["regressions"]])
     store.put_bytes(run_key(run_id, NIGHTLY_JSON), summary.model_dump_json(indent=2).encode())

@@ -23,7 +23,7 @@ from flows import stages
 from flows.budget import PairGuard
 from flows.progress import reporter
 from flows.status import run_marker
-from tasks_lib.arm.steps import check_conditions, schedule, select_tasks, task_subdir_of
+from tasks_lib.arm.steps import check_conditions, schedule, select_tasks, skipped_cells, task_subdir_of
 from tasks_lib.artifacts import run_key
 from tasks_lib.contracts import PreparedCorpus, RunRecord
 from tasks_lib.corpus.build import resolve_commit
@@ -49,6 +49,8 @@ class PairedResult(BaseModel):
     """Tasks left out of the matrix, with the reason (not certified clean, broken invariant)."""
     arms_cached: int
     """Arms whose record came from cache (not re-run)."""
+    skipped: list[str] = []
+    """Cells the matrix skipped, `<task> <condition>`: the task carries no planted state for the condition."""
 
 
 def arm_stage(agent: AgentSpec) -> str:
@@ -80,6 +82,11 @@ def _gate(prepared: list[PreparedCorpus], report: CorpusCheckReport) -> dict[str
         if check.failures:
             excluded.setdefault(check.task_id, "invariants: " + ", ".join(sorted({f.invariant for f in check.failures})))
     return excluded
+
+
+def skipped_of(config: RunConfig, tasks: PreparedTasks) -> list[str]:
+    """`<task> <condition>` for each cell the matrix skips (see `tasks_lib.arm.steps.skipped_cells`)."""
+    return [f"{task} {condition}" for task, condition in skipped_cells(tasks.runnable, config.conditions)]
 
 
 def pair_guard(config: RunConfig, agent: AgentSpec, run_id: str, artifact_root: str) -> PairGuard:
@@ -233,7 +240,7 @@ def paired_flow(config: RunConfig, run_id: str, repo_root: str, artifact_root: s
         records, cached, key = fan_out_arms(config, agent, tasks, run_id, artifact_root, storage)
         record_provenance(config, agent, tasks, run_id, artifact_root)
     return PairedResult(run_id=run_id, artifact_root=artifact_root, records_key=key, records=records,
-                        excluded=tasks.excluded, arms_cached=cached)
+                        excluded=tasks.excluded, arms_cached=cached, skipped=skipped_of(config, tasks))
 
 
 def agent_run_id(run_id: str, agent: AgentSpec) -> str:
@@ -253,5 +260,5 @@ def matrix_flow(config: RunConfig, run_id: str, repo_root: str, artifact_root: s
         records, cached, key = fan_out_arms(config, agent, tasks, sub_run, artifact_root, storage)
         record_provenance(config, agent, tasks, sub_run, artifact_root, parent_run_id=run_id)
         results.append(PairedResult(run_id=sub_run, artifact_root=artifact_root, records_key=key, records=records,
-                                    excluded=tasks.excluded, arms_cached=cached))
+                                    excluded=tasks.excluded, arms_cached=cached, skipped=skipped_of(config, tasks)))
     return results

@@ -18,7 +18,16 @@ import pytest
 
 from tasks_lib.memory.adapter import MemoryItem
 from tasks_lib.memory.adapters.common import AdapterUnavailableError
-from tasks_lib.memory.conformance import CONFORMANCE_CHECKS, FACTS, AdapterFactory, switched
+from tasks_lib.memory.conformance import (
+    CONFORMANCE_CHECKS,
+    FACTS,
+    UNRELATED_QUERIES,
+    AdapterFactory,
+    ConformanceFailure,
+    ConformanceNotApplicable,
+    check_unrelated_query_serves_no_planted_id_above_abstention,
+    switched,
+)
 from tasks_lib.memory.embeddings import HashedEmbedder
 from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 from tasks_lib.memory.errors import EmbedderMismatchError, RealmExistsError, UnknownRealmError
@@ -68,7 +77,28 @@ CASES = [(name, check) for name in SYSTEMS for check in CONFORMANCE_CHECKS]
 
 @pytest.mark.parametrize(("name", "check"), CASES, ids=[f"{n}-{c.__name__.removeprefix('check_')}" for n, c in CASES])
 def test_conformance(name: str, check: Callable[[AdapterFactory], None], tmp_path: Path) -> None:
-    check(factory(name, tmp_path))
+    """Every check passes; the abstention check instead reports a system that declares no abstention rule."""
+    try:
+        check(factory(name, tmp_path))
+    except ConformanceNotApplicable as reason:
+        assert check is check_unrelated_query_serves_no_planted_id_above_abstention, f"only the abstention check may not apply: {reason}"
+        with get_memory_system(name).opener(tmp_path / "probe", "hashed") as probe:
+            assert probe.ABSTENTION is None
+        print(f"{name}: {reason}")
+
+
+def test_a_system_claiming_an_abstention_rule_it_lacks_fails_conformance(tmp_path: Path) -> None:
+    """Declaring an abstention rule is checked, not believed: plain nearest neighbours that claim one fail."""
+    require("lancedb")
+    from tasks_lib.memory.adapters.lancedb import LanceDbMemoryAdapter
+
+    class Boastful(LanceDbMemoryAdapter):
+        ABSTENTION = "claims to drop unrelated memories"
+
+    counter = itertools.count()
+    with pytest.raises(ConformanceFailure, match="unrelated query"):
+        check_unrelated_query_serves_no_planted_id_above_abstention(lambda: Boastful(tmp_path / f"b-{next(counter)}", "hashed"))
+    assert UNRELATED_QUERIES
 
 
 @pytest.mark.parametrize("name", SYSTEMS)
@@ -209,7 +239,7 @@ def test_mcp_memories_are_plain_graph_entities_other_clients_can_read(tmp_path: 
 
 
 def test_unknown_memory_system_lists_the_known_ones() -> None:
-    with pytest.raises(UnknownMemorySystemError, match="chroma, mcp-memory, reference"):
+    with pytest.raises(UnknownMemorySystemError, match="chroma, chroma\\+memtrial-keyword, lancedb, mcp-memory, reference"):
         get_memory_system("mem-zero")
 
 

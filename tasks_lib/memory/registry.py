@@ -13,7 +13,9 @@ from pathlib import Path
 
 from tasks_lib.memory.adapter import MemoryAdapter
 from tasks_lib.memory.adapters.chroma import ChromaMemoryAdapter, chroma_unavailable
+from tasks_lib.memory.adapters.chroma_keyword import ChromaKeywordVariant
 from tasks_lib.memory.adapters.common import AdapterUnavailableError
+from tasks_lib.memory.adapters.lancedb import LanceDbMemoryAdapter, lancedb_unavailable
 from tasks_lib.memory.adapters.mcp_memory import McpMemoryAdapter, mcp_memory_unavailable
 from tasks_lib.memory.errors import MemoryStoreError
 from tasks_lib.memory.reference.store import SqliteMemoryStore
@@ -63,11 +65,27 @@ MEMORY_SYSTEMS: dict[str, MemorySystem] = {
         ),
         MemorySystem(
             "chroma",
-            "Chroma, embedded PersistentClient, one collection per realm, memtrial's embedder",
+            "Chroma as shipped: embedded PersistentClient, one collection per realm, collection.query ranking, no floor",
             ChromaMemoryAdapter.LANES,
             "pip install -e '.[chroma]'",
             ChromaMemoryAdapter,
             chroma_unavailable,
+        ),
+        MemorySystem(
+            "chroma+memtrial-keyword",
+            "variant: Chroma's storage with memtrial's keyword lane, RRF fusion and similarity floor (not Chroma as shipped)",
+            ChromaKeywordVariant.LANES,
+            "pip install -e '.[chroma]'",
+            ChromaKeywordVariant,
+            chroma_unavailable,
+        ),
+        MemorySystem(
+            "lancedb",
+            "LanceDB as shipped: embedded, one table per realm, its FTS / vector / hybrid (RRF) queries with a prefilter",
+            LanceDbMemoryAdapter.LANES,
+            "pip install -e '.[lancedb]'",
+            LanceDbMemoryAdapter,
+            lancedb_unavailable,
         ),
         MemorySystem(
             "mcp-memory",

@@ -17,6 +17,7 @@ from tasks_lib.memory.adapters.chroma_keyword import ChromaKeywordVariant
 from tasks_lib.memory.adapters.common import AdapterUnavailableError
 from tasks_lib.memory.adapters.lancedb import LanceDbMemoryAdapter, lancedb_unavailable
 from tasks_lib.memory.adapters.mcp_memory import McpMemoryAdapter, mcp_memory_unavailable
+from tasks_lib.memory.adapters.txtai import TxtaiMemoryAdapter, txtai_unavailable
 from tasks_lib.memory.errors import MemoryStoreError
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 
@@ -86,6 +87,14 @@ MEMORY_SYSTEMS: dict[str, MemorySystem] = {
             "pip install -e '.[lancedb]'",
             LanceDbMemoryAdapter,
             lancedb_unavailable,
+        ),
+        MemorySystem(
+            "txtai",
+            "txtai as shipped: one Embeddings index per realm, hybrid (BM25 + dense) with content, SQL search",
+            TxtaiMemoryAdapter.LANES,
+            "pip install -e '.[txtai]'",
+            TxtaiMemoryAdapter,
+            txtai_unavailable,
         ),
         MemorySystem(
             "mcp-memory",

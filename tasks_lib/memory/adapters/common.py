@@ -7,6 +7,7 @@ import them so that the reference store's retrieval can change without changing 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -15,7 +16,8 @@ from typing import Any
 
 from tasks_lib.memory.adapter import MemoryHit, MemoryItem, normalize_subject
 from tasks_lib.memory.entities import COMMON_WORDS
-from tasks_lib.memory.errors import MemoryStoreError, UnknownMemoryIdError
+from tasks_lib.memory.embeddings import Embedder
+from tasks_lib.memory.errors import EmbedderMismatchError, MemoryStoreError, UnknownMemoryIdError
 
 RRF_K = 60
 """The constant of reciprocal rank fusion: a hit at rank r in a lane adds 1 / (RRF_K + r)."""
@@ -150,3 +152,46 @@ def hit_from_record(mem_id: str, text: str, meta: Mapping[str, Any], score: floa
 def dir_size(path: Path) -> int:
     """Bytes of every file under `path` (0 when it does not exist)."""
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+REALMS_FILE = "memtrial-realms.json"
+"""Bookkeeping beside a system's own files: realm name -> {stored, embedder, ...}; never read by retrieval."""
+
+
+def read_realms(folder: Path) -> dict[str, dict[str, Any]]:
+    """The realm book of an adapter folder (empty when none was written)."""
+    file = folder / REALMS_FILE
+    return json.loads(file.read_text()) if file.exists() else {}
+
+
+def write_realms(folder: Path, book: Mapping[str, Mapping[str, Any]]) -> None:
+    """Replace the realm book atomically (write a temporary file, then rename)."""
+    file = folder / REALMS_FILE
+    temporary = file.with_suffix(".tmp")
+    temporary.write_text(json.dumps(book, indent=2, sort_keys=True) + "\n")
+    temporary.replace(file)
+
+
+def embedder_matches(realm: str, folder: Path, recorded: str, embedder: str) -> None:
+    """Raise EmbedderMismatchError when a realm built with `recorded` is opened with another embedder."""
+    if recorded != embedder:
+        raise EmbedderMismatchError(
+            f"embedder: realm {realm!r} in {folder} was built with {recorded!r}, not {embedder!r}; "
+            f"open it with {recorded!r} or use a new store"
+        )
+
+
+class CountingEmbedder:
+    """memtrial's embedder in a third-party system's embedding slot, counting calls, texts and tokens."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.calls = self.texts = self.tokens = 0
+
+    def __call__(self, texts: Sequence[str]) -> Any:
+        """Vectors (rows of norm 1) for `texts`."""
+        texts = list(texts)
+        self.calls += 1
+        self.texts += len(texts)
+        self.tokens += self.embedder.count_tokens(texts)
+        return self.embedder.embed(texts)

@@ -17,7 +17,6 @@ says which lane found it. LanceDB has no abstention rule: the vector query retur
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,14 +26,17 @@ from tasks_lib.memory.adapters.common import (
     METADATA_FIELDS,
     POOL,
     AdapterUnavailableError,
+    CountingEmbedder,
     dir_size,
+    embedder_matches,
     hit_from_record,
     plan_records,
+    read_realms,
     realm_key,
+    write_realms,
 )
 from tasks_lib.memory.embeddings import Embedder, get_embedder
 from tasks_lib.memory.errors import (
-    EmbedderMismatchError,
     MemoryInputError,
     MemoryStoreError,
     RealmExistsError,
@@ -48,10 +50,6 @@ LANCEDB_PACKAGE = "lancedb==0.40.0"
 
 TABLE_PREFIX = "realm_"
 """Prefix of the table names this adapter makes."""
-
-REALMS_FILE = "memtrial-realms.json"
-"""Bookkeeping beside the tables: realm name -> {table, stored, embedder} (not read by retrieval)."""
-
 
 def lancedb_unavailable() -> str | None:
     """None when lancedb can be imported here, else why not."""
@@ -82,7 +80,7 @@ class LanceDbMemoryAdapter(MemoryAdapter):
 
         self.path = Path(path)
         self.embedder = embedder if isinstance(embedder, Embedder) else get_embedder(embedder)
-        self._counts = {"calls": 0, "texts": 0, "tokens": 0}
+        self._counter = CountingEmbedder(self.embedder)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             self._db = lancedb.connect(str(self.path))
@@ -90,24 +88,14 @@ class LanceDbMemoryAdapter(MemoryAdapter):
             raise MemoryStoreError(f"lancedb path: cannot open a LanceDB database at {self.path} ({type(error).__name__}: {error})") from error
         self._tables: dict[str, Any] = {}
 
-    # ------------------------------------------------------------------ bookkeeping
-
     def _book(self) -> dict[str, dict[str, Any]]:
-        file = self.path / REALMS_FILE
-        return json.loads(file.read_text()) if file.exists() else {}
+        return read_realms(self.path)
 
     def _save_book(self, book: dict[str, dict[str, Any]]) -> None:
-        file = self.path / REALMS_FILE
-        temporary = file.with_suffix(".tmp")
-        temporary.write_text(json.dumps(book, indent=2, sort_keys=True) + "\n")
-        temporary.replace(file)
+        write_realms(self.path, book)
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
-        vectors = self.embedder.embed(texts)
-        self._counts["calls"] += 1
-        self._counts["texts"] += len(texts)
-        self._counts["tokens"] += self.embedder.count_tokens(texts)
-        return [list(map(float, v)) for v in vectors]
+        return [list(map(float, v)) for v in self._counter(texts)]
 
     def _table(self, realm: str) -> Any:
         if realm in self._tables:
@@ -115,11 +103,7 @@ class LanceDbMemoryAdapter(MemoryAdapter):
         entry = self._book().get(realm)
         if entry is None:
             raise UnknownRealmError(f"realm: {realm!r} was never created in {self.path}; create it (no default realm is used)")
-        if entry["embedder"] != self.embedder.name:
-            raise EmbedderMismatchError(
-                f"embedder: realm {realm!r} in {self.path} was built with {entry['embedder']!r}, not {self.embedder.name!r}; "
-                f"open it with {entry['embedder']!r} or use a new store"
-            )
+        embedder_matches(realm, self.path, entry["embedder"], self.embedder.name)
         self._tables[realm] = self._db.open_table(entry["table"])
         return self._tables[realm]
 
@@ -235,8 +219,8 @@ class LanceDbMemoryAdapter(MemoryAdapter):
         return hits
 
     def accounting(self) -> Accounting:
-        return Accounting(embedding_calls=self._counts["calls"], embedding_texts=self._counts["texts"],
-                          embedding_tokens=self._counts["tokens"], storage_bytes=dir_size(self.path))
+        return Accounting(embedding_calls=self._counter.calls, embedding_texts=self._counter.texts,
+                          embedding_tokens=self._counter.tokens, storage_bytes=dir_size(self.path))
 
     def close(self) -> None:
         """Drop the open tables (LanceDB holds no server or lock)."""

@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 TASKS = load_tasks(REPO / "corpora" / "tasks")
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
 ARGV = (sys.executable, "-m", "tasks_lib.memory.provisioner.system")
-SYSTEMS = ("chroma", "mcp-memory")
+SYSTEMS = ("chroma", "chroma+memtrial-keyword", "mcp-memory", "lancedb", "txtai", "mem0")
 
 
 def spec(system: str, state: Path) -> ProvisionerSpec:

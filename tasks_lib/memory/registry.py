@@ -17,6 +17,8 @@ from tasks_lib.memory.adapters.chroma_keyword import ChromaKeywordVariant
 from tasks_lib.memory.adapters.common import AdapterUnavailableError
 from tasks_lib.memory.adapters.lancedb import LanceDbMemoryAdapter, lancedb_unavailable
 from tasks_lib.memory.adapters.mcp_memory import McpMemoryAdapter, mcp_memory_unavailable
+from tasks_lib.memory.adapters.mcp_search_nodes import McpSearchNodesAdapter
+from tasks_lib.memory.adapters.mem0 import Mem0MemoryAdapter, mem0_unavailable
 from tasks_lib.memory.adapters.txtai import TxtaiMemoryAdapter, txtai_unavailable
 from tasks_lib.memory.errors import MemoryStoreError
 from tasks_lib.memory.reference.store import SqliteMemoryStore
@@ -50,7 +52,11 @@ def _open_reference(folder: Path, embedder: str) -> MemoryAdapter:
 
 
 def _open_mcp_memory(folder: Path, embedder: str) -> MemoryAdapter:
-    return McpMemoryAdapter(folder)  # no embeddings: the server matches text
+    return McpSearchNodesAdapter(folder)  # no embeddings: the server matches text
+
+
+def _open_mcp_memory_terms(folder: Path, embedder: str) -> MemoryAdapter:
+    return McpMemoryAdapter(folder)
 
 
 MEMORY_SYSTEMS: dict[str, MemorySystem] = {
@@ -97,11 +103,27 @@ MEMORY_SYSTEMS: dict[str, MemorySystem] = {
             txtai_unavailable,
         ),
         MemorySystem(
+            "mem0",
+            "mem0 (mem0ai) as shipped with infer=False: local qdrant, realms as user ids, its search and 0.1 threshold; local embedder = bundled MiniLM",
+            Mem0MemoryAdapter.LANES,
+            "pip install -e '.[mem0]'",
+            Mem0MemoryAdapter,
+            mem0_unavailable,
+        ),
+        MemorySystem(
             "mcp-memory",
-            "@modelcontextprotocol/server-memory (npm) over MCP stdio, one server and memory file per realm",
-            McpMemoryAdapter.LANES,
+            "@modelcontextprotocol/server-memory (npm) over MCP stdio as an agent calls it: one search_nodes call, the server's order",
+            McpSearchNodesAdapter.LANES,
             "bash scripts/install_mcp_memory.sh",
             _open_mcp_memory,
+            mcp_memory_unavailable,
+        ),
+        MemorySystem(
+            "mcp-memory+memtrial-terms",
+            "variant: the MCP memory server's storage with memtrial's per-term search_nodes calls, IDF ranking and entity graph",
+            McpMemoryAdapter.LANES,
+            "bash scripts/install_mcp_memory.sh",
+            _open_mcp_memory_terms,
             mcp_memory_unavailable,
         ),
     )

@@ -44,6 +44,8 @@ class MemorySystem:
     """Build an adapter keeping its data in a folder, with a memtrial embedder name."""
     unavailable: Callable[[], str | None]
     """None when it can run here, else why not."""
+    abstention: str | None = None
+    """The system's own abstention rule (its adapter's ABSTENTION), None when it has none."""
 
 
 def _open_reference(folder: Path, embedder: str) -> MemoryAdapter:
@@ -69,6 +71,7 @@ MEMORY_SYSTEMS: dict[str, MemorySystem] = {
             "",
             _open_reference,
             lambda: None,
+            SqliteMemoryStore.ABSTENTION,
         ),
         MemorySystem(
             "chroma",
@@ -77,6 +80,7 @@ MEMORY_SYSTEMS: dict[str, MemorySystem] = {
             "pip install -e '.[chroma]'",
             ChromaMemoryAdapter,
             chroma_unavailable,
+            ChromaMemoryAdapter.ABSTENTION,
         ),
         MemorySystem(
             "chroma+memtrial-keyword",
@@ -85,6 +89,7 @@ MEMORY_SYSTEMS: dict[str, MemorySystem] = {
             "pip install -e '.[chroma]'",
             ChromaKeywordVariant,
             chroma_unavailable,
+            ChromaKeywordVariant.ABSTENTION,
         ),
         MemorySystem(
             "lancedb",
@@ -93,6 +98,7 @@ MEMORY_SYSTEMS: dict[str, MemorySystem] = {
             "pip install -e '.[lancedb]'",
             LanceDbMemoryAdapter,
             lancedb_unavailable,
+            LanceDbMemoryAdapter.ABSTENTION,
         ),
         MemorySystem(
             "txtai",
@@ -101,6 +107,7 @@ MEMORY_SYSTEMS: dict[str, MemorySystem] = {
             "pip install -e '.[txtai]'",
             TxtaiMemoryAdapter,
             txtai_unavailable,
+            TxtaiMemoryAdapter.ABSTENTION,
         ),
         MemorySystem(
             "mem0",
@@ -109,6 +116,7 @@ MEMORY_SYSTEMS: dict[str, MemorySystem] = {
             "pip install -e '.[mem0]'",
             Mem0MemoryAdapter,
             mem0_unavailable,
+            Mem0MemoryAdapter.ABSTENTION,
         ),
         MemorySystem(
             "mcp-memory",
@@ -117,6 +125,7 @@ MEMORY_SYSTEMS: dict[str, MemorySystem] = {
             "bash scripts/install_mcp_memory.sh",
             _open_mcp_memory,
             mcp_memory_unavailable,
+            McpSearchNodesAdapter.ABSTENTION,
         ),
         MemorySystem(
             "mcp-memory+memtrial-terms",
@@ -125,6 +134,7 @@ MEMORY_SYSTEMS: dict[str, MemorySystem] = {
             "bash scripts/install_mcp_memory.sh",
             _open_mcp_memory_terms,
             mcp_memory_unavailable,
+            McpMemoryAdapter.ABSTENTION,
         ),
     )
 }

@@ -17,6 +17,7 @@ says which lane found it. LanceDB has no abstention rule: the vector query retur
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -76,6 +77,7 @@ class LanceDbMemoryAdapter(MemoryAdapter):
         reason = lancedb_unavailable()
         if reason:
             raise AdapterUnavailableError(reason)
+        os.environ.setdefault("LANCE_LOG", "error")  # lance logs a WARN line per new table on stderr
         import lancedb
 
         self.path = Path(path)

@@ -110,8 +110,8 @@ def memtrial_build(code_root: Path = CODE_ROOT) -> tuple[str, str | None, bool |
 
 def memory_config_digest(memory_system: str, embedder: str, provisioner_argv: Sequence[str] = ()) -> str:
     """sha256 of the memory system's configuration as canonical JSON, including a registered
-    system's frozen adapter config digest (package versions and settings, `adapters.frozen`)."""
-    from tasks_lib.memory.adapters.frozen import adapter_config
+    system's frozen adapter config digest (package versions and settings, `memory.adapter_config`)."""
+    from tasks_lib.memory.adapter_config import adapter_config
     from tasks_lib.memory.registry import MEMORY_SYSTEMS
 
     identity: dict[str, object] = {"memory_system": memory_system, "embedder": embedder, "provisioner_argv": list(provisioner_argv)}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks_lib.memory.adapters import frozen
-from tasks_lib.memory.adapters.frozen import adapter_config
+from tasks_lib.memory import adapter_config as frozen
+from tasks_lib.memory.adapter_config import adapter_config
 from tasks_lib.memory.registry import MEMORY_SYSTEMS, UnknownMemorySystemError
 from tasks_lib.provenance import memory_config_digest
 

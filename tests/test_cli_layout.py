@@ -28,7 +28,7 @@ GROUPS = {
     "corpus": {"build", "redact", "check", "fetch"},
     "memory": {"remember", "recall", "forget", "hook", "serve", "stop", "snapshot"},
     "provisioner": {"check"},
-    "suite": {"recall", "retrieval", "locomo", "longmemeval"},
+    "suite": {"recall", "retrieval", "locomo", "longmemeval", "compare"},
     "budget": {"check", "fingerprint"},
 }
 """The command groups and their commands."""

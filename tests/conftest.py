@@ -90,6 +90,7 @@ def pytest_configure(config: pytest.Config) -> None:
     home = Path(tempfile.mkdtemp(prefix="memtrial-test-home-"))
     os.environ.setdefault("MEMTRIAL_HOME", str(home))
     os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
+    os.environ.setdefault("MEMTRIAL_PACK_CACHE", str(home / "packs"))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")

@@ -3,7 +3,8 @@
 DAG: prepare (build, redact, certify; per task) and corpus invariants, in parallel -> only tasks
 that certified clean and hold every invariant go on -> for each agent, the arms (task x condition x
 trial, conditions interleaved) fan out on the task runner -> the records table. A paid agent's
-arms pass the budget guard first and run one at a time with the guard between them.
+arms pass the budget guard before each starts and run up to `runner.workers` at once, each in
+flight reserving the arm ceiling against the pair cap (`paid_arms`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from flows.settings import configure_prefect
 
 configure_prefect()
 
-from prefect import flow
+from prefect import Task, flow
 from prefect.futures import PrefectFuture, as_completed
 from pydantic import BaseModel
 
@@ -167,8 +168,8 @@ def prepare_tasks(config: RunConfig, repo_root: str, artifact_root: str, storage
 
 def fan_out_arms(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_id: str, artifact_root: str,
                  storage: stages.ArtifactResultStorage) -> tuple[list[RunRecord], int, str]:
-    """One agent's arms fanned out on the task runner (a paid agent's one at a time behind the budget
-    guard), then its records table. Returns (records, arms from cache, records key). Call inside a flow."""
+    """One agent's arms fanned out on the task runner (a paid agent's behind the budget guard, see
+    `paid_arms`), then its records table. Returns (records, arms from cache, records key). Call inside a flow."""
     progress = reporter()
     stage = arm_stage(agent)
     specs = arm_specs(config, agent, tasks, run_id=run_id, artifact_root=artifact_root)
@@ -182,18 +183,43 @@ def fan_out_arms(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_
     arm = stages.run_arm.with_options(result_storage=storage, retries=0 if agent.paid else 1, retry_delay_seconds=1,
                                       retry_condition_fn=stages.retry_condition)
     if agent.paid:
-        guard = pair_guard(config, agent, run_id, artifact_root)
-        records, cached = [], 0
-        for spec in specs:
-            guard.before_arm(declared_spent_usd=sum(r.cost_usd for r in records))
-            done, hits = _collect([arm.submit(spec)], stage)
-            records.extend(done)
-            cached += hits
+        records, cached = paid_arms(specs, arm, pair_guard(config, agent, run_id, artifact_root), config.runner.workers, stage)
     else:
         records, cached = _collect([arm.submit(spec) for spec in specs], stage)
     stages.seal_matrix(storage, specs, records)
     progress.finish(stage, f"{sum(r.outcome == 'pass' for r in records)} passed")
     return records, cached, _store_records(agent, artifact_root, run_id, records, storage)
+
+
+def paid_arms(specs: list[ArmSpec], arm: Task, guard: PairGuard, workers: int, stage: str) -> tuple[list[RunRecord], int]:
+    """A paid agent's arms, up to `workers` at once, each passing the budget guard first with every arm
+    in flight reserving the arm ceiling (`PairGuard`): an arm starts only when finished spend plus the
+    reservations plus its own ceiling fit the pair cap. When the guard stops the pair, the arms in
+    flight finish (they are spending) before BudgetStop propagates. Returns (records in spec order,
+    arms from cache)."""
+    progress = reporter()
+    results: dict[int, RunRecord] = {}
+    in_flight: dict[PrefectFuture, int] = {}
+    pending = list(enumerate(specs))
+    cached = 0
+    try:
+        while pending or in_flight:
+            spent = sum(r.cost_usd for r in results.values())
+            if pending and len(in_flight) < workers and (not in_flight or guard.fits_another(spent, len(in_flight))):
+                guard.before_arm(declared_spent_usd=spent + len(in_flight) * guard.arm_ceiling_usd)
+                index, spec = pending.pop(0)
+                in_flight[arm.submit(spec)] = index
+                continue
+            future = next(as_completed(list(in_flight)))
+            future.wait()
+            hit = future.state.is_completed() and future.state.name == "Cached"
+            results[in_flight.pop(future)] = future.result()
+            cached += hit
+            progress.advance(stage, cached=hit)
+    finally:
+        for future in in_flight:
+            future.wait()
+    return [results[i] for i in range(len(specs))], cached
 
 
 def record_provenance(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_id: str, artifact_root: str,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -37,6 +38,36 @@ def wait_for(predicate, what: str, timeout: float = 90.0) -> None:  # type: igno
         time.sleep(0.2)
 
 
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in reversed(procs):
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def start_scheduler(folder: Path, env: dict[str, str]) -> tuple[str, subprocess.Popen[bytes]]:
+    """A Dask scheduler on 127.0.0.1 (a free port), started in `folder`; returns its address."""
+    scheduler_file = folder / "scheduler.json"
+    proc = start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                  "--scheduler-file", str(scheduler_file)], folder, env, folder / "scheduler.log")
+    try:
+        wait_for(scheduler_file.exists, "the Dask scheduler")
+    except AssertionError:
+        stop([proc])
+        raise
+    return json.loads(scheduler_file.read_text())["address"], proc
+
+
+def start_worker(address: str, folder: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """One single-threaded Dask worker without a nanny (its PID is the PID that runs the arms)."""
+    return start(["distributed.cli.dask_worker", address, "--no-nanny", "--nthreads", "1", "--no-dashboard",
+                  "--host", "127.0.0.1"], folder, env, folder / "worker.log")
+
+
 @pytest.fixture
 def dask_cluster(prefect_harness: None, s3_env: str, tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
     """A Dask scheduler and two single-threaded workers, each started from its own folder with its own
@@ -45,34 +76,23 @@ def dask_cluster(prefect_harness: None, s3_env: str, tmp_path: Path) -> Iterator
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    scheduler_file = elsewhere / "scheduler.json"
     base = {k: v for k, v in os.environ.items() if not k.startswith(("MEMTRIAL_HOME", "MEMTRIAL_PACK", "PREFECT_HOME"))}
     base["PREFECT_API_URL"] = str(PREFECT_API_URL.value())
-    procs = [start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                    "--scheduler-file", str(scheduler_file)], elsewhere, base, elsewhere / "scheduler.log")]
+    address, scheduler = start_scheduler(elsewhere, base)
+    procs = [scheduler]
     try:
-        wait_for(scheduler_file.exists, "the Dask scheduler")
-        address = json.loads(scheduler_file.read_text())["address"]
         for n in (1, 2):
             home = elsewhere / f"worker{n}"
             home.mkdir()
             env = {**base, "MEMTRIAL_HOME": str(home), "MEMTRIAL_PACK_CACHE": str(home / "packs"), "PREFECT_HOME": str(home / "prefect")}
-            procs.append(start(["distributed.cli.dask_worker", address, "--no-nanny", "--nthreads", "1", "--no-dashboard",
-                                "--host", "127.0.0.1"], home, env, home / "worker.log"))
+            procs.append(start_worker(address, home, env))
         from distributed import Client
 
         with Client(address, timeout=60) as client:
             wait_for(lambda: len(client.scheduler_info()["workers"]) == 2, "two Dask workers")
         yield address, procs[1:]
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(procs)
 
 
 def nightly_on(bucket: str, prefix: str, tmp_path: Path, runner: str) -> tuple[object, list[dict]]:
@@ -110,3 +130,49 @@ def test_external_dask_scheduler_with_two_workers_elsewhere_gives_the_local_reco
     ran_in = {r["worker"].rsplit(":", 1)[1] for r in remote_records}
     assert ran_in == {str(w.pid) for w in workers}, f"arms ran in {ran_in}, not in both workers"
     assert str(os.getpid()) not in ran_in
+
+
+def test_an_unreachable_scheduler_fails_with_one_line() -> None:
+    """The failure prevented: a typo in runner.address surfacing as a distributed traceback or a hang."""
+    from flows.runners import RunnerError, check_cluster
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(RunnerError, match=f"tcp://127.0.0.1:{port}: no Dask scheduler answers"):
+        check_cluster(f"tcp://127.0.0.1:{port}", 3)
+    assert time.monotonic() - started < 30
+
+
+def test_a_cluster_without_workers_fails_in_bounded_time(tmp_path: Path) -> None:
+    """The failure prevented: a flow submitting arms to a scheduler no worker ever joins, waiting forever."""
+    from flows.runners import RunnerError, check_cluster
+
+    address, scheduler = start_scheduler(tmp_path, dict(os.environ))
+    try:
+        started = time.monotonic()
+        with pytest.raises(RunnerError, match="no Dask worker joined within 3s"):
+            check_cluster(address, 3)
+        assert time.monotonic() - started < 30
+    finally:
+        stop([scheduler])
+
+
+def test_a_worker_that_cannot_import_memtrial_fails_fast_with_one_line(tmp_path: Path) -> None:
+    """The failure prevented: workers without the project making the flow hang until a timeout (every
+    arm task fails to unpickle on the worker and never reports a state)."""
+    from flows.runners import RunnerError, check_cluster
+
+    shadow = tmp_path / "shadow" / "flows"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('memtrial is not installed on this worker')\n")
+    address, scheduler = start_scheduler(tmp_path, dict(os.environ))
+    worker = start_worker(address, tmp_path / "shadow", {**os.environ, "PYTHONPATH": str(tmp_path / "shadow")})
+    try:
+        started = time.monotonic()
+        with pytest.raises(RunnerError, match=r"Dask worker tcp://127.0.0.1:\d+ cannot run memtrial's arms .*install this memtrial") as raised:
+            check_cluster(address, 60)
+        assert "\n" not in str(raised.value) and time.monotonic() - started < 60
+    finally:
+        stop([worker, scheduler])

@@ -25,7 +25,7 @@ from flows import stages
 from flows.paired import INVARIANTS, PREPARE, arm_stage, matrix_flow, records_stage
 from flows.progress import reporter
 from flows.report_artifacts import publish_headline
-from flows.runners import task_runner
+from flows.runners import ready_task_runner
 from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home
 from flows.status import label_flow_run, run_marker, run_tags
 from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_failures, suite_stage, trend_snapshots
@@ -162,7 +162,7 @@ def _nightly(config: RunConfig, run_id: str, artifact_root: str) -> tuple[Nightl
     progress.plan(nightly_stages(config))
     config_key = save_run_config(config, run_id)
     storage = stages.result_storage(artifact_root, config.result_root)
-    runner = task_runner(config.runner)
+    runner = ready_task_runner(config.runner)
 
     paired = matrix_flow.with_options(task_runner=runner)(config, run_id, str(PROJECT_ROOT), artifact_root)
     suite_keys = {}

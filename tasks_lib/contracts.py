@@ -607,6 +607,9 @@ class RunRecord(Document):
     """Preregistration: sha256 of the visible prompt and follow-up prompts as canonical JSON."""
     source_commit: GitOid | None = None
     """Comparability: the last commit of the task's checkout that changed the task's folder."""
+    worker: NonEmptyText | None = None
+    """`<host>:<pid>` of the process that ran the arm (where a fanned-out arm ran); None on records
+    made before memtrial recorded it. Not part of any comparison."""
 
 
 # --------------------------------------------------------------------------- loading

@@ -94,6 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memtrial" / "upstream"
     os.environ.setdefault("MEMTRIAL_UPSTREAM_CACHE", str(cache))
     os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
+    os.environ.setdefault("MEMTRIAL_PACK_CACHE", str(home / "packs"))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")

@@ -185,7 +185,7 @@ def paired(
     from flows.nightly import cells_of
     from flows.paired import paired_flow
     from flows.progress import reporting
-    from flows.runners import task_runner
+    from flows.runners import ready_task_runner
     from flows.settings import PROJECT_ROOT, default_artifact_root
     from tasks_lib.artifacts import new_run_id
     from tasks_lib.contracts import ContractError
@@ -213,7 +213,7 @@ def paired(
     err.print(f"memtrial: paired run {run_id} ({agent}: {len(config.conditions)} conditions x {trials} trial(s))")
     try:
         with reporting(err, live=False if plain or as_json else None):
-            result = paired_flow.with_options(task_runner=task_runner(config.runner))(config, run_id, str(PROJECT_ROOT), root, spec)
+            result = paired_flow.with_options(task_runner=ready_task_runner(config.runner))(config, run_id, str(PROJECT_ROOT), root, spec)
     except MemtrialError:
         raise
     except Exception as error:  # noqa: BLE001

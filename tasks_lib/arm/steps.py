@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -66,6 +67,7 @@ from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.conditions import NO_MEMORY_SYSTEM, UnknownCondition, applies, planted_memories, spec_of
 from tasks_lib.contracts import RunRecord, check_rel_path
 from tasks_lib.corpus.certify import certify_home
+from tasks_lib.corpus.packs import pack_cache_root
 from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
 from tasks_lib.corpus.upstream import fixture_origin
 from tasks_lib.errors import MemtrialError
@@ -148,6 +150,8 @@ class ArmSetup:
     """Where the agent's commands run."""
     provisioner: ProvisionerSpec | None = None
     """A memory system's provisioner that holds the memories instead of the embedded store."""
+    source_commit: str | None = None
+    """The record's source commit when the source has no history (a corpus pack); else read from the checkout."""
 
 
 @dataclass(frozen=True)
@@ -404,11 +408,14 @@ def make_agent(name: str, task: LoadedTask, options: Mapping[str, object], condi
 def runner_owned_paths(task: LoadedTask) -> tuple[Path, ...]:
     """What an agent must never see: the task corpus folder (every task's hidden tests, solution and
     manifest), the checkout holding it (its git history, the runner's state and artifacts under
-    .memtrial/) and the artifact root or memtrial home named in the environment."""
+    .memtrial/), the local cache of corpus packs (every task of every revision a worker fetched) and
+    the artifact root or memtrial home named in the environment."""
     paths = [task.root.parent]
     checkout = next((p for p in task.root.parents if (p / ".git").exists()), None)
     if checkout is not None:
         paths.append(checkout)
+    if pack_cache_root().exists():
+        paths.append(pack_cache_root())
     for name in ("MEMTRIAL_HOME", "MEMTRIAL_ARTIFACT_ROOT"):
         value = os.environ.get(name, "")
         if value and "://" not in value:
@@ -548,9 +555,11 @@ def record_attempt(
     check: CheckOutcome,
     agent_name: str,
     store: ArtifactStore,
+    source_commit: str | None = None,
 ) -> RunRecord:
     """Stage 7: grade, confirm injection, and store the transcript, the audit receipt, the check's
-    output (`check.txt`, when a check was attempted) and the record."""
+    output (`check.txt`, when a check was attempted) and the record (with `source_commit` when the
+    task's files came from a corpus pack, which has no history, and the host and PID that ran it)."""
     task = attempt.task
     prefix = attempt_prefix(attempt)
     outcome, infra, reason = _grade(run, receipt, check)
@@ -601,7 +610,9 @@ def record_attempt(
         check_sandbox=check.sandboxed.sandbox if check.sandboxed is not None else None,
         check_unenforced=check.sandboxed.unenforced if check.sandboxed is not None else (),
         build_under_test=memory.build,
-        **record_fields(workspace.pinned.task, agent_name, run.model, source_root=task.root),
+        worker=f"{socket.gethostname()}:{os.getpid()}",
+        **{**record_fields(workspace.pinned.task, agent_name, run.model, source_root=task.root),
+           **({"source_commit": source_commit} if source_commit else {})},
     )
     store.put_json(run_key(run_id, *prefix, "record.json"), record)
     return record
@@ -645,7 +656,7 @@ def run_attempt(attempt: Attempt, setup: ArmSetup, *, templates: WorkspaceTempla
                                                          sandbox_options=sandbox_options_of(setup.agent_options))
         return wrap("record-arm", record_attempt)(attempt, run_id=setup.run_id, workspace=workspace, memory=memory,
                                                  run=run, receipt=receipt, check=check, agent_name=setup.agent_name,
-                                                 store=setup.store)
+                                                 store=setup.store, source_commit=setup.source_commit)
     finally:
         teardown_workspace(workspace)
 

@@ -5,7 +5,7 @@ A condition says what memory state an arm gets, never how the agent is told (it 
 - `off`, `ablate:all`: no memory system at all; `ablate:<lane>`: the task's memories without that lane;
 - `on`: the task's memories (`TaskManifest.memories`) through the memory system under test;
 - `notes`: the incumbent: the task's memories written as a notes file that the agent's harness loads
-  by itself, from a runner-owned path in the arm's HOME (`tasks_lib.arm.notes`), no memory system;
+  by itself, from a runner-owned path in the arm's HOME (`tasks_lib.memory.delivery.notes`), no memory system;
 - `placebo`: as many true but irrelevant memories of the same total length (`placebo_memories`),
   through the same memory system;
 - `harm:<name>`: the planted state a harm condition defines (`TaskManifest.harm`): `absent` (the key

@@ -323,3 +323,16 @@ def test_memtrial_run_recovers_the_calibration_agents_known_effect_in_every_arm_
     (nightly_key,) = [k for k in store.list_keys("runs") if k.endswith("/nightly.json")]
     skipped = json.loads(store.get_bytes(nightly_key))["skipped"]
     assert skipped == [f"{PLAIN.task_id} {c}" for c in NEW if c != "notes"]
+
+
+def test_memtrial_paired_lists_the_cells_it_skips(prefect_harness: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A task without a harm variant is not silently dropped from a harm condition: the run says which cells it skipped."""
+    from flows.cli.main import main
+
+    code = main(["paired", "--tasks", f"{PLAIN.task_id},{LOGSHIP.task_id}", "--conditions", "off,harm:absent",
+                 "--artifacts", str(tmp_path / "artifacts"), "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0, result["distrust"]
+    assert result["skipped"] == [f"{PLAIN.task_id} harm:absent"]
+    assert sorted((c["task"], c["condition"]) for c in result["cells"]) == [
+        (LOGSHIP.task_id, "harm:absent"), (LOGSHIP.task_id, "off"), (PLAIN.task_id, "off")]

@@ -32,7 +32,7 @@ GIVEAWAYS = re.compile(r"memtrial|benchmark|harness|trial|condition|ablat|calibr
 """Words that would tell an agent it is being measured, or in which arm."""
 
 
-@pytest.mark.parametrize("condition", ["off", "on", "ablate:all", "ablate:keyword"])
+@pytest.mark.parametrize("condition", ["off", "on", "ablate:all", "ablate:keyword", "notes", "placebo", "harm:superseded", "harm:adjacent"])
 def test_the_realm_an_agent_may_see_names_no_arm(condition: str) -> None:
     """Regression: `trial:<run>.<task>.<condition>.t0` handed the agent its condition and task id."""
     realm = trial_realm("paired-20261203-101010-abc123", "logship-partial-exit", condition, 2)

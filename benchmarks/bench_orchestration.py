@@ -60,12 +60,11 @@ def config_for(tasks: list[str], root: Path, workers: int = 1) -> RunConfig:
 def overhead_flow(config: RunConfig, artifact_root: str) -> tuple[list[float], list[float]]:
     """Wall time of each arm called directly, then as the Prefect task (one at a time)."""
     storage = stages.result_storage(artifact_root, config.result_root)
-    prepared = prepare_tasks(config, str(PROJECT_ROOT), storage)
+    prepared = prepare_tasks(config, str(PROJECT_ROOT), artifact_root, storage)
     agent = config.all_agents[0]
 
     def specs(run_id: str):  # type: ignore[no-untyped-def]
-        return arm_specs(config, agent, prepared.runnable, prepared.prepared, run_id=run_id, repo=prepared.repo,
-                          commit=prepared.commit, tasks_subdir=prepared.tasks_subdir, artifact_root=artifact_root, code=prepared.code)
+        return arm_specs(config, agent, prepared, run_id=run_id, artifact_root=artifact_root)
 
     direct, wrapped = [], []
     arm = stages.run_arm.with_options(result_storage=storage)

@@ -10,6 +10,8 @@ Wiring in a flow (one paid agent's pair):
     for spec in arm_specs:
         guard.before_arm(declared_spent_usd=sum(r.cost_usd for r in done))   # raises BudgetStop
         done.extend(run_arm(spec))
+
+(`flows.paired.paid_arms` runs several arms at once, each in flight reserving the arm ceiling.)
 """
 
 from __future__ import annotations
@@ -82,9 +84,17 @@ def budget_between_arms(
 
 
 class PairGuard:
-    """The guard for one paid agent's pair: preflight once, then a drain check before every arm."""
+    """The guard for one paid agent's pair: preflight once, then a drain check before every arm.
+
+    Arms may run concurrently: each arm in flight reserves the arm ceiling, and the spend declared to
+    the drain check is what finished arms recorded plus those reservations, so the observed drain is
+    still checked against the most the run can have spent, and the cap check against the most it can
+    spend with the next arm. With one arm in flight at a time this is the sequential guard exactly."""
 
     def __init__(self, budget_config: str | Path, artifact_root: str, run_id: str, agent: str) -> None:
+        config, _ = _load(str(budget_config))
+        self.arm_ceiling_usd = config.arm_ceiling_usd
+        self.pair_cap_usd = config.pair_cap_usd
         self.budget_config = str(budget_config)
         self.artifact_root = artifact_root
         self.run_id = run_id
@@ -102,3 +112,8 @@ class PairGuard:
         decision = budget_between_arms(self.budget_config, self.artifact_root, self.run_id, label, self.start, declared_spent_usd)
         self.arms += 1
         return decision
+
+    def fits_another(self, finished_spent_usd: float, in_flight: int) -> bool:
+        """Whether one more arm's reservation fits the pair cap beside `in_flight` reserved arms; when
+        it does not and arms are in flight, wait for one to finish before asking the guard."""
+        return finished_spent_usd + (in_flight + 1) * self.arm_ceiling_usd <= self.pair_cap_usd + 1e-9

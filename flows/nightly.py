@@ -25,7 +25,7 @@ from flows import stages
 from flows.paired import INVARIANTS, PREPARE, arm_stage, matrix_flow, records_stage
 from flows.progress import reporter
 from flows.report_artifacts import publish_headline
-from flows.runners import task_runner
+from flows.runners import ready_task_runner
 from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home
 from flows.status import label_flow_run, run_marker, run_tags
 from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_failures, suite_stage, trend_snapshots
@@ -77,6 +77,8 @@ class NightlyResult(BaseModel):
     """Suite name -> folder of the trend curve its snapshot joined (`trend/<curve>/`)."""
     regressions: list[str]
     """Regressions of this run's snapshots against the previous ones; empty when none."""
+    skipped: list[str] = []
+    """Cells the matrix skipped, `<task> <condition>`: the task carries no planted state for the condition."""
 
 
 def resolve_config(config_path: str | None, artifact_root: str | None = None) -> tuple[RunConfig, Path]:
@@ -160,7 +162,7 @@ def _nightly(config: RunConfig, run_id: str, artifact_root: str) -> tuple[Nightl
     progress.plan(nightly_stages(config))
     config_key = save_run_config(config, run_id)
     storage = stages.result_storage(artifact_root, config.result_root)
-    runner = task_runner(config.runner)
+    runner = ready_task_runner(config.runner)
 
     paired = matrix_flow.with_options(task_runner=runner)(config, run_id, str(PROJECT_ROOT), artifact_root)
     suite_keys = {}
@@ -198,7 +200,7 @@ def _nightly(config: RunConfig, run_id: str, artifact_root: str) -> tuple[Nightl
         ))
     progress.finish(REPORT)
     summary = NightlyResult(run_id=run_id, artifact_root=artifact_root, config_key=config_key,
-                            excluded=excluded, agents=outcomes, suites=suite_keys,
+                            excluded=excluded, skipped=paired[0].skipped if paired else [], agents=outcomes, suites=suite_keys,
                             trend={k: v["curve"] for k, v in trend.items()},
                             regressions=[m for v in trend.values() for m in v["regressions"]])
     store.put_bytes(run_key(run_id, NIGHTLY_JSON), summary.model_dump_json(indent=2).encode())

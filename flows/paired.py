@@ -3,7 +3,8 @@
 DAG: prepare (build, redact, certify; per task) and corpus invariants, in parallel -> only tasks
 that certified clean and hold every invariant go on -> for each agent, the arms (task x condition x
 trial, conditions interleaved) fan out on the task runner -> the records table. A paid agent's
-arms pass the budget guard first and run one at a time with the guard between them.
+arms pass the budget guard before each starts and run up to `runner.workers` at once, each in
+flight reserving the arm ceiling against the pair cap (`paid_arms`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from flows.settings import configure_prefect
 
 configure_prefect()
 
-from prefect import flow
+from prefect import Task, flow
 from prefect.futures import PrefectFuture, as_completed
 from pydantic import BaseModel
 
@@ -23,10 +24,12 @@ from flows import stages
 from flows.budget import PairGuard
 from flows.progress import reporter
 from flows.status import run_marker
-from tasks_lib.arm.steps import check_conditions, schedule, select_tasks, task_subdir_of
+from tasks_lib.arm.steps import check_conditions, schedule, select_tasks, skipped_cells, task_subdir_of
 from tasks_lib.artifacts import run_key
 from tasks_lib.contracts import PreparedCorpus, RunRecord
+from tasks_lib.arm.comparability import source_commit_of
 from tasks_lib.corpus.build import resolve_commit
+from tasks_lib.corpus.packs import CorpusPack, publish_corpus_pack
 from tasks_lib.corpus.prepare import fixture_tree_oid
 from tasks_lib.corpus.tasks import CorpusCheckReport, LoadedTask, load_tasks
 from tasks_lib.errors import MemtrialError
@@ -49,6 +52,8 @@ class PairedResult(BaseModel):
     """Tasks left out of the matrix, with the reason (not certified clean, broken invariant)."""
     arms_cached: int
     """Arms whose record came from cache (not re-run)."""
+    skipped: list[str] = []
+    """Cells the matrix skipped, `<task> <condition>`: the task carries no planted state for the condition."""
 
 
 def arm_stage(agent: AgentSpec) -> str:
@@ -82,6 +87,11 @@ def _gate(prepared: list[PreparedCorpus], report: CorpusCheckReport) -> dict[str
     return excluded
 
 
+def skipped_of(config: RunConfig, tasks: PreparedTasks) -> list[str]:
+    """`<task> <condition>` for each cell the matrix skips (see `tasks_lib.arm.steps.skipped_cells`)."""
+    return [f"{task} {condition}" for task, condition in skipped_cells(tasks.runnable, config.conditions)]
+
+
 def pair_guard(config: RunConfig, agent: AgentSpec, run_id: str, artifact_root: str) -> PairGuard:
     """The budget guard of a paid agent's pair; a paid agent without a budget config cannot run."""
     if not config.budget.config:
@@ -92,23 +102,25 @@ def pair_guard(config: RunConfig, agent: AgentSpec, run_id: str, artifact_root: 
     return PairGuard(config.budget.config, artifact_root, run_id, agent.name)
 
 
-def arm_specs(config: RunConfig, agent: AgentSpec, tasks: list[LoadedTask], prepared: dict[str, PreparedCorpus], *,
-              run_id: str, repo: Path, commit: str, tasks_subdir: str, artifact_root: str, code: str) -> list[ArmSpec]:
-    """One ArmSpec per scheduled attempt (conditions interleaved), with the digests its cache key uses."""
+def arm_specs(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, *, run_id: str, artifact_root: str) -> list[ArmSpec]:
+    """One ArmSpec per scheduled attempt (conditions interleaved), with the digests its cache key uses
+    and the corpus pack its task comes from (no path of this machine goes into a spec)."""
     conditions = check_conditions(list(config.conditions), LANES)
-    trees = {t.task_id: fixture_tree_oid(repo, commit, f"{tasks_subdir}/{t.root.name}")[1] for t in tasks}
-    manifests = {t.task_id: sha256_file(t.root / "task.json") for t in tasks}
+    repo, commit = tasks.repo, tasks.commit
+    trees = {t.task_id: fixture_tree_oid(repo, commit, f"{tasks.tasks_subdir}/{t.root.name}")[1] for t in tasks.runnable}
+    manifests = {t.task_id: sha256_file(t.root / "task.json") for t in tasks.runnable}
+    origins = {t.task_id: source_commit_of(t.root) for t in tasks.runnable}
     specs = []
-    for attempt in schedule(tasks, conditions, config.trials):
+    for attempt in schedule(tasks.runnable, conditions, config.trials):
         task = attempt.task
         specs.append(ArmSpec(
-            run_id=run_id, task_id=task.task_id, task_folder=str(task.root), condition=attempt.condition,
+            run_id=run_id, task_id=task.task_id, task_folder=task.root.name, condition=attempt.condition,
             trial=attempt.trial, order=attempt.order, agent=agent, sandbox=config.sandbox, embedder=config.embedder,
-            provisioner=config.provisioner,
-            repo_root=str(repo), commit=commit, tasks_subdir=tasks_subdir, artifact_root=artifact_root,
-            corpus_id=prepared[task.task_id].build.corpus_id, task_tree_oid=trees[task.task_id],
+            provisioner=config.provisioner, corpus_pack=tasks.pack, commit=commit, source_commit=origins[task.task_id],
+            tasks_subdir=tasks.tasks_subdir, artifact_root=artifact_root,
+            corpus_id=tasks.prepared[task.task_id].build.corpus_id, task_tree_oid=trees[task.task_id],
             manifest_sha256=manifests[task.task_id], verifier_sha256=task.manifest.verifier.asset.sha256,
-            config_digest=config.config_digest(), code_digest=code,
+            config_digest=config.config_digest(), code_digest=tasks.code,
         ))
     return specs
 
@@ -124,10 +136,13 @@ class PreparedTasks:
     prepared: dict[str, PreparedCorpus]
     excluded: dict[str, str]
     code: str
+    pack: CorpusPack
+    """The corpus folder at `commit` as a pack in the artifact store: where every arm reads its task."""
 
 
-def prepare_tasks(config: RunConfig, repo_root: str, storage: stages.ArtifactResultStorage) -> PreparedTasks:
-    """Stages prepare and corpus invariants (in parallel), then the gate. Call inside a flow."""
+def prepare_tasks(config: RunConfig, repo_root: str, artifact_root: str, storage: stages.ArtifactResultStorage) -> PreparedTasks:
+    """Stages prepare and corpus invariants (in parallel), then the gate, and the corpus pack published
+    for the arms (`tasks_lib.corpus.packs`). Call inside a flow."""
     progress = reporter()
     repo = Path(repo_root).resolve()
     tasks_root = repo / config.tasks_root
@@ -154,17 +169,17 @@ def prepare_tasks(config: RunConfig, repo_root: str, storage: stages.ArtifactRes
     return PreparedTasks(
         repo=repo, commit=commit, tasks_subdir=tasks_subdir, runnable=[t for t in chosen if t.task_id not in excluded],
         prepared={p.name: p for p in prepared}, excluded=excluded, code=stages.code_digest(*stages.ARM_CODE),
+        pack=publish_corpus_pack(stages.artifact_store(artifact_root), repo, commit, tasks_subdir),
     )
 
 
 def fan_out_arms(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_id: str, artifact_root: str,
                  storage: stages.ArtifactResultStorage) -> tuple[list[RunRecord], int, str]:
-    """One agent's arms fanned out on the task runner (a paid agent's one at a time behind the budget
-    guard), then its records table. Returns (records, arms from cache, records key). Call inside a flow."""
+    """One agent's arms fanned out on the task runner (a paid agent's behind the budget guard, see
+    `paid_arms`), then its records table. Returns (records, arms from cache, records key). Call inside a flow."""
     progress = reporter()
     stage = arm_stage(agent)
-    specs = arm_specs(config, agent, tasks.runnable, tasks.prepared, run_id=run_id, repo=tasks.repo, commit=tasks.commit,
-                       tasks_subdir=tasks.tasks_subdir, artifact_root=artifact_root, code=tasks.code)
+    specs = arm_specs(config, agent, tasks, run_id=run_id, artifact_root=artifact_root)
     progress.start(stage, len(specs))
     sealed = stages.read_sealed_matrix(storage, specs)
     if sealed is not None:
@@ -175,18 +190,43 @@ def fan_out_arms(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_
     arm = stages.run_arm.with_options(result_storage=storage, retries=0 if agent.paid else 1, retry_delay_seconds=1,
                                       retry_condition_fn=stages.retry_condition)
     if agent.paid:
-        guard = pair_guard(config, agent, run_id, artifact_root)
-        records, cached = [], 0
-        for spec in specs:
-            guard.before_arm(declared_spent_usd=sum(r.cost_usd for r in records))
-            done, hits = _collect([arm.submit(spec)], stage)
-            records.extend(done)
-            cached += hits
+        records, cached = paid_arms(specs, arm, pair_guard(config, agent, run_id, artifact_root), config.runner.workers, stage)
     else:
         records, cached = _collect([arm.submit(spec) for spec in specs], stage)
     stages.seal_matrix(storage, specs, records)
     progress.finish(stage, f"{sum(r.outcome == 'pass' for r in records)} passed")
     return records, cached, _store_records(agent, artifact_root, run_id, records, storage)
+
+
+def paid_arms(specs: list[ArmSpec], arm: Task, guard: PairGuard, workers: int, stage: str) -> tuple[list[RunRecord], int]:
+    """A paid agent's arms, up to `workers` at once, each passing the budget guard first with every arm
+    in flight reserving the arm ceiling (`PairGuard`): an arm starts only when finished spend plus the
+    reservations plus its own ceiling fit the pair cap. When the guard stops the pair, the arms in
+    flight finish (they are spending) before BudgetStop propagates. Returns (records in spec order,
+    arms from cache)."""
+    progress = reporter()
+    results: dict[int, RunRecord] = {}
+    in_flight: dict[PrefectFuture, int] = {}
+    pending = list(enumerate(specs))
+    cached = 0
+    try:
+        while pending or in_flight:
+            spent = sum(r.cost_usd for r in results.values())
+            if pending and len(in_flight) < workers and (not in_flight or guard.fits_another(spent, len(in_flight))):
+                guard.before_arm(declared_spent_usd=spent + len(in_flight) * guard.arm_ceiling_usd)
+                index, spec = pending.pop(0)
+                in_flight[arm.submit(spec)] = index
+                continue
+            future = next(as_completed(list(in_flight)))
+            future.wait()
+            hit = future.state.is_completed() and future.state.name == "Cached"
+            results[in_flight.pop(future)] = future.result()
+            cached += hit
+            progress.advance(stage, cached=hit)
+    finally:
+        for future in in_flight:
+            future.wait()
+    return [results[i] for i in range(len(specs))], cached
 
 
 def record_provenance(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_id: str, artifact_root: str,
@@ -229,11 +269,11 @@ def paired_flow(config: RunConfig, run_id: str, repo_root: str, artifact_root: s
     with run_marker(artifact_root, run_id, agents=[agent.name], memory_system=config.memory_system):
         storage = stages.result_storage(artifact_root, config.result_root)
         reporter().plan([PREPARE, INVARIANTS, arm_stage(agent), records_stage(agent)])
-        tasks = prepare_tasks(config, repo_root, storage)
+        tasks = prepare_tasks(config, repo_root, artifact_root, storage)
         records, cached, key = fan_out_arms(config, agent, tasks, run_id, artifact_root, storage)
         record_provenance(config, agent, tasks, run_id, artifact_root)
     return PairedResult(run_id=run_id, artifact_root=artifact_root, records_key=key, records=records,
-                        excluded=tasks.excluded, arms_cached=cached)
+                        excluded=tasks.excluded, arms_cached=cached, skipped=skipped_of(config, tasks))
 
 
 def agent_run_id(run_id: str, agent: AgentSpec) -> str:
@@ -246,12 +286,12 @@ def matrix_flow(config: RunConfig, run_id: str, repo_root: str, artifact_root: s
     """Prepare and gate the tasks once, then every configured agent's matrix (calibration first),
     each under its own run id `<run_id>-<agent>`."""
     storage = stages.result_storage(artifact_root, config.result_root)
-    tasks = prepare_tasks(config, repo_root, storage)
+    tasks = prepare_tasks(config, repo_root, artifact_root, storage)
     results = []
     for agent in config.all_agents:
         sub_run = agent_run_id(run_id, agent)
         records, cached, key = fan_out_arms(config, agent, tasks, sub_run, artifact_root, storage)
         record_provenance(config, agent, tasks, sub_run, artifact_root, parent_run_id=run_id)
         results.append(PairedResult(run_id=sub_run, artifact_root=artifact_root, records_key=key, records=records,
-                                    excluded=tasks.excluded, arms_cached=cached))
+                                    excluded=tasks.excluded, arms_cached=cached, skipped=skipped_of(config, tasks)))
     return results

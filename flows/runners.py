@@ -1,7 +1,15 @@
-"""Task runner selection: a local thread pool by default, Dask (prefect-dask) as a config switch."""
+"""Task runner selection: a local thread pool by default, Dask (prefect-dask) as a config switch.
+
+An external Dask cluster (`runner.address`) is checked before the flow submits anything
+(`ready_task_runner`): the scheduler answers, at least one worker joins within
+`MEMTRIAL_DASK_WORKER_TIMEOUT` seconds (default 60), and every worker imports memtrial with the same
+arm code as the flow. Each failure is one line naming the worker and the fix, instead of a flow that
+hangs on tasks no worker can unpickle, or arms graded by other code than their cache key names.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -9,9 +17,11 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from tasks_lib.errors import MemtrialError
 from tasks_lib.runconfig import RunnerSpec
 
+WORKER_TIMEOUT_ENV = "MEMTRIAL_DASK_WORKER_TIMEOUT"
+
 
 class RunnerError(MemtrialError):
-    """The configured task runner cannot be built."""
+    """The configured task runner cannot be built, or its cluster cannot run memtrial's arms."""
 
 
 def task_runner(spec: RunnerSpec) -> Any:
@@ -27,3 +37,45 @@ def task_runner(spec: RunnerSpec) -> Any:
     if spec.address:
         return DaskTaskRunner(address=spec.address)
     return DaskTaskRunner(cluster_kwargs={"n_workers": spec.workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None, "host": "127.0.0.1"})
+
+
+def ready_task_runner(spec: RunnerSpec) -> Any:
+    """`task_runner(spec)`, after checking an external Dask cluster can run the arms (`check_cluster`)."""
+    runner = task_runner(spec)
+    if spec.kind == "dask" and spec.address:
+        check_cluster(spec.address, float(os.environ.get(WORKER_TIMEOUT_ENV) or 60))
+    return runner
+
+
+def worker_code_digest() -> str:
+    """Run on a Dask worker: the digest of the arm code it would run (fails where memtrial is not importable)."""
+    from flows import stages
+
+    return stages.code_digest(*stages.ARM_CODE)
+
+
+def check_cluster(address: str, timeout: float) -> None:
+    """Raise RunnerError unless the scheduler at `address` answers, a worker joins within `timeout`
+    seconds and every worker runs the flow's arm code."""
+    from distributed import Client
+
+    try:
+        client = Client(address, timeout=timeout)
+    except (OSError, TimeoutError) as error:
+        raise RunnerError(f"runner.address {address}: no Dask scheduler answers ({error}); start one or fix the address") from None
+    try:
+        try:
+            client.wait_for_workers(1, timeout=timeout)
+        except TimeoutError:
+            raise RunnerError(f"runner.address {address}: no Dask worker joined within {timeout:g}s; start workers "
+                              f"(see docs/DEPLOY.md) or raise {WORKER_TIMEOUT_ENV}") from None
+        expected = worker_code_digest()
+        for worker, answer in sorted(client.run(worker_code_digest, on_error="return").items()):
+            if isinstance(answer, BaseException):
+                raise RunnerError(f"Dask worker {worker} cannot run memtrial's arms ({type(answer).__name__}: {answer}); "
+                                  "install this memtrial build in the workers' environment")
+            if answer != expected:
+                raise RunnerError(f"Dask worker {worker} runs other arm code than this flow (digest {answer[:12]}, flow "
+                                  f"{expected[:12]}); install the same memtrial build on every worker")
+    finally:
+        client.close()

@@ -45,6 +45,7 @@ from tasks_lib.arm import steps as arms
 from tasks_lib.arm.steps import ArmSetup, Attempt, StepName, StepWrapper, TaskSource
 from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, open_store, run_key
 from tasks_lib.contracts import PreparedCorpus, RunRecord
+from tasks_lib.corpus.packs import open_corpus_pack
 from tasks_lib.corpus.prepare import prepare_task
 from tasks_lib.corpus.tasks import CorpusCheckReport, check_corpus, load_task
 from tasks_lib.errors import MemtrialError
@@ -224,8 +225,8 @@ def package_modules(package: str) -> tuple[str, ...]:
     return tuple(sorted("tasks_lib." + ".".join(p.relative_to(base).with_suffix("").parts) for p in folder.rglob("*.py")))
 
 
-PREPARE_CODE = ("tasks_lib.corpus.prepare",)
-INVARIANTS_CODE = ("tasks_lib.corpus.tasks",)
+PREPARE_CODE = ("tasks_lib.corpus.prepare", "tasks_lib.corpus.upstream")
+INVARIANTS_CODE = ("tasks_lib.corpus.tasks", "tasks_lib.corpus.upstream")
 ARM_CODE = ("tasks_lib.arm.steps", "tasks_lib.memory.delivery.hook", *package_modules("tasks_lib.agents"), *package_modules("tasks_lib.sandbox"))
 GRADING_CODE = ("tasks_lib.analysis.aggregate",)
 REPORT_CODE = ("tasks_lib.report", "tasks_lib.report.html", "tasks_lib.report.plots")
@@ -293,13 +294,17 @@ def prefect_steps(agent_label: str) -> StepWrapper:
 
 
 def arm_attempt(spec: ArmSpec) -> tuple[Attempt, ArmSetup]:
-    """The attempt an arm spec describes and its setup: what `run_arm` hands to `run_attempt`. No
-    workspace templates (each arm builds its fixture from git objects: an arm is a cached unit that
-    may run in another process) and the task's own agent timeout (covered by the manifest digest)."""
-    attempt = Attempt(load_task(Path(spec.task_folder)), spec.condition, spec.trial, spec.order)
-    setup = ArmSetup(run_id=spec.run_id, source=TaskSource(Path(spec.repo_root), spec.commit, spec.tasks_subdir),
-                     agent_name=spec.agent.name, store=artifact_store(spec.artifact_root), agent_options=dict(spec.agent.options),
-                     embedder=spec.embedder, sandbox=spec.sandbox, provisioner=spec.provisioner)
+    """The attempt an arm spec describes and its setup: what `run_arm` hands to `run_attempt`. The task
+    and its fixture come from the spec's corpus pack in the artifact store (fetched once per machine),
+    so any process that can open the artifact root runs any arm. No workspace templates (each arm
+    builds its fixture from git objects: an arm is a cached unit that may run in another process) and
+    the task's own agent timeout (covered by the manifest digest)."""
+    store = artifact_store(spec.artifact_root)
+    checkout = open_corpus_pack(store, spec.corpus_pack)
+    attempt = Attempt(load_task(checkout / spec.tasks_subdir / spec.task_folder), spec.condition, spec.trial, spec.order)
+    setup = ArmSetup(run_id=spec.run_id, source=TaskSource(checkout, spec.corpus_pack.commit, spec.tasks_subdir),
+                     agent_name=spec.agent.name, store=store, agent_options=dict(spec.agent.options),
+                     embedder=spec.embedder, sandbox=spec.sandbox, provisioner=spec.provisioner, source_commit=spec.source_commit)
     return attempt, setup
 
 

@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
+from tasks_lib.conditions import CONDITION_PATTERN, HARM_VARIANTS, key_texts_of
 from tasks_lib.errors import ContractError, Violation
 
 SCHEMA_VERSION = 1
@@ -63,8 +64,8 @@ Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
 LaneName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
 """The name of a retrieval lane of a memory system (keyword, semantic, graph, ...)."""
 
-Condition = Annotated[str, StringConstraints(pattern=r"^(?:off|on|ablate:(?:all|[a-z][a-z0-9_-]{0,31}))$")]
-"""A memory condition of an arm: `off`, `on`, `ablate:<lane>` or `ablate:all`."""
+Condition = Annotated[str, StringConstraints(pattern=CONDITION_PATTERN)]
+"""A memory condition of an arm: one of `tasks_lib.conditions.CONDITIONS`, `ablate:<lane>` or `ablate:all`."""
 
 NonEmptyText = Annotated[str, StringConstraints(min_length=1, strip_whitespace=False)]
 
@@ -215,6 +216,94 @@ class FixtureManifest(Document):
 
 # --------------------------------------------------------------------------- task
 
+PackageName = Annotated[str, StringConstraints(pattern=r"^(?:@[a-z0-9][a-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]{0,213}$")]
+"""A PyPI project name or an npm package name (optionally `@scope/`)."""
+
+PackageVersion = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$")]
+"""An exact release version (no range or specifier)."""
+
+
+class UpstreamBase(ContractModel):
+    """What every pinned upstream source may say besides where it comes from."""
+
+    exclude: tuple[RelPath, ...] = ()
+    """Files or folders of the upstream tree left out of the fixture (before the overlay is applied)."""
+
+
+class PypiSdist(UpstreamBase):
+    """A source distribution on PyPI, pinned by name, version and SHA-256."""
+
+    kind: Literal["pypi-sdist"]
+    """Discriminator."""
+    name: PackageName
+    """The PyPI project name."""
+    version: PackageVersion
+    """The exact release."""
+    sha256: Sha256
+    """SHA-256 of the sdist archive (`pip download --no-binary :all: --no-deps NAME==VERSION`)."""
+
+
+class NpmTarball(UpstreamBase):
+    """A package tarball on the npm registry, pinned by name, version and SHA-256."""
+
+    kind: Literal["npm-tarball"]
+    """Discriminator."""
+    name: PackageName
+    """The npm package name."""
+    version: PackageVersion
+    """The exact release."""
+    sha256: Sha256
+    """SHA-256 of the `.tgz` (`npm pack NAME@VERSION`)."""
+
+
+class GitCommit(UpstreamBase):
+    """A commit of a git repository, pinned by its full id (git's own content digest)."""
+
+    kind: Literal["git"]
+    """Discriminator."""
+    url: NonEmptyText
+    """A URL git can fetch from."""
+    commit: GitOid
+    """The full commit id; the fetched commit must have exactly this id."""
+
+
+UpstreamSource = Annotated[PypiSdist | NpmTarball | GitCommit, Field(discriminator="kind")]
+"""A pinned third-party source a task's fixture is built on."""
+
+PLACEBO_LENGTH_TOLERANCE = 0.10
+"""Placebo memories' total length may differ from the task's memories' by at most this share."""
+
+
+class HarmVariants(ContractModel):
+    """The planted state of each harm condition (`harm:<name>`), each a full memory set planted instead
+    of the task's `memories`; the key memory is the one of a key kind (`tasks_lib.conditions.KEY_MEMORY_KINDS`)."""
+
+    absent: tuple[MemorySpec, ...] = Field(min_length=1)
+    """The task's memories with the key memory removed."""
+    superseded: tuple[MemorySpec, ...] = Field(min_length=1)
+    """Only the old value (a `superseded` memory), no correction and no key memory."""
+    contradictory: tuple[MemorySpec, ...] = Field(min_length=1)
+    """The old value (a `superseded` memory) and the new one (the key memory), no correction."""
+    adjacent: tuple[MemorySpec, ...] = Field(min_length=1)
+    """A similar memory about another component instead of the key memory; no key memory."""
+
+    def problems(self, key_texts: tuple[str, ...]) -> list[tuple[str, str]]:
+        """(field, problem) for each variant that does not hold the state its condition defines."""
+        out = []
+        for name in HARM_VARIANTS:
+            memories: tuple[MemorySpec, ...] = getattr(self, name)
+            texts, kinds = {m.text for m in memories}, [m.kind for m in memories]
+            has_key = bool(texts & set(key_texts))
+            if "correction" in kinds:
+                out.append((name, "a harm variant plants no correction; drop the correction memory"))
+            if name == "contradictory" and not ("superseded" in kinds and has_key):
+                out.append((name, "must hold the old value (a superseded memory) and the task's key memory (the new value)"))
+            elif name != "contradictory" and has_key:
+                out.append((name, "must not hold the task's key memory; that is the on arm"))
+            if name == "superseded" and "superseded" not in kinds:
+                out.append((name, "must hold the old value as a memory of kind superseded"))
+        return out
+
 TaskKind = Literal["convention", "deducible", "cross-file", "investigation", "continuity", "tare", "stale-trap"]
 
 
@@ -240,6 +329,11 @@ class TaskManifest(Document):
     """The runner-owned verifier asset, pinned by SHA-256."""
     memories: tuple[MemorySpec, ...] = ()
     """Memories to plant under memory-on conditions."""
+    placebo_memories: tuple[MemorySpec, ...] = ()
+    """The placebo arm's state: as many true but irrelevant memories as `memories`, of the same total
+    length within PLACEBO_LENGTH_TOLERANCE; empty when the task has no placebo cell."""
+    harm: HarmVariants | None = None
+    """The planted state of each harm condition; absent when the task has no harm cells."""
     solution_dir: RelPath = "solution"
     """Files that, copied over the fixture, make the check pass."""
     hidden_dir: RelPath = "hidden"
@@ -254,6 +348,9 @@ class TaskManifest(Document):
     """Wall-clock limit of the agent's turn."""
     environment: Environment = Environment()
     """Resource limits of the sandbox."""
+    upstream: UpstreamSource | None = None
+    """A pinned upstream source (PyPI sdist, npm tarball or git commit) the fixture is built on: the
+    fixture folder then holds only the task's overlay, copied over the fetched tree."""
 
     @model_validator(mode="after")
     def _answer_path_fits(self) -> TaskManifest:
@@ -263,6 +360,25 @@ class TaskManifest(Document):
             self.answer_path == p.rstrip("/") or self.answer_path.startswith(p.rstrip("/") + "/") for p in self.allowed_output_paths
         ):
             raise ValueError(f"answer_path {self.answer_path!r} is not inside allowed_output_paths; add it there")
+        return self
+
+    @model_validator(mode="after")
+    def _placebo_and_harm_fit(self) -> TaskManifest:
+        if self.placebo_memories:
+            size, placebo = sum(len(m.text) for m in self.memories), sum(len(m.text) for m in self.placebo_memories)
+            if len(self.placebo_memories) != len(self.memories):
+                raise ValueError(f"placebo_memories: {len(self.placebo_memories)} memories; give exactly as many as memories ({len(self.memories)})")
+            if abs(placebo - size) > PLACEBO_LENGTH_TOLERANCE * size:
+                raise ValueError(f"placebo_memories: {placebo} characters in all; keep within {PLACEBO_LENGTH_TOLERANCE:.0%} of "
+                                 f"the memories' {size}")
+            if {m.text for m in self.placebo_memories} & {m.text for m in self.memories}:
+                raise ValueError("placebo_memories: repeats one of the task's memories; a placebo is irrelevant to the task")
+            if any(m.kind in ("superseded", "correction") for m in self.placebo_memories):
+                raise ValueError("placebo_memories: a placebo memory is a true fact, never superseded or a correction")
+        if self.harm is not None:
+            problems = self.harm.problems(tuple(key_texts_of(self.memories)))
+            if problems:
+                raise ValueError("; ".join(f"harm.{field}: {problem}" for field, problem in problems))
         return self
 
 
@@ -330,7 +446,7 @@ class RedactionReceipt(Document):
 FindingKind = Literal[
     "auto-loaded-context", "suspicious-metadata", "benchmark-awareness", "patch-or-diff", "solution-leak"
 ]
-Surface = Literal["source", "evidence", "graph", "challenge"]
+Surface = Literal["source", "evidence", "graph", "challenge", "home"]
 
 
 class Finding(ContractModel):
@@ -491,6 +607,9 @@ class RunRecord(Document):
     """Preregistration: sha256 of the visible prompt and follow-up prompts as canonical JSON."""
     source_commit: GitOid | None = None
     """Comparability: the last commit of the task's checkout that changed the task's folder."""
+    worker: NonEmptyText | None = None
+    """`<host>:<pid>` of the process that ran the arm (where a fanned-out arm ran); None on records
+    made before memtrial recorded it. Not part of any comparison."""
 
 
 # --------------------------------------------------------------------------- loading

@@ -33,6 +33,10 @@ class ContractError(MemtrialError):
         self.violations = violations
         super().__init__("; ".join(str(v) for v in violations))
 
+    def __reduce__(self) -> tuple[type[ContractError], tuple[list[Violation]]]:
+        """Pickle by the violations (a Dask worker's error reaches the flow with its message intact)."""
+        return (type(self), (self.violations,))
+
 
 class ArtifactError(MemtrialError):
     """An artifact could not be read or written in the artifact store."""

@@ -109,8 +109,14 @@ def memtrial_build(code_root: Path = CODE_ROOT) -> tuple[str, str | None, bool |
 
 
 def memory_config_digest(memory_system: str, embedder: str, provisioner_argv: Sequence[str] = ()) -> str:
-    """sha256 of the memory system's configuration as canonical JSON."""
-    identity = {"memory_system": memory_system, "embedder": embedder, "provisioner_argv": list(provisioner_argv)}
+    """sha256 of the memory system's configuration as canonical JSON, including a registered
+    system's frozen adapter config digest (package versions and settings, `memory.adapter_config`)."""
+    from tasks_lib.memory.adapter_config import adapter_config
+    from tasks_lib.memory.registry import MEMORY_SYSTEMS
+
+    identity: dict[str, object] = {"memory_system": memory_system, "embedder": embedder, "provisioner_argv": list(provisioner_argv)}
+    if memory_system in MEMORY_SYSTEMS:
+        identity["adapter_config"] = adapter_config(memory_system, embedder).digest
     return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

@@ -20,10 +20,12 @@ from tasks_lib.contracts import (
     Condition,
     ContractModel,
     Document,
+    GitOid,
     Identifier,
     RelPath,
     parse_document,
 )
+from tasks_lib.corpus.packs import CorpusPack
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
 
@@ -190,8 +192,8 @@ class ArmSpec(ContractModel):
     """Run the arm belongs to (its artifacts go under runs/<run_id>/)."""
     task_id: Identifier
     """Task the arm runs."""
-    task_folder: str
-    """Absolute path of the task folder in the checkout (not part of the arm's identity)."""
+    task_folder: RelPath
+    """The task's folder inside `tasks_subdir` (not part of the arm's identity)."""
     condition: Condition
     """Memory condition."""
     trial: int = Field(ge=0)
@@ -206,14 +208,18 @@ class ArmSpec(ContractModel):
     """Embedder of the reference memory system."""
     provisioner: ProvisionerSpec | None = None
     """The provisioner that holds the arm's memories instead of the embedded store, if any."""
-    repo_root: str
-    """Checkout whose git objects build the fixture (not part of the arm's identity)."""
+    corpus_pack: CorpusPack
+    """The corpus revision's task tree in the artifact store, where the arm's fixture and runner-owned
+    files come from (`tasks_lib.corpus.packs`): no path of the flow's machine reaches the worker."""
     commit: str
-    """Commit the fixture is built from."""
+    """Commit of the corpus checkout the pack was made from (provenance; not part of the identity)."""
+    source_commit: GitOid | None = None
+    """The last commit of the checkout that changed the task's folder (copied into the record)."""
     tasks_subdir: RelPath
     """Corpus folder inside the checkout."""
     artifact_root: str
-    """Artifact root the arm's transcript, receipt and record go to."""
+    """Artifact root the arm's transcript, receipt and record go to (not part of the identity: the
+    result storage is per root already, and a local path must not key a cache another machine reads)."""
     corpus_id: str
     """Content id of the task's prepared fixture."""
     task_tree_oid: str
@@ -229,8 +235,9 @@ class ArmSpec(ContractModel):
 
     def cache_identity(self) -> str:
         """SHA-256 of every field that defines the arm's result: content digests, not the commit (an
-        unrelated commit leaves the task's tree, and so the arm, unchanged) nor checkout paths."""
-        identity = self.model_dump(mode="json", exclude={"task_folder", "repo_root", "commit"}
+        unrelated commit leaves the task's tree, and so the arm, unchanged), the pack (it holds every
+        task; `task_tree_oid` is this task's content) nor any location (folder, artifact root)."""
+        identity = self.model_dump(mode="json", exclude={"task_folder", "commit", "corpus_pack", "source_commit", "artifact_root"}
                                    | (set() if self.provisioner else {"provisioner"}))
         return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 

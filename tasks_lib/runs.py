@@ -2,8 +2,9 @@
 `memtrial show` prints.
 
 A run that the nightly flow or `memtrial paired` starts writes `runs/<run_id>/status.json` (a
-`RunStatus`): `running` when it starts, `complete` or `failed` (with the stage and a one-line
-error) when it ends. The marker is not evidence: it lives beside the sealed `attempts/` folder,
+`RunStatus`): `running` when it starts (with the host and process running it), `complete` or `failed` (with the
+stage and a one-line error) when it ends; a run whose process on this host is gone while its marker
+still says `running` is listed `stopped`. The marker is not evidence: it lives beside the sealed `attempts/` folder,
 never in it, and `tasks_lib.manifest` seals only the records table and `attempts/`, so a marker
 written after the seal (every `complete`) never breaks `verify_run`.
 
@@ -16,7 +17,10 @@ Everything here only reads, except `mark_running` / `mark_ended`, which write th
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
+from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -45,7 +49,7 @@ SHOWN_ATTEMPTS = 20
 """Attempts named in an unknown-attempt error."""
 
 RunState = Literal["running", "complete", "failed"]
-ListedState = Literal["running", "complete", "failed", "unknown"]
+ListedState = Literal["running", "complete", "failed", "stopped", "unknown"]
 
 _STAMP = re.compile(r"-(\d{8})-(\d{6})-[0-9a-f]{6}(?:-|$)")
 """The UTC time stamp `tasks_lib.artifacts.new_run_id` puts in a run id."""
@@ -81,11 +85,20 @@ class RunStatus(Document):
     memory_system: str | None = None
     """The configured memory system (`reference`, `provisioner`); the build measured is in the records."""
     started_at: AwareDatetime
-    """When the run started (UTC)."""
+    """When the run first started (UTC); a rerun of the same run id keeps it."""
+    resumed_at: AwareDatetime | None = None
+    """When the latest rerun of the same run id started; None for a run started once."""
     ended_at: AwareDatetime | None = None
     """When it completed or failed; None while running."""
     memtrial_version: NonEmptyText
     """The memtrial build that ran it (`memtrial <version>+<commit>`)."""
+    host: str | None = None
+    """The host name of the process running it (None in markers written before hosts were recorded)."""
+    pid: int | None = None
+    """That process's id."""
+    pid_started: int | None = None
+    """That process's start time (Linux: clock ticks after boot, `/proc/<pid>/stat` field 22), so a
+    reused PID is not taken for the run; None where the system does not say."""
 
     @model_validator(mode="after")
     def _state_matches(self) -> RunStatus:
@@ -112,11 +125,48 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def process_started(pid: int) -> int | None:
+    """When process `pid` started (clock ticks after boot, from `/proc`); None when it is gone or
+    the system has no `/proc`."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: fields after it follow the last ')'.
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
+def stopped_outright(status: RunStatus) -> bool:
+    """Whether a `running` marker belongs to a process of this host that no longer runs (a run
+    killed outright, which could not write `failed`). A marker of another host, or one without a
+    process, cannot be checked from here and is not called stopped."""
+    if status.state != "running" or status.host != socket.gethostname() or status.pid is None:
+        return False
+    if status.pid_started is not None:
+        return process_started(status.pid) != status.pid_started
+    try:
+        os.kill(status.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 def mark_running(store: ArtifactStore, run_id: str, *, version: str, agents: Sequence[str] = (),
                  memory_system: str | None = None) -> RunStatus:
-    """Write the `running` marker of a run that starts now; return it."""
+    """Write the `running` marker of a run that starts now; return it. A rerun of a run id that has
+    a marker keeps its first `started_at` and records `resumed_at` (an unreadable old marker is
+    replaced: the marker is not evidence)."""
+    now = _now()
+    try:
+        before = read_status(store, run_id)
+    except (ArtifactError, ContractError):
+        before = None
     status = RunStatus(run_id=run_id, state="running", agents=tuple(agents), memory_system=memory_system,
-                       started_at=_now(), memtrial_version=version)
+                       started_at=before.started_at if before else now, resumed_at=now if before else None,
+                       memtrial_version=version, host=socket.gethostname(), pid=os.getpid(),
+                       pid_started=process_started(os.getpid()))
     store.put_json(status_key(run_id), status)
     return status
 
@@ -195,7 +245,9 @@ class RunEntry(ContractModel):
     run_id: str
     """The run (a folder under `runs/`)."""
     state: ListedState
-    """From its marker (or its parent's); without one: `complete` when its records are sealed, else `unknown`."""
+    """From its marker (or its parent's); `stopped` when the marker says `running` but the process
+    that wrote it, on this host, is gone (killed outright); without a marker: `complete` when its
+    records are sealed, else `unknown`."""
     state_from: Literal["marker", "parent", "files"]
     """Where `state` comes from."""
     stage: str | None
@@ -296,7 +348,7 @@ def _entry(run_id: str, files: set[str], parent: tuple[str, RunStatus] | None, s
     status, records = stored.status, stored.records
     marker, state_from = (status, "marker") if status else ((parent[1], "parent") if parent else (None, "files"))
     if marker is not None:
-        state: ListedState = marker.state
+        state: ListedState = "stopped" if stopped_outright(marker) else marker.state
     else:
         state = "complete" if {RECORDS_TABLE, MANIFEST_JSON} <= files else "unknown"
     agents = tuple(sorted({r.agent for r in records})) or (status.agents if status else ())

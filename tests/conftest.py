@@ -89,7 +89,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
     home = Path(tempfile.mkdtemp(prefix="memtrial-test-home-"))
     os.environ.setdefault("MEMTRIAL_HOME", str(home))
+    # Pinned upstream sources are content-addressed and verified on every read, so one cache per
+    # machine serves every test session: each release is fetched once, not once per session.
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memtrial" / "upstream"
+    os.environ.setdefault("MEMTRIAL_UPSTREAM_CACHE", str(cache))
     os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
+    os.environ.setdefault("MEMTRIAL_PACK_CACHE", str(home / "packs"))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")

@@ -297,3 +297,25 @@ def test_confined_session_cannot_see_runner_owned_paths_or_other_arms(claude_bin
         assert "confined by bubblewrap" in run.transcript.steps[0].text
     finally:
         shutil.rmtree(other_arm, ignore_errors=True)
+
+
+@pytest.mark.parametrize("notes", [True, False], ids=["notes-arm", "no-notes-file"])
+def test_the_real_cli_loads_the_notes_file_of_its_home_by_itself_and_nothing_else(claude_binary: Path, tmp_path: Path, notes: bool) -> None:
+    """The notes arm's channel: the CLI itself loads the user-level CLAUDE.md the runner wrote to the
+    session's HOME (`--add-dir <HOME>/.claude`, every arm), although `--setting-sources ""` keeps every
+    settings file out; without the file nothing of it reaches the model (a regression guard: the
+    settings lock-down once kept the notes file out too, so the notes arm delivered nothing)."""
+    from tasks_lib.memory.delivery.notes import NOTES_PATHS, NotesDelivery
+
+    note = MemorySpec(text=MEMORY, lane="keyword", kind="convention")
+    session = _session(tmp_path, {REALM_ENV: "project:0123456789abcdef"}, ("Say hello.",))
+    if notes:
+        session.home.mkdir(exist_ok=True)
+        NotesDelivery(session.home, "project:0123456789abcdef", [note]).start()
+    with ScriptedAnthropic([Turn((Text("hello"),), Usage(input_tokens=10, output_tokens=2))], model=MODEL) as server:
+        run = ClaudeCodeAgent(binary=claude_binary, base_url=server.url, api_key="sk-scripted-test").run(session)
+        requests = server.requests
+    assert run.exit_code == 0, run.transcript.steps
+    assert any(MEMORY in r.raw for r in requests) == notes
+    assert [s.channel for s in run.transcript.steps if s.channel == "notes-file"] == (["notes-file"] if notes else [])
+    assert (session.home / NOTES_PATHS[0]).is_file() == notes

@@ -184,3 +184,20 @@ def test_resolve_in_workspace_maps_sandbox_paths(tmp_path: Path) -> None:
 def test_registered_by_name() -> None:
     assert {"openai-chat", "command"} <= set(agent_names())
     assert isinstance(get_agent("openai-chat", base_url="http://127.0.0.1:9/v1"), OpenAIChatAgent)
+
+
+def test_the_notes_file_in_home_reaches_the_model_and_nothing_else_does(workspace: Path) -> None:
+    """The notes arm's channel: the loop, as a harness, loads the user-level notes file of the session's
+    HOME into the system message (a `notes-file` step records it); a HOME without one sends nothing."""
+    from tasks_lib.contracts import MemorySpec as Spec
+    from tasks_lib.memory.delivery.notes import NotesDelivery
+
+    note = Spec(text="The calculator add function must return a + b.", lane="keyword", kind="convention")
+    with ScriptedOpenAI([final("done")]) as server:
+        _agent(server).run(_session(workspace, {REALM_ENV: REALM}))
+    assert "Contents of" not in server.bodies[0]["messages"][0]["content"]
+    NotesDelivery(workspace.parent / "home", REALM, [note]).start()
+    with ScriptedOpenAI([final("done")]) as server:
+        run = _agent(server).run(_session(workspace, {REALM_ENV: REALM}))
+    assert note.text in server.bodies[0]["messages"][0]["content"]
+    assert [s.channel for s in run.transcript.steps if s.source == "system" and s.kind == "context"] == ["notes-file"]

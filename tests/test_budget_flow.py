@@ -123,7 +123,7 @@ def test_nightly_stops_a_paid_agent_at_its_pair_cap(prefect_harness: None, tmp_p
     config = tmp_path / "run.yaml"
     config.write_text(
         "name: budget-test\ntasks: [rotlog-keep-count, tabmill-delimiter]\nconditions: ['off', 'on']\nsuites: []\n"
-        f"artifact_root: {tmp_path / 'artifacts'}\nbudget: {{config: budget.yaml}}\n"
+        f"artifact_root: {tmp_path / 'artifacts'}\nbudget: {{config: budget.yaml}}\nrunner: {{workers: 1}}\n"
         f"agents:\n  - name: command\n    options: {{argv: [sh, -c, {json.dumps('echo ' + chr(39) + usage + chr(39))}]}}\n"
     )
     monkeypatch.setenv("MEMTRIAL_TEST_EVAL_KEY", KEY)
@@ -142,3 +142,69 @@ def test_nightly_stops_a_paid_agent_at_its_pair_cap(prefect_harness: None, tmp_p
     assert all(s % 3.0 == 0 for s in spent if s is not None), spent  # whole arms of $3.00 each
     assert (spent[-2] or 0) + 4.0 <= 10.0 < (spent[-1] or 0) + 4.0  # the last allowed arm fit, the next would not
     assert not store.list_keys(f"runs/{run_id}-calibration/budget/"), "the free agent needs no guard"
+
+
+def paid_run(tmp_path: Path, pair_cap: float, run_id: str) -> Path:
+    """A nightly config whose paid `command` agent sleeps 2 s per arm and reports $1.00 (arm ceiling $4),
+    four arms on two workers; returns the config path."""
+    write_ledger(tmp_path / "ledger.json", Ledger(opening_balance_usd=100.0, key_ceiling_usd=40.0))
+    (tmp_path / "budget.yaml").write_text(
+        f"provider: ledger\nkey_env: MEMTRIAL_TEST_EVAL_KEY\nkey_sha256: {key_fingerprint(KEY)}\n"
+        f"production_reserve_usd: 50\npair_cap_usd: {pair_cap}\narm_ceiling_usd: 4\nledger_path: ledger.json\n"
+    )
+    usage = json.dumps({"kind": "usage", "input_tokens": 10, "output_tokens": 5, "cost_usd": 1.0})
+    script = ("s=$(date +%s.%N); sleep 2; e=$(date +%s.%N); "
+              "echo '{\"kind\": \"message\", \"text\": \"span '$s' '$e'\"}'; echo " + chr(39) + usage + chr(39))
+    config = tmp_path / f"{run_id}.yaml"
+    config.write_text(
+        "name: budget-test\ntasks: [rotlog-keep-count, tabmill-delimiter]\nconditions: ['off', 'on']\nsuites: []\n"
+        f"artifact_root: {tmp_path / 'artifacts'}\nbudget: {{config: budget.yaml}}\nrunner: {{workers: 2}}\n"
+        f"agents:\n  - name: command\n    options: {{argv: [sh, -c, {json.dumps(script)}]}}\n"
+    )
+    return config
+
+
+def arm_overlap(artifacts: Path, run_id: str) -> int:
+    """Most arms of `run_id` whose agent was running at the same moment, from the spans each arm's
+    agent printed into its stored transcript."""
+    spans = []
+    for transcript in (artifacts / "runs" / run_id / "attempts").rglob("transcript.json"):
+        (line,) = [s["text"] for s in json.loads(transcript.read_text())["steps"] if s["text"].startswith("span ")]
+        spans.append(tuple(float(x) for x in line.split()[1:]))
+    assert len(spans) >= 2, spans
+    return max(sum(1 for s, e in spans if s <= start < e) for start, _ in spans)
+
+
+def test_paid_arms_run_concurrently_while_every_reservation_fits_the_pair_cap(
+        prefect_harness: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The failure prevented: paid agents running one arm at a time whatever the cluster size. With a
+    $10 cap and a $4 ceiling two arms fit in flight; every allowed decision declared the finished spend
+    plus the in-flight reservations, and the next arm still fit the cap."""
+    from flows.nightly import nightly
+
+    monkeypatch.setenv("MEMTRIAL_TEST_EVAL_KEY", KEY)
+    result = nightly(config_path=str(paid_run(tmp_path, 10.0, "paid-wide")), run_id="paid-wide")
+
+    command = next(a for a in result.agents if a.agent == "command")
+    assert command.attempts == 4
+    assert arm_overlap(tmp_path / "artifacts", "paid-wide-command") == 2, "two paid arms fit the cap but never ran together"
+    store = open_store(tmp_path / "artifacts")
+    decisions = [store.get_json(k, GuardDecision) for k in store.list_keys("runs/paid-wide-command/budget/")]
+    drains = [d for d in decisions if d.phase == "between-arms"]
+    assert len(drains) == 4 and all(d.allowed for d in drains)
+    assert all((d.declared_spent_usd or 0) + 4.0 <= 10.0 for d in drains)
+    # finished arms alone never declare more than $3 before the fourth arm: $4 or more is a reservation
+    assert any((d.declared_spent_usd or 0) >= 4.0 for d in drains), "no decision counted an arm in flight"
+
+
+def test_paid_arms_stay_one_at_a_time_when_two_reservations_would_pass_the_cap(
+        prefect_harness: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The failure prevented: concurrency that lets two arms' ceilings together pass the pair cap.
+    With a $6 cap and a $4 ceiling no two arms may be in flight, whatever the worker count, and the
+    guard still stops the pair at the cap."""
+    from flows.nightly import nightly
+
+    monkeypatch.setenv("MEMTRIAL_TEST_EVAL_KEY", KEY)
+    with pytest.raises(BudgetStop, match="pass the pair cap"):
+        nightly(config_path=str(paid_run(tmp_path, 6.0, "paid-narrow")), run_id="paid-narrow")
+    assert arm_overlap(tmp_path / "artifacts", "paid-narrow-command") == 1

@@ -25,10 +25,10 @@ CLI = ROOT / "flows" / "cli"
 COMMANDS = {"validate", "certify", "prereg", "admit", "publish", "compare", "report", "run", "rerun", "paired", "trend", "runs", "show"}
 """The top-level commands."""
 GROUPS = {
-    "corpus": {"build", "redact", "check"},
+    "corpus": {"build", "redact", "check", "fetch"},
     "memory": {"remember", "recall", "forget", "hook", "serve", "stop", "snapshot"},
     "provisioner": {"check"},
-    "suite": {"recall", "retrieval", "locomo", "longmemeval"},
+    "suite": {"recall", "retrieval", "locomo", "longmemeval", "compare"},
     "budget": {"check", "fingerprint"},
 }
 """The command groups and their commands."""

@@ -23,6 +23,7 @@ from tasks_lib.artifacts import open_store
 from tasks_lib.contracts import RunRecord
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.memory import env as memory_env_names
+from tasks_lib.memory.delivery.notes import NOTES_PATHS
 from tasks_lib.memory.delivery.provenance import find_provenance, wrap_block
 from tasks_lib.memory.realms import trial_realm
 from tasks_lib.sandbox.local import LocalSandbox
@@ -50,7 +51,7 @@ def test_the_delivered_block_is_worded_neutrally() -> None:
 
 TASK = "logship-partial-exit"
 """A task with planted memories (the exit-status convention and a fact)."""
-CONDITIONS = ("off", "on", "ablate:all", "ablate:keyword")
+CONDITIONS = ("off", "on", "ablate:all", "ablate:keyword", "notes", "placebo", "harm:superseded")
 KEYWORD = "pager"
 """A word only a planted memory holds: a keyword-lane probe for it finds the convention."""
 OBSERVER = f"""
@@ -120,6 +121,8 @@ seen = {{
     "workspace": listing("."), "tmp": listing("/tmp"), "mountinfo": read("/proc/self/mountinfo"),
     "transcript": [json.loads(line) for line in read(os.environ[{memory_env_names.TRANSCRIPT_ENV!r}]).splitlines()],
     "stores": sorted(set(stores)), "sockets": sockets, "texts": texts, "probe": probe,
+    "notes": {{rel: read(os.path.join(os.environ["HOME"], rel)) for rel in {list(NOTES_PATHS)!r}}},
+    "reminders": stdin.split("\\n\\n<system-reminder>")[1:],
 }}
 print(json.dumps({{"kind": "message", "text": json.dumps(seen)}}))
 """
@@ -210,6 +213,40 @@ def test_nothing_an_agent_sees_names_the_apparatus_or_its_arm(seen: dict[str, di
         values = json.dumps({"env": env, **{k: observed[k] for k in ("argv", "cwd", "home", "tmp")}})  # hook argv: see README
         assert not re.search(r"memtrial|ablat|\boff\b", names + " " + values, re.I), (condition, names, values)
         assert not {memory_env_names.MEMORY_OFF_ENV, memory_env_names.ABLATE_LANES_ENV} & set(observed["env"]), condition  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("condition", ["placebo", "harm:superseded"])
+def test_a_placebo_or_harm_arm_looks_exactly_like_on(seen: dict[str, dict[str, object]], condition: str) -> None:
+    """The placebo and harm arms go through the same memory system, witness and socket as `on`: what the
+    agent sees must match `on` exactly but for what its memory delivers (else it could tell a placebo)."""
+    assert _view(seen[condition]) == _view(seen["on"]), condition
+    assert memory_env_names.SOCKET_ENV in seen[condition]["env"] and seen[condition]["injection"] == "yes"  # type: ignore[operator]
+
+
+def test_the_notes_arm_differs_from_off_only_by_the_notes_its_harness_loads(seen: dict[str, dict[str, object]]) -> None:
+    """The notes arm reaches no memory system (no socket, no store); the only difference from `off` is the
+    notes file the agent's harness loads from the arm's HOME (for the command agent: its adapter, as the
+    first prompt's reminder and a `notes-file` transcript step), worded neutrally; no other arm gets it."""
+    def without_notes(view: object) -> object:
+        steps = [s for s in view["transcript"] if s.get("channel") != "notes-file"]  # type: ignore[index]
+        return {**view, "transcript": steps}  # type: ignore[dict-item]
+
+    assert without_notes(_view(seen["notes"])) == without_notes(_view(seen["off"]))
+    assert (seen["notes"]["stores"], seen["notes"]["sockets"]) == ([], []) and seen["notes"]["injection"] == "yes"
+    (reminder,) = seen["notes"]["reminders"]  # type: ignore[misc]
+    assert all(m.text in reminder for m in _task_memories()), reminder
+    wording = reminder
+    for m in _task_memories():
+        wording = wording.replace(m.text, "")
+    assert not GIVEAWAYS.search(wording), wording  # the harness's and the runner's own words, not the task's memories'
+    for condition in ("off", "ablate:all"):
+        assert seen[condition]["reminders"] == [], condition
+    for condition in ("on", "ablate:keyword", "placebo", "harm:superseded"):
+        assert not any("Contents of" in r for r in seen[condition]["reminders"]), condition  # type: ignore[union-attr]
+
+
+def _task_memories() -> list:  # type: ignore[type-arg]
+    return [t for t in load_tasks(Path(__file__).resolve().parents[1] / "corpora" / "tasks") if t.task_id == TASK][0].manifest.memories
 
 
 @pytest.mark.parametrize("condition", ["off", "ablate:all"])

@@ -203,3 +203,22 @@ def test_a_run_config_names_its_provisioner_or_none() -> None:
         RunConfig(provisioner={"argv": ["prov"]})  # type: ignore[arg-type]
     with_one = RunConfig(memory_system="provisioner", provisioner={"argv": ["prov"]})  # type: ignore[arg-type]
     assert with_one.config_digest() != RunConfig().config_digest()
+
+
+def test_a_memory_counts_present_only_when_one_of_its_own_probes_finds_it() -> None:
+    """Presence asks the full-text and the semantic lane (a vector-only system has no full-text lane),
+    but a memory neither lane brings back is missing, whatever the other memories' probes found."""
+    from tasks_lib.arm.provisioned import PRESENCE_LANES, missing_memories, presence_probes
+    from tasks_lib.memory.provisioner.client import ProbeHit, ProbeResult
+
+    task = select_tasks(TASKS, ["logship-partial-exit"])[0]
+    probes = presence_probes(task.manifest.memories)
+    assert {p.lane for p in probes} == set(PRESENCE_LANES) and len({p.name for p in probes}) == len(probes)
+
+    def result(name: str, found: bool) -> ProbeResult:
+        return ProbeResult(name=name, hits=(ProbeHit(id="m0", text="x"),) if found else (), found=found)
+
+    only_semantic = [result("present-m0-fulltext", False), result("present-m0-semantic", True),
+                     result("present-m1-fulltext", False), result("present-m1-semantic", False)]
+    assert missing_memories(only_semantic) == ["m1"]
+    assert missing_memories([result("present-m10-fulltext", True), result("present-m1-semantic", False)]) == ["m1"]

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
+import subprocess
+import sys
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +23,7 @@ from flows.cli.main import main
 from flows.stages import FAIL_STAGE_ENV, InjectedFailure
 from tasks_lib.artifacts import LocalStore, new_run_id, open_store
 from tasks_lib.manifest import evidence_keys, verify_run
-from tasks_lib.runs import RUN_STATUS_JSON, list_runs, mark_ended, read_status, run_files, status_key
+from tasks_lib.runs import RUN_STATUS_JSON, list_runs, mark_ended, process_started, read_status, run_files, status_key
 
 TASK = "rotlog-keep-count"
 REFERENCE_BUILD = "memtrial-reference/0.1.0"
@@ -182,6 +187,56 @@ def test_a_run_that_has_started_is_listed_running(tmp_path: Path, capsys: pytest
                  memory_system="reference")
     (entry,) = runs_json(root, capsys)
     assert (entry["state"], entry["agents"], entry["memory_systems"], entry["headline"]) == ("running", ["calibration"], ["reference"], None)
+
+
+def test_a_run_killed_outright_is_listed_stopped_not_running_forever(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run killed with SIGKILL cannot write `failed`: its marker said `running` for ever. The marker
+    names its host, process and the process's start time, so the listing sees the process is gone."""
+    root = str(tmp_path / "artifacts")
+    run_id = "paired-20990101-000000-abcdef"
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from tasks_lib.artifacts import open_store; from tasks_lib.runs import mark_running; "
+         f"mark_running(open_store({root!r}), {run_id!r}, version='memtrial 0+test'); print('marked', flush=True); time.sleep(600)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "marked"
+        (entry,) = runs_json(root, capsys)
+        assert entry["state"] == "running"
+    finally:
+        child.kill()
+        child.wait()
+    (entry,) = runs_json(root, capsys)
+    assert entry["state"] == "stopped"
+    main(["runs", "--artifact-root", root])
+    assert "killed before it could end" in capsys.readouterr().out
+
+
+def test_a_rerun_keeps_when_the_run_first_started(tmp_path: Path) -> None:
+    """A rerun of the same run id rewrote the marker with a new start time, so the run looked as if
+    it had started at its rerun; the first start stays and the rerun is `resumed_at`."""
+    from tasks_lib.runs import mark_running
+
+    store = open_store(str(tmp_path / "artifacts"))
+    first = mark_running(store, "paired-20990101-000000-abcdef", version="memtrial 0+test")
+    mark_ended(store, first, RuntimeError("report failed"), "report")
+    again = mark_running(store, "paired-20990101-000000-abcdef", version="memtrial 0+test")
+    assert (again.started_at, again.state, again.error) == (first.started_at, "running", None)
+    assert first.resumed_at is None and again.resumed_at is not None and again.resumed_at >= first.started_at
+    assert read_status(store, "paired-20990101-000000-abcdef") == again
+
+
+def test_a_reused_pid_or_another_hosts_run_is_not_taken_for_the_run(tmp_path: Path) -> None:
+    """The PID alone could be alive again as another process; a marker from another host cannot be
+    checked here. Neither may flip the listed state the wrong way."""
+    from tasks_lib.runs import RunStatus, stopped_outright
+
+    mine = RunStatus(run_id="r", state="running", started_at=datetime.now(timezone.utc), memtrial_version="memtrial 0+test",
+                     host=socket.gethostname(), pid=os.getpid(), pid_started=process_started(os.getpid()))
+    assert not stopped_outright(mine)
+    assert stopped_outright(mine.model_copy(update={"pid_started": (mine.pid_started or 0) + 1}))
+    assert not stopped_outright(mine.model_copy(update={"host": "another-host.invalid", "pid_started": 1}))
+    assert not stopped_outright(mine.model_copy(update={"host": None, "pid": None, "pid_started": None}))
 
 
 def flow_run_named(name: str) -> Any:

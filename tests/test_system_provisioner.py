@@ -25,15 +25,16 @@ from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV
 from tasks_lib.memory.errors import MemoryServerError
 from tasks_lib.memory.provisioner.check import check_provisioner, format_results
 from tasks_lib.memory.provisioner.client import Probe, ProvisionerExitError, ProvisionerSpec, destroy_sync, make_provisioner, restore_sync, snapshot_sync
-from tasks_lib.memory.provisioner.system import SYSTEM_ENV
+from tasks_lib.memory.provisioner.system import HOLDS, SYSTEM_ENV
 from tasks_lib.memory.provisioner.verbs import SERVE_ENV, SERVE_FILE, STATE_ENV
+from tasks_lib.memory.registry import MEMORY_SYSTEMS
 from tests.test_memory_adapters import alive, require
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = load_tasks(REPO / "corpora" / "tasks")
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
 ARGV = (sys.executable, "-m", "tasks_lib.memory.provisioner.system")
-SYSTEMS = ("chroma", "mcp-memory")
+SYSTEMS = ("chroma", "chroma+memtrial-keyword", "mcp-memory", "mcp-memory+memtrial-terms", "lancedb", "txtai", "mem0")
 
 
 def spec(system: str, state: Path) -> ProvisionerSpec:
@@ -96,7 +97,8 @@ def test_snapshot_reads_the_live_system_and_its_lanes(tmp_path: Path, system: st
         live = len(memories) - sum(1 for m in memories if m.kind == "superseded")
         assert shown.state.exists and shown.state.graph_nodes == live, "a superseded memory was counted live"
         assert not shown.probes[0].found, "the superseded memory is still served"
-        assert shown.probes[1].found == (system == "chroma"), "a probe on a lane the system lacks must find nothing"
+        semantic = any(lane == "semantic" or "semantic" in HOLDS.get(lane, ()) for lane in MEMORY_SYSTEMS[system].lanes)
+        assert shown.probes[1].found == semantic, "a probe on a lane the system lacks must find nothing"
     finally:
         destroy_sync(provisioner, restored.project)
     assert not alive(served["pid"]) and not (state / "projects" / restored.project).exists()
@@ -108,7 +110,7 @@ def test_the_check_reports_the_lane_a_system_lacks(tmp_path: Path) -> None:
     that need them, each naming the graph, and passes the rest."""
     require("chroma")
     results = check_provisioner(list(ARGV), tmp_path / "fixture", timeout_seconds=180,
-                                env={SYSTEM_ENV: "chroma", STATE_ENV: str(tmp_path / "state")})
+                                env={SYSTEM_ENV: "chroma+memtrial-keyword", STATE_ENV: str(tmp_path / "state")})
     failed = {r.name: r.why for r in results if not r.passed}
     assert set(failed) == {"snapshot-finds-planted-probes", "restore-isolates-run-identity", "restore-isolates-trials",
                            "destroy-is-scoped"}, \

@@ -1,4 +1,4 @@
-"""`memtrial corpus build|redact|check` and `memtrial certify`: the corpus stage, a thin edge over `tasks_lib.corpus`."""
+"""`memtrial corpus build|redact|check|fetch` and `memtrial certify`: the corpus stage, a thin edge over `tasks_lib.corpus`."""
 
 from __future__ import annotations
 
@@ -96,6 +96,35 @@ def corpus_check(
             out.print(f"split: {problem}")
         out.print(f"{'ok' if ok else 'FAILED'}: {len(report.tasks)} tasks, {len(report.failures) + len(split_problems)} failures")
     if not ok:
+        raise typer.Exit(1)
+
+
+@corpus_app.command("fetch")
+def corpus_fetch(
+    tasks_root: Annotated[Optional[Path], typer.Option(help="Task corpus folder inside this checkout (default: the bundled corpora/tasks).")] = None,
+    revision: Annotated[str, typer.Option(help="Commit whose task manifests and overlays are used.")] = "HEAD",
+    as_json: JsonFlag = False,
+) -> None:
+    """Fetch, verify and cache the pinned upstream source of every real-project task (PyPI sdist,
+    npm tarball or git commit) and compose its fixture; nothing is fetched twice. Exit 1 on any failure."""
+    from flows.settings import PROJECT_ROOT
+    from tasks_lib.corpus.prepare import fetch_upstream_sources
+    from tasks_lib.corpus.upstream import upstream_cache_root
+
+    root = (tasks_root or PROJECT_ROOT / "corpora" / "tasks").resolve()
+    fetched = fetch_upstream_sources(PROJECT_ROOT, revision, root)
+    failed = [f for f in fetched if f.error]
+    if as_json:
+        emit_json({"ok": not failed, "cache": str(upstream_cache_root()),
+                   "tasks": [{"task": f.task_id, "source": f.source, "fixture_commit": f.fixture_commit, "error": f.error} for f in fetched]})
+    else:
+        rows = [{"task": f.task_id, "source": f.source, "fixture": (f.fixture_commit or "")[:12] or "FAILED"} for f in fetched]
+        if rows:
+            out.print(summary_table(rows, ["task", "source", "fixture"], f"upstream sources in {upstream_cache_root()}"))
+        for failure in failed:
+            err.print(failure.error or "")
+        out.print(f"{'ok' if not failed else 'FAILED'}: {len(fetched)} upstream tasks, {len(failed)} failed")
+    if failed:
         raise typer.Exit(1)
 
 

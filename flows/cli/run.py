@@ -75,6 +75,7 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
         out.print(summary_table(agent.cells, COLUMNS, f"{agent.agent}: {agent.passes}/{agent.attempts} passed, {agent.arms_cached} arms from cache (run {agent.run_id})"))
     for name, reason in sorted(result.excluded.items()):
         out.print(f"excluded {name}: {reason}")
+    _print_skipped(result.skipped)
     from flows.suites import suite_headline
 
     for name, key in sorted(result.suites.items()):
@@ -164,7 +165,8 @@ def _provisioner_option(command: str | None, env: list[str]) -> dict[str, object
 def paired(
     agent: Annotated[str, typer.Option(help="Agent adapter: calibration, claude-code, openai-chat, command.")] = "calibration",
     tasks: Annotated[str | None, typer.Option(help="Comma-separated task ids (default: every bundled task).")] = None,
-    conditions: Annotated[str, typer.Option(help="Comma-separated conditions: off, on, ablate:<lane>, ablate:all.")] = "off,on",
+    conditions: Annotated[str, typer.Option(help="Comma-separated conditions: off, on, notes, placebo, harm:absent, harm:superseded, "
+                                                 "harm:contradictory, harm:adjacent, ablate:<lane>, ablate:all (docs/ARMS.md).")] = "off,on",
     trials: Annotated[int, typer.Option(help="Trials per task and condition.")] = 1,
     sandbox: Annotated[str, typer.Option(help="Sandbox the agent's commands run in: local or docker.")] = "local",
     embedder: Annotated[str, typer.Option(help="Embedder of the reference memory system: hashed (offline default) or minilm.")] = "hashed",
@@ -183,7 +185,7 @@ def paired(
     from flows.nightly import cells_of
     from flows.paired import paired_flow
     from flows.progress import reporting
-    from flows.runners import task_runner
+    from flows.runners import ready_task_runner
     from flows.settings import PROJECT_ROOT, default_artifact_root
     from tasks_lib.artifacts import new_run_id
     from tasks_lib.contracts import ContractError
@@ -211,7 +213,7 @@ def paired(
     err.print(f"memtrial: paired run {run_id} ({agent}: {len(config.conditions)} conditions x {trials} trial(s))")
     try:
         with reporting(err, live=False if plain or as_json else None):
-            result = paired_flow.with_options(task_runner=task_runner(config.runner))(config, run_id, str(PROJECT_ROOT), root, spec)
+            result = paired_flow.with_options(task_runner=ready_task_runner(config.runner))(config, run_id, str(PROJECT_ROOT), root, spec)
     except MemtrialError:
         raise
     except Exception as error:  # noqa: BLE001
@@ -221,17 +223,24 @@ def paired(
     distrust = _graded_distrust(root, result.run_id, result.excluded)
     if as_json:
         emit_json({"run_id": run_id, "artifacts": location, "records": result.records_key, "cells": cells, "excluded": result.excluded,
-                   "distrust": list(distrust)})
+                   "skipped": result.skipped, "distrust": list(distrust)})
         if distrust:
             raise typer.Exit(1)
         return
     out.print(summary_table(cells, COLUMNS, f"paired run {run_id} ({agent})"))
     for name, reason in sorted(result.excluded.items()):
         out.print(f"excluded {name}: {reason}")
+    _print_skipped(result.skipped)
     out.print(f"records: {root.rstrip('/')}/{result.records_key}")
     _print_distrust(agent, distrust)
     if distrust:
         raise typer.Exit(1)
+
+
+def _print_skipped(skipped: list[str]) -> None:
+    """One line per cell the matrix skipped (a task without the condition's planted state)."""
+    if skipped:
+        out.print(f"skipped {len(skipped)} cell(s) whose task carries no planted state for the condition: {', '.join(skipped)}")
 
 
 def _graded_distrust(root: str, run_id: str, excluded: dict[str, str]) -> tuple[str, ...]:

@@ -76,6 +76,9 @@ def runs(root: RootOpt = None, as_json: JsonFlag = False) -> None:
     for entry in entries:
         if entry.state == "failed":
             out.print(f"{entry.run_id}: failed{f' in {entry.stage}' if entry.stage else ''}: {entry.error}")
+        if entry.state == "stopped" and not entry.parent:
+            out.print(f"{entry.run_id}: stopped: its marker says running but its process is gone (killed before it "
+                      f"could end); a run of 'memtrial run' finishes from its cached stages with 'memtrial rerun {entry.run_id}'")
         for problem in entry.problems:
             err.print(f"warning: {entry.run_id}: {problem}")
 
@@ -91,7 +94,8 @@ def _print_run(view: RunView, run_id: str) -> None:
     out.print(f"memory system: {', '.join(entry.memory_systems) or '-'}")
     if status is not None:
         ended = status.ended_at.isoformat() if status.ended_at else "-"
-        out.print(f"started:       {status.started_at.isoformat()}  ended: {ended}  by {status.memtrial_version}")
+        resumed = f"  resumed: {status.resumed_at.isoformat()}" if status.resumed_at else ""
+        out.print(f"started:       {status.started_at.isoformat()}{resumed}  ended: {ended}  by {status.memtrial_version}")
     elif entry.started_at is not None:
         out.print(f"started:       {entry.started_at.isoformat()}")
     out.print(f"attempts:      {view.attempts}")

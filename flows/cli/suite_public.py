@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from tasks_lib.suites.public.rankings import RankingRow
     from tasks_lib.suites.public.result import PublicResult
 
-MemoryOpt = Annotated[str, typer.Option("--memory", help="Memory system to measure (registry name: reference, chroma, mcp-memory).")]
+MemoryOpt = Annotated[str, typer.Option("--memory", help="Memory system to measure (registry name: reference, chroma, lancedb, txtai, mem0, mcp-memory, or a named variant).")]
 EmbedderOpt = Annotated[str, typer.Option("--embedder", help="Embedder for memory systems that use memtrial's: hashed (offline default) or minilm.")]
 KOpt = Annotated[list[int] | None, typer.Option("--k", help="Cut-off k (repeatable; default 1, 3, 5, 10).")]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Score only the first N evaluation groups (conversations / records).")]

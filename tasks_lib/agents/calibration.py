@@ -9,6 +9,13 @@ injects; what it then does follows from the task's kind and from what the hook d
   + delivered context);
 - a stale-trap whose delivered context holds the superseded value but not its correction: it acts
   on the stale value, i.e. writes nothing useful, and fails;
+- a planted state with an old value and no correction at all (`misleading_texts`: the harm
+  conditions `superseded` and `contradictory`): when the old value arrives without the key memory
+  it acts on it and fails without exploring; when both arrive (a contradiction) it trusts neither
+  and explores;
+- a notes file its harness loads (`tasks_lib.memory.delivery.notes.read_notes` of its HOME, read at
+  session start like Claude Code's `~/.claude/CLAUDE.md`): the notes count as delivered context,
+  with no provenance block (the runner's notes receipt, not the transcript, proves delivery);
 - otherwise it explores: reads every visible file (counted as input tokens) and succeeds only on
   tasks that exploration can solve (`EXPLORABLE` kinds), by applying the solution.
 
@@ -29,6 +36,7 @@ from pathlib import Path
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.corpus.tasks import overlay
+from tasks_lib.memory.delivery.notes import NOTES_LANE, read_notes
 from tasks_lib.memory.delivery.provenance import find_provenance
 from tasks_lib.trees import walk_files
 
@@ -57,12 +65,14 @@ class CalibrationAgent(Agent):
         key_texts: Sequence[str] = (),
         stale_texts: Sequence[str] = (),
         correction_texts: Sequence[str] = (),
+        misleading_texts: Sequence[str] = (),
     ) -> None:
         self.solution_dir = solution_dir
         self.kind = kind
         self.key_texts = tuple(key_texts)
         self.stale_texts = tuple(stale_texts)
         self.correction_texts = tuple(correction_texts)
+        self.misleading_texts = tuple(misleading_texts)
 
     def _hook(self, session: AgentSession, prompt: str) -> tuple[str, str | None]:
         """Run the prompt-submit hook like any agent harness; return (context, error)."""
@@ -101,6 +111,10 @@ class CalibrationAgent(Agent):
         steps: list[TranscriptStep] = []
         read = 0
         context_all = ""
+        notes = read_notes(session.home)
+        if notes:
+            steps.append(TranscriptStep(source="system", kind="context", text=notes, channel=NOTES_LANE))
+            read += len(notes.encode())
         for prompt in session.prompts:
             steps.append(TranscriptStep(source="user", kind="prompt", text=prompt))
             read += len(prompt.encode())
@@ -115,13 +129,24 @@ class CalibrationAgent(Agent):
         delivered = bool(find_provenance(context_all)) and (
             not self.key_texts or any(t in context_all for t in self.key_texts)
         )
+        delivered = delivered or bool(notes and any(t in notes for t in self.key_texts))
+        context_all += notes
+        misled = any(t in context_all for t in self.misleading_texts)
         stale_only = (
             self.kind == "stale-trap"
             and any(t in context_all for t in self.stale_texts)
             and not any(t in context_all for t in self.correction_texts)
         )
         written = 0
-        if delivered and stale_only:
+        if misled and not delivered:
+            steps.append(TranscriptStep(source="agent", kind="message", text="acting on the remembered (old) value"))
+        elif misled:
+            read += self._explore(session.workspace, steps)
+            if self.kind in EXPLORABLE:
+                written = self._apply(session.workspace, steps, "memories disagree; solved by exploration")
+            else:
+                steps.append(TranscriptStep(source="agent", kind="message", text="memories disagree; exploration did not settle it"))
+        elif delivered and stale_only:
             steps.append(TranscriptStep(source="agent", kind="message", text="acting on the remembered (stale) value"))
         elif delivered and self.kind in MEMORY_SOLVES:
             written = self._apply(session.workspace, steps, "applying what memory says")

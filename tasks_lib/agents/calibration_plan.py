@@ -27,7 +27,6 @@ from typing import Literal
 from tasks_lib.agents.calibration import EXPLORABLE, MEMORY_SOLVES, tokens
 from tasks_lib.corpus.key_lanes import (  # noqa: F401  (re-exported: the plan is read from the declaration)
     KEY_LANES_NAME,
-    KEY_MEMORY_KINDS,
     RECALL_K,
     REFERENCE_EMBEDDER,
     CalibrationPlanError,
@@ -35,8 +34,13 @@ from tasks_lib.corpus.key_lanes import (  # noqa: F401  (re-exported: the plan i
     key_texts,
     load_key_lanes,
     measure_key_lanes,
+    probe_store,
 )
+from tasks_lib.conditions import KEY_MEMORY_KINDS, planted_memories, spec_of  # noqa: F401  (KEY_MEMORY_KINDS re-exported)
+from tasks_lib.contracts import MemorySpec
 from tasks_lib.corpus.tasks import LoadedTask
+from tasks_lib.corpus.upstream import upstream_fixture_bytes
+from tasks_lib.memory.delivery.hook import MAX_QUERY_BYTES
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.trees import walk_files
 
@@ -55,6 +59,15 @@ class ExpectedAttempt:
     """Tokens written: the solution's bytes / 4 when it applies the solution, else 0."""
 
 
+def misleading_texts(memories: Sequence[MemorySpec]) -> list[str]:
+    """The old values a planted state holds without any correction (`harm:superseded`, `harm:contradictory`):
+    the calibration agent acts on one that arrives without the key memory, and explores when both arrive.
+    Empty when the state plants a correction (a stale-trap's `on`: the correction wins)."""
+    if any(m.kind == "correction" for m in memories):
+        return []
+    return [m.text for m in memories if m.kind == "superseded"]
+
+
 def active_lanes(condition: str) -> frozenset[str]:
     """Lanes the hook may use under `condition`."""
     if condition == "off" or condition == "ablate:all":
@@ -64,23 +77,54 @@ def active_lanes(condition: str) -> frozenset[str]:
     return frozenset(LANES)
 
 
+def clip_query(prompt: str) -> str:
+    """The query the delivery hook sends for `prompt`: its first MAX_QUERY_BYTES bytes."""
+    return prompt.encode("utf-8", "surrogatepass")[:MAX_QUERY_BYTES].decode("utf-8", "ignore")
+
+
+def served_texts(memories: Sequence[MemorySpec], prompts: Sequence[str], embedder: str = REFERENCE_EMBEDDER,
+                 k: int = RECALL_K) -> frozenset[str]:
+    """Texts the reference store serves the delivery hook for `prompts` when `memories` are planted:
+    each prompt clipped as the hook clips it, every lane, `k` hits (what the witness relays)."""
+    if not memories:
+        return frozenset()
+    with probe_store(memories, embedder) as (store, realm):
+        return frozenset(hit.text for prompt in prompts for hit in store.recall(realm, clip_query(prompt), k, lanes=list(LANES)))
+
+
 def expected_attempt(task: LoadedTask, condition: str, key_lanes: Sequence[str]) -> ExpectedAttempt:
-    """The calibration agent's expected behaviour on `task` under `condition` (see the module docstring)."""
+    """The calibration agent's expected behaviour on `task` under `condition` (see the module docstring):
+    for `on`, `off` and `ablate:*` from the key-lane declaration; for `notes` from the notes file (it holds
+    every memory); for `placebo` and `harm:*` from what the reference store serves of their planted state."""
     kind = task.manifest.kind
-    delivered = bool(active_lanes(condition) & set(key_lanes))
-    memory_solves = delivered and kind in MEMORY_SOLVES
-    solves = memory_solves or kind in EXPLORABLE
+    spec = spec_of(condition)
+    keys = set(key_texts(task))
+    misled = False
+    if spec.planted in ("placebo", "harm"):
+        planted = planted_memories(task.manifest, condition)
+        served = served_texts(planted, (task.manifest.instruction, *task.manifest.follow_up_prompts))
+        delivered, misled = bool(served & keys), bool(served & set(misleading_texts(planted)))
+    elif spec.delivery == "notes-file":
+        delivered = bool(task.manifest.memories and keys)
+    else:
+        delivered = bool(active_lanes(condition) & set(key_lanes))
+    memory_solves = delivered and not misled and kind in MEMORY_SOLVES
+    acts_on_old_value = misled and not delivered
+    solves = memory_solves or (kind in EXPLORABLE and not acts_on_old_value)
     written = sum((task.solution_dir / rel).stat().st_size for rel in walk_files(task.solution_dir)) if solves else 0
     return ExpectedAttempt(
         delivered=delivered,
-        explores=not memory_solves,
+        explores=not memory_solves and not acts_on_old_value,
         outcome="pass" if solves else "fail",
         output_tokens=tokens(written),
     )
 
 
 def visible_bytes(task: LoadedTask) -> int:
-    """Bytes of every regular file of the task's fixture: what exploring reads (the fixture certifies clean, so nothing is redacted)."""
+    """Bytes of every regular file of the task's fixture (an upstream task's composed fixture): what
+    exploring reads (the fixture certifies clean, so nothing is redacted)."""
+    if task.manifest.upstream is not None:
+        return upstream_fixture_bytes(task.root, task.manifest)
     root = task.fixture_dir
     return sum((root / rel).stat().st_size for rel in walk_files(root) if not (root / rel).is_symlink())
 

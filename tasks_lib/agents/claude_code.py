@@ -67,6 +67,7 @@ from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, Tra
 from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.memory.env import SOCKET_ENV, STORE_ENV
+from tasks_lib.memory.delivery.notes import NOTES_LANE, NOTES_PATHS, read_notes
 from tasks_lib.sandbox.base import DEFAULT_PATH
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
 from tasks_lib.sandbox.errors import SandboxError
@@ -103,6 +104,10 @@ QUIET_ENV = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 }
 """Switches that keep the CLI from calling anything but the model endpoint."""
+NOTES_DIR_ENV = {"CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD": "1"}
+"""With `--add-dir <HOME>/.claude` (every arm), the CLI loads the CLAUDE.md it finds there by itself:
+the notes arm's user-level notes file (`tasks_lib.memory.delivery.notes`), which `--setting-sources ""`
+would otherwise keep out; set in every arm, so it names none."""
 
 MAX_STREAM_BYTES = 256 << 20
 """Stream-json bytes kept per invocation; past it the transcript notes the truncation."""
@@ -419,6 +424,7 @@ class ClaudeCodeAgent(Agent):
             "PATH": os.environ.get("PATH") or DEFAULT_PATH,
             "LANG": "C.UTF-8",
             **QUIET_ENV,
+            **NOTES_DIR_ENV,
         }
         base_url = self.base_url or os.environ.get("ANTHROPIC_BASE_URL")
         api_key = self.api_key or os.environ.get("ANTHROPIC_API_KEY")
@@ -461,12 +467,15 @@ class ClaudeCodeAgent(Agent):
         note = CONFINED_NOTE.format(user=UNPRIVILEGED if identity else "", hidden=len(session.hidden_paths))
         return prefix, note, identity
 
-    def argv(self, binary: Path, model: str, session_id: str, resume: bool, hook_argv: Sequence[str]) -> list[str]:
-        """One invocation's argv (the prompt goes on stdin): the runner's hooks inline, no settings file read."""
+    def argv(self, binary: Path, model: str, session_id: str, resume: bool, hook_argv: Sequence[str],
+             notes_dir: Path | None = None) -> list[str]:
+        """One invocation's argv (the prompt goes on stdin): the runner's hooks inline, no settings file
+        read; with `notes_dir` (the session HOME's `.claude`), the CLAUDE.md there is loaded as notes."""
         return [
             str(binary), "-p", "--output-format", "stream-json", "--verbose", "--include-hook-events",
             "--model", model, "--permission-mode", "bypassPermissions",
             "--setting-sources", "", "--settings", json.dumps(settings_for(hook_argv)),
+            *(["--add-dir", str(notes_dir)] if notes_dir is not None else []),
             *(["--resume", session_id] if resume else ["--session-id", session_id]),
             *self.extra_args,
         ]
@@ -483,11 +492,15 @@ class ClaudeCodeAgent(Agent):
         session.home.mkdir(parents=True, exist_ok=True)
         tmpdir = session.home / "tmp"
         tmpdir.mkdir(exist_ok=True)
+        notes_dir = session.home / NOTES_PATHS[0].rpartition("/")[0]
+        notes_dir.mkdir(exist_ok=True)
         confine_prefix, note, identity = self.confinement(session, binary)
         env = self.environment(session, tmpdir, identity)
         model = session.model or self.model
         session_id = str(uuid.uuid4())
         steps = [TranscriptStep(source="system", kind="context", text=note)]
+        if notes := read_notes(session.home):
+            steps.append(TranscriptStep(source="system", kind="context", text=notes, channel=NOTES_LANE))
         input_tokens = output_tokens = 0
         cost = 0.0
         exit_code: int | None = None
@@ -505,7 +518,8 @@ class ClaudeCodeAgent(Agent):
                     exit_code = None
                     break
                 try:
-                    argv = [*confine_prefix, *self.argv(binary, model, session_id, resume=index > 0, hook_argv=session.hook_argv)]
+                    argv = [*confine_prefix, *self.argv(binary, model, session_id, resume=index > 0, hook_argv=session.hook_argv,
+                                                           notes_dir=notes_dir)]
                     done = self._invoke(argv, prompt, session.workspace, env, remaining)
                 except OSError as error:
                     infra = f"claude-code could not start {binary}: {error}"

@@ -3,7 +3,8 @@
 Protocol (what the executable sees, per prompt):
 
 - argv: the configured `argv`, run in `session.sandbox` with the workspace as cwd (read-write).
-- stdin: the prompt, then, for each hook that delivered context before this prompt, a blank line
+- stdin: the prompt, then (first prompt only, in the notes arm) the notes file its harness loads from
+  the session's HOME (`notes_context`), then, for each hook that delivered context before this prompt, a blank line
   and `<system-reminder>\\n<Event> hook additional context: <context>\\n</system-reminder>\\n`.
 - environment (nothing else from the host): `PATH`, `LANG`, the configured `env`, the memory
   environment `session.env` (the realm, and the replica file or socket in an arm with memory), and, named
@@ -48,6 +49,7 @@ from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.delivery.hook import EVENTS
+from tasks_lib.memory.delivery.notes import NOTES_LANE, NOTES_PATHS, read_notes
 from tasks_lib.memory.env import (
     HOOK_ARGV_ENV,
     MODEL_ENV,
@@ -97,6 +99,18 @@ def defang(text: str) -> str:
 def reminder(event: str, context: str) -> str:
     """Hook context as the agent receives it (the shape Claude Code uses)."""
     return f"<system-reminder>\n{event} hook additional context: {context}\n</system-reminder>"
+
+
+def notes_context(session: AgentSession) -> tuple[str, list[TranscriptStep]]:
+    """What a harness loads at session start from the user-level notes file of the session's HOME
+    (`tasks_lib.memory.delivery.notes`; the notes arm's only channel): the reminder the agent receives,
+    worded as Claude Code words its user memory, and a `system` context step on the `notes-file`
+    channel; ('', []) when HOME holds no notes file (every other arm)."""
+    notes = read_notes(session.home)
+    if not notes:
+        return "", []
+    text = f"<system-reminder>\nContents of ~/{NOTES_PATHS[0]} (user's private global instructions for all projects):\n\n{notes}</system-reminder>"
+    return text, [TranscriptStep(source="system", kind="context", text=notes, channel=NOTES_LANE)]
 
 
 def command_env(*layers: Mapping[str, str]) -> dict[str, str]:
@@ -300,6 +314,8 @@ class CommandAgent(Agent):
         io_dir.chmod(0o755)  # the sandboxed command runs unprivileged (a uid of its own under a root runner)
         try:
             pending: list[tuple[str, str]] = []
+            notes, notes_steps = notes_context(session)
+            steps.extend(notes_steps)
             start = self._hook(session, "SessionStart", session_id, None, steps)
             if start.context:
                 pending.append(("SessionStart", start.context))
@@ -308,7 +324,8 @@ class CommandAgent(Agent):
                 call = self._hook(session, "UserPromptSubmit", session_id, prompt, steps)
                 if call.context:
                     pending.append(("UserPromptSubmit", call.context))
-                stdin = prompt + "".join(f"\n\n{reminder(event, context)}" for event, context in pending) + "\n"
+                stdin = prompt + (f"\n\n{notes}" if notes and index == 0 else "")
+                stdin += "".join(f"\n\n{reminder(event, context)}" for event, context in pending) + "\n"
                 pending = []
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
-from tasks_lib.agents.command import InfraFailure, call_hook, command_env, defang, open_sandbox, reminder
+from tasks_lib.agents.command import InfraFailure, call_hook, command_env, defang, notes_context, open_sandbox, reminder
 from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.sandbox.base import Sandbox, SandboxLimits, SandboxRequest
@@ -174,6 +174,10 @@ class OpenAIChatAgent(Agent):
             sandbox = open_sandbox(session.sandbox, self.sandbox_options)
             system = self.instructions
             steps.append(TranscriptStep(source="system", kind="prompt", text=system))
+            notes, notes_steps = notes_context(session)
+            steps.extend(notes_steps)
+            if notes:
+                system += "\n\n" + notes
             start = call_hook(session, "SessionStart", session_id)
             steps.extend(start.steps)
             if start.context:

@@ -33,6 +33,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, StringConstraints
 
 from tasks_lib.agents.base import Transcript
+from tasks_lib.analysis.damage import Damage, damage_table
 from tasks_lib.analysis.headline import Comparison, headline
 from tasks_lib.analysis.stats import clopper_pearson, mcnemar_exact, paired_continuous_summary, pass_at_k, pass_hat_k, wilson
 from tasks_lib.contracts import Condition, ContractModel, Document, Identifier, RunRecord
@@ -42,6 +43,8 @@ COST_SAVING_FACTOR = Fraction(3, 2)
 (and on at least this many times a passing off's tokens for a harm)."""
 LOW_DELIVERY_RATE = Fraction(9, 10)
 """Below this confirmed-delivery rate under `on`, the run is flagged: a human must see it."""
+DELIVERY_ARMS = ("on", "notes", "placebo")
+"""Arms whose point is that their memory reaches the agent: a low delivery rate there is a reason to distrust the run."""
 HARNESS_GAP_LIMIT = Fraction(1, 5)
 """|success(ablate:all) - success(off)| above this is flagged as a harness problem."""
 MISSING_EVIDENCE = "missing evidence: "
@@ -297,6 +300,8 @@ class GradingSummary(Document):
     the run has no calibration attempt under `off` or `ablate:all`)."""
     pass_at_k: tuple[PassAtK, ...] = ()
     """pass@k and pass^k per condition, k from 1 to the trials."""
+    damage: tuple[Damage, ...] = ()
+    """Per condition but `off`: tasks the `off` arm passed that the condition failed, task-clustered."""
 
 
 # --------------------------------------------------------------------------- per attempt
@@ -395,9 +400,9 @@ def grade_attempts(
 
 
 def condition_order(conditions: Iterable[str]) -> tuple[str, ...]:
-    """off, on, ablate:all, then ablate:<lane> alphabetically."""
-    rank = {"off": 0, "on": 1, "ablate:all": 2}
-    return tuple(sorted(set(conditions), key=lambda c: (rank.get(c, 3), c)))
+    """off, on, notes, placebo, ablate:all, then ablate:<lane> and harm:<state> alphabetically."""
+    rank = {"off": 0, "on": 1, "notes": 2, "placebo": 3, "ablate:all": 4}
+    return tuple(sorted(set(conditions), key=lambda c: (rank.get(c, 5), c)))
 
 
 def delivery_rates(records: Sequence[RunRecord]) -> list[DeliveryRate]:
@@ -410,8 +415,8 @@ def delivery_rates(records: Sequence[RunRecord]) -> list[DeliveryRate]:
         unwitnessed = sum(bool(r.unwitnessed_ids) for r in rows)
         rate = fraction_of(confirmed, len(rows))
         problems = []
-        if condition == "on" and rate < LOW_DELIVERY_RATE:
-            problems.append(f"delivery confirmed on only {confirmed} of {len(rows)} on attempts (below {LOW_DELIVERY_RATE}): "
+        if condition in DELIVERY_ARMS and rate < LOW_DELIVERY_RATE:
+            problems.append(f"delivery confirmed on only {confirmed} of {len(rows)} {condition} attempts (below {LOW_DELIVERY_RATE}): "
                             "memory may not have reached the agent; distrust this run's memory figures")
         elif condition in ("off", "ablate:all") and confirmed:
             problems.append(f"memory was delivered on {confirmed} {condition} attempt(s), where it is switched off: a leak in the harness")
@@ -631,4 +636,5 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
         positive_control=control,
         headline=tuple(headline(grades, condition_order(r.condition for r in records))),
         pass_at_k=tuple(pass_at_k_table(records)),
+        damage=tuple(damage_table(records, condition_order(r.condition for r in records))),
     )

@@ -12,8 +12,9 @@ zero-width interval means every task moved by the same amount (the test's symmet
 not certainty). With one trial per task the success test equals exact McNemar.
 
 Compared pairs, a minus b: `on` - `off` (the memory effect, with MUI v2 and its harm),
-`on` - `ablate:<lane>` (what the ablated lanes carry, a marginal contribution), and every other
-condition - `off`. Tokens and wall time are compared the same way on per-task means; below
+`on` - `ablate:<lane>` (what the ablated lanes carry, a marginal contribution), every other
+condition - `off`, and every arm that is not an ablation - `notes` (does the memory system beat the
+incumbent notes file?) when the run has a `notes` arm. Tokens and wall time are compared the same way on per-task means; below
 `MIN_ATTEMPTS_FOR_TEST` tasks with a non-zero difference they are exploratory (no test, no interval).
 The trial-level McNemar test stays as a labelled reference figure only.
 
@@ -44,6 +45,8 @@ from tasks_lib.analysis.power import DetectableDifference, PowerError, run_detec
 from tasks_lib.analysis.stats import MIN_ATTEMPTS_FOR_TEST, mcnemar_exact, sign_flip_test
 from tasks_lib.contracts import Condition, ContractModel
 
+ComparisonKind = Literal["memory-effect", "ablation", "versus-off", "versus-notes"]
+"""What a compared pair of conditions measures."""
 SHARE = (0, 1)
 """Range of a per-task share (MUI components)."""
 DIFFERENCE = (-1, 1)
@@ -163,8 +166,9 @@ class TrialMcNemar(ContractModel):
 class Comparison(ContractModel):
     """The headline of one compared pair of conditions: a minus b, task by task."""
 
-    kind: Literal["memory-effect", "ablation", "versus-off"]
-    """`memory-effect` (on - off), `ablation` (on - ablate:<lane>), `versus-off` (another condition - off)."""
+    kind: ComparisonKind
+    """`memory-effect` (on - off), `ablation` (on - ablate:<lane>), `versus-off` (another condition - off),
+    `versus-notes` (an arm - notes, the incumbent)."""
     condition_a: Condition
     """Minuend condition."""
     condition_b: Condition
@@ -302,7 +306,7 @@ def trial_mcnemar(grades: Sequence[Graded], a: str, b: str) -> TrialMcNemar | No
     return TrialMcNemar(pairs=len(pairs), a_only=a_only, b_only=b_only, p_value=mcnemar_exact(a_only, b_only).pvalue)
 
 
-def compare(grades: Sequence[Graded], kind: Literal["memory-effect", "ablation", "versus-off"], a: str, b: str) -> Comparison:
+def compare(grades: Sequence[Graded], kind: ComparisonKind, a: str, b: str) -> Comparison:
     """The headline of a minus b over the tasks both conditions graded."""
     every, gradable = _gradable_cells(grades)
     tasks = sorted({t for t, c in gradable if c == a and (t, b) in gradable})
@@ -335,15 +339,18 @@ def headline_power(grades: Sequence[Graded], tasks: Sequence[str]) -> Detectable
         return None
 
 
-def compared_pairs(conditions: Sequence[str]) -> list[tuple[Literal["memory-effect", "ablation", "versus-off"], str, str]]:
-    """on - off, on - each ablate:<...>, each other condition - off; in the order of `conditions`."""
-    pairs: list[tuple[Literal["memory-effect", "ablation", "versus-off"], str, str]] = []
+def compared_pairs(conditions: Sequence[str]) -> list[tuple[ComparisonKind, str, str]]:
+    """on - off, on - each ablate:<...>, each other condition - off, then each arm that is not an
+    ablation - notes; in the order of `conditions`."""
+    pairs: list[tuple[ComparisonKind, str, str]] = []
     if "on" in conditions and "off" in conditions:
         pairs.append(("memory-effect", "on", "off"))
     if "on" in conditions:
         pairs.extend(("ablation", "on", c) for c in conditions if c.startswith("ablate:"))
     if "off" in conditions:
         pairs.extend(("versus-off", c, "off") for c in conditions if c not in ("on", "off"))
+    if "notes" in conditions:
+        pairs.extend(("versus-notes", c, "notes") for c in conditions if c not in ("off", "notes") and not c.startswith("ablate:"))
     return pairs
 
 

@@ -33,6 +33,7 @@ from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.planting import supersession_plan
 from tasks_lib.memory.provisioner.client import (
     Probe,
+    ProbeResult,
     Provisioner,
     ProvisionerSpec,
     destroy_after_failure_sync,
@@ -89,10 +90,24 @@ def write_artifact(specs: Sequence[MemorySpec], realm: str, folder: Path) -> Arm
     return ArmArtifacts(arm=ARM_NAME, graph=ArtifactRef(path=ARTIFACT_NAME, sha256=sha256_file(path)))
 
 
+PRESENCE_LANES = ("fulltext", "semantic")
+"""Lanes a presence probe asks: a memory is present when its own text brings it back on either (a
+vector-only system such as Chroma or mem0 has no full-text lane)."""
+
+
 def presence_probes(specs: Sequence[MemorySpec]) -> tuple[Probe, ...]:
-    """One full-text probe per memory that should be served: its own text must bring it back."""
-    return tuple(Probe(name=f"present-{node_id(i)}", lane="fulltext", query=s.text, expect_ids=(node_id(i),))
-                 for i, s in enumerate(specs) if s.kind != "superseded")
+    """Per memory that should be served, one probe per PRESENCE_LANES: its own text must bring it back."""
+    return tuple(Probe(name=f"present-{node_id(i)}-{lane}", lane=lane, query=s.text, expect_ids=(node_id(i),))  # type: ignore[arg-type]
+                 for i, s in enumerate(specs) if s.kind != "superseded" for lane in PRESENCE_LANES)
+
+
+def missing_memories(probes: Sequence[ProbeResult]) -> list[str]:
+    """Memory ids no presence probe found, in order."""
+    found: dict[str, bool] = {}
+    for probe in probes:
+        memory = probe.name.removeprefix("present-").rsplit("-", 1)[0]
+        found[memory] = found.get(memory, False) or probe.found
+    return [memory for memory, hit in found.items() if not hit]
 
 
 def restore_arm(spec: ProvisionerSpec, task_id: str, specs: Sequence[MemorySpec], realm: str, root: Path) -> LiveArm:
@@ -107,7 +122,7 @@ def restore_arm(spec: ProvisionerSpec, task_id: str, specs: Sequence[MemorySpec]
     restored = restore_sync(provisioner, task_id, artifacts, run_identity(realm))
     try:
         shown = snapshot_sync(provisioner, restored.project, presence_probes(specs))
-        missing = [p.name.removeprefix("present-") for p in shown.probes if not p.found]
+        missing = missing_memories(shown.probes)
         if not shown.state.exists or missing:
             raise ProvisionedArmError(
                 f"provisioner {' '.join(spec.argv)}: project {restored.project!r} of task {task_id} "

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -53,7 +54,7 @@ from typing import Literal, ParamSpec, Protocol, TypeVar, get_args
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession
 from tasks_lib.agents.calibration import CalibrationAgent
-from tasks_lib.agents.calibration_plan import key_texts
+from tasks_lib.agents.calibration_plan import key_texts, misleading_texts
 from tasks_lib.agents.registry import get_agent
 from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
 from tasks_lib.arm.comparability import record_fields
@@ -63,10 +64,15 @@ from tasks_lib.arm.provisioned import LiveArm, release, restore_arm
 from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check
 from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
 from tasks_lib.artifacts import ArtifactStore, run_key
+from tasks_lib.conditions import NO_MEMORY_SYSTEM, UnknownCondition, applies, planted_memories, spec_of
 from tasks_lib.contracts import RunRecord, check_rel_path
+from tasks_lib.corpus.certify import certify_home
+from tasks_lib.corpus.packs import pack_cache_root
 from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
+from tasks_lib.corpus.upstream import fixture_origin
 from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import seal_run
+from tasks_lib.memory.delivery.notes import NOTES_PATHS, NotesDelivery
 from tasks_lib.memory.delivery.witness import DeliveryWitness, ServedSystem
 from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV, STORE_ENV, STORE_PATHS
 from tasks_lib.memory.planting import plant
@@ -81,6 +87,8 @@ HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
 REFERENCE_BUILD = "memtrial-reference/0.1.0"
 MEMORY_FILE = "memory.sqlite"
 """The attempt's memory store, in the runner-owned scratch root (never inside the workspace)."""
+HOME_DIR = "home"
+"""The arm's private HOME inside the scratch root (where the notes arm's harness finds its notes file)."""
 
 
 StepName = Literal["materialize-workspace", "provision-memory", "run-agent", "audit-mutations", "check-workspace", "record-arm"]
@@ -142,6 +150,8 @@ class ArmSetup:
     """Where the agent's commands run."""
     provisioner: ProvisionerSpec | None = None
     """A memory system's provisioner that holds the memories instead of the embedded store."""
+    source_commit: str | None = None
+    """The record's source commit when the source has no history (a corpus pack); else read from the checkout."""
 
 
 @dataclass(frozen=True)
@@ -178,8 +188,9 @@ class ProvisionedMemory:
     """The provisioner's restored project, when a memory system's provisioner holds the memories."""
     build: str = REFERENCE_BUILD
     """The memory-system build measured."""
-    witness: DeliveryWitness | None = None
-    """The runner's delivery witness in front of the memory (None in an arm without memory)."""
+    witness: DeliveryWitness | NotesDelivery | None = None
+    """The runner's delivery witness in front of the memory, or the notes arm's notes file (None in an
+    arm without memory)."""
 
 
 @dataclass(frozen=True)
@@ -199,8 +210,9 @@ class CheckOutcome:
     path goes (the agent's violation; nothing was written through it)."""
 
 
-NO_MEMORY = ("off", "ablate:all")
-"""Conditions whose arm gets no memory at all: nothing planted, no store file, no store variable."""
+NO_MEMORY = NO_MEMORY_SYSTEM
+"""Conditions whose arm reaches no memory system: nothing planted in a store, no store file, no store
+variable (the notes arm's memory is a file its harness loads, `tasks_lib.memory.delivery.notes`)."""
 
 
 def memory_env(condition: str, realm: str, socket_path: Path | None) -> dict[str, str]:
@@ -212,18 +224,27 @@ def memory_env(condition: str, realm: str, socket_path: Path | None) -> dict[str
     return {REALM_ENV: realm, SOCKET_ENV: str(socket_path)}
 
 
+def skipped_cells(tasks: Sequence[LoadedTask], conditions: Sequence[str]) -> list[tuple[str, str]]:
+    """(task, condition) cells the matrix skips: placebo and harm conditions on a task that carries no
+    planted state for them (`tasks_lib.conditions.applies`); every other cell runs."""
+    return [(t.task_id, c) for t in tasks for c in conditions if not applies(t.manifest, c)]
+
+
 def schedule(tasks: Sequence[LoadedTask], conditions: Sequence[str], trials: int) -> list[Attempt]:
-    """Every task x condition x trial, conditions rotated each trial so order effects cancel."""
+    """Every task x condition x trial, conditions rotated each trial so order effects cancel; a cell
+    the task carries no planted state for is skipped (see `skipped_cells`)."""
     if trials < 1:
         raise ArmsError(f"trials: must be at least 1, got {trials}")
     if not conditions:
-        raise ArmsError("conditions: name at least one (off, on, ablate:<lane>, ablate:all)")
+        raise ArmsError("conditions: name at least one (off, on, notes, placebo, harm:<state>, ablate:<lane>, ablate:all)")
     plan: list[Attempt] = []
     for task in tasks:
         order = 0
         for trial in range(trials):
             shift = trial % len(conditions)
             for condition in list(conditions[shift:]) + list(conditions[:shift]):
+                if not applies(task.manifest, condition):
+                    continue
                 plan.append(Attempt(task, condition, trial, order))
                 order += 1
     return plan
@@ -240,14 +261,14 @@ def materialize_workspace(
     and copied (see `workspace_templates`). Nothing is left behind when it fails."""
     root = Path(tempfile.mkdtemp(dir=scratch_parent))  # a neutral name: the replica below it is mounted at its own path
     try:
-        workspace, home = root / "workspace", root / "home"
+        workspace, home = root / "workspace", root / HOME_DIR
         home.mkdir()
-        subdir = source.fixture_subdir(attempt.task)
         pinned = pin_task(attempt.task, source.repo_root, source.commit, source.task_subdir(attempt.task), root / "runner")
+        origin = fixture_origin(source.repo_root, source.commit, source.task_subdir(attempt.task), pinned.task.manifest)
         if templates is not None:
-            corpus_id, before = templates.materialize(source.repo_root, source.commit, subdir, workspace)
+            corpus_id, before = templates.materialize(origin.repo, origin.commit, origin.subdir, workspace)
         else:
-            corpus_id, before = build_redacted(source.repo_root, source.commit, subdir, workspace)
+            corpus_id, before = build_redacted(origin.repo, origin.commit, origin.subdir, workspace)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
@@ -263,6 +284,10 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
     delivered: a planted id of the embedded store, or, for a provisioner (whose ids are its own), a
     memory served with the exact text of one of the task's memories.
 
+    The memories are the ones `attempt.condition` plants (`tasks_lib.conditions.planted_memories`: the
+    task's own, its placebo set or a harm variant). Under `notes` they are written as the notes file the
+    agent's harness loads from its HOME (`tasks_lib.memory.delivery.notes`), with no memory system; the
+    HOME is certified before the agent starts in every arm (`check_home`: a notes file only there).
     Under `off` and `ablate:all` (or with no memories) nothing is planted, no store file is made, no
     witness runs and the environment names no store. Under `ablate:<lane>` the reference store is
     planted, then stripped of that lane's data (see `strip_lanes`), and the witness drops the lane
@@ -274,8 +299,18 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
     """
     realm = trial_realm(run_id, attempt.task.task_id, attempt.condition, attempt.trial)
     build = REFERENCE_BUILD if provisioner is None else "provisioner: " + " ".join(provisioner.argv)
-    memories = attempt.task.manifest.memories
-    if attempt.condition in NO_MEMORY or not memories:
+    try:
+        spec, memories = spec_of(attempt.condition), planted_memories(attempt.task.manifest, attempt.condition)
+    except UnknownCondition as error:
+        raise ArmsError(str(error)) from None
+    home = root / HOME_DIR
+    if spec.delivery == "notes-file" and memories:
+        notes = NotesDelivery(home, realm, memories).start()
+        check_home(home, {rel: notes.text for rel in NOTES_PATHS})
+        return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, None), planted_ids=notes.ids,
+                                 build=build, witness=notes)
+    check_home(home, None)
+    if spec.delivery == "none" or not memories:
         return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, None), build=build)
     lane = attempt.condition.removeprefix("ablate:") if attempt.condition.startswith("ablate:") else None
     ablated = (lane,) if lane else ()
@@ -304,6 +339,15 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
                               served_by=REFERENCE_BUILD, ablated_lanes=ablated, planted_ids=ids, planted_texts=texts).start()
     return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, witness.socket_path), planted_ids=ids,
                              store_path=store_path, witness=witness)
+
+
+def check_home(home: Path, notes: dict[str, str] | None) -> None:
+    """Certify the arm's HOME before the agent starts (`certify_home`): a notes file only in the notes
+    arm, only the runner's. Raises ArmsError naming every finding."""
+    findings = certify_home(home, notes)
+    if findings:
+        listed = "; ".join(f"{f.path}: {f.kind} ({f.detail})" for f in findings)
+        raise ArmsError(f"{home}: the arm's HOME does not certify before the agent starts: {listed}")
 
 
 def provisioned_store(live: LiveArm, lane: str | None) -> tuple[SqliteMemoryStore | ServedSystem, str]:
@@ -345,8 +389,9 @@ def planted_memory(attempt: Attempt, run_id: str, root: Path, embedder: str) -> 
         release_memory(memory, embedder)
 
 
-def make_agent(name: str, task: LoadedTask, options: Mapping[str, object]) -> Agent:
-    """The agent for one attempt; the calibration agent is built from the task's runner-owned files."""
+def make_agent(name: str, task: LoadedTask, options: Mapping[str, object], condition: str = "on") -> Agent:
+    """The agent for one attempt; the calibration agent is built from the task's runner-owned files and
+    the memories `condition` plants (its stale values; see `misleading_texts`)."""
     if name == "calibration":
         memories = task.manifest.memories
         return CalibrationAgent(
@@ -355,6 +400,7 @@ def make_agent(name: str, task: LoadedTask, options: Mapping[str, object]) -> Ag
             key_texts=key_texts(task),
             stale_texts=[m.text for m in memories if m.kind == "superseded"],
             correction_texts=[m.text for m in memories if m.kind == "correction"],
+            misleading_texts=misleading_texts(planted_memories(task.manifest, condition)),
         )
     return get_agent(name, **options)
 
@@ -362,11 +408,14 @@ def make_agent(name: str, task: LoadedTask, options: Mapping[str, object]) -> Ag
 def runner_owned_paths(task: LoadedTask) -> tuple[Path, ...]:
     """What an agent must never see: the task corpus folder (every task's hidden tests, solution and
     manifest), the checkout holding it (its git history, the runner's state and artifacts under
-    .memtrial/) and the artifact root or memtrial home named in the environment."""
+    .memtrial/), the local cache of corpus packs (every task of every revision a worker fetched) and
+    the artifact root or memtrial home named in the environment."""
     paths = [task.root.parent]
     checkout = next((p for p in task.root.parents if (p / ".git").exists()), None)
     if checkout is not None:
         paths.append(checkout)
+    if pack_cache_root().exists():
+        paths.append(pack_cache_root())
     for name in ("MEMTRIAL_HOME", "MEMTRIAL_ARTIFACT_ROOT"):
         value = os.environ.get(name, "")
         if value and "://" not in value:
@@ -386,7 +435,7 @@ def run_agent(
     """Stage 3: run the agent over the visible prompt(s) within the task's `agent_timeout_seconds`;
     its wall time is measured here when it reports none."""
     task = attempt.task
-    agent = make_agent(agent_name, task, agent_options or {})
+    agent = make_agent(agent_name, task, agent_options or {}, attempt.condition)
     session = AgentSession(
         workspace=workspace.workspace,
         home=workspace.home,
@@ -506,9 +555,11 @@ def record_attempt(
     check: CheckOutcome,
     agent_name: str,
     store: ArtifactStore,
+    source_commit: str | None = None,
 ) -> RunRecord:
     """Stage 7: grade, confirm injection, and store the transcript, the audit receipt, the check's
-    output (`check.txt`, when a check was attempted) and the record."""
+    output (`check.txt`, when a check was attempted) and the record (with `source_commit` when the
+    task's files came from a corpus pack, which has no history, and the host and PID that ran it)."""
     task = attempt.task
     prefix = attempt_prefix(attempt)
     outcome, infra, reason = _grade(run, receipt, check)
@@ -559,7 +610,9 @@ def record_attempt(
         check_sandbox=check.sandboxed.sandbox if check.sandboxed is not None else None,
         check_unenforced=check.sandboxed.unenforced if check.sandboxed is not None else (),
         build_under_test=memory.build,
-        **record_fields(workspace.pinned.task, agent_name, run.model, source_root=task.root),
+        worker=f"{socket.gethostname()}:{os.getpid()}",
+        **{**record_fields(workspace.pinned.task, agent_name, run.model, source_root=task.root),
+           **({"source_commit": source_commit} if source_commit else {})},
     )
     store.put_json(run_key(run_id, *prefix, "record.json"), record)
     return record
@@ -603,18 +656,21 @@ def run_attempt(attempt: Attempt, setup: ArmSetup, *, templates: WorkspaceTempla
                                                          sandbox_options=sandbox_options_of(setup.agent_options))
         return wrap("record-arm", record_attempt)(attempt, run_id=setup.run_id, workspace=workspace, memory=memory,
                                                  run=run, receipt=receipt, check=check, agent_name=setup.agent_name,
-                                                 store=setup.store)
+                                                 store=setup.store, source_commit=setup.source_commit)
     finally:
         teardown_workspace(workspace)
 
 
 def check_conditions(conditions: Sequence[str], lanes: Sequence[str]) -> list[str]:
-    """Validate condition names against the memory system's lanes; return them."""
+    """Validate condition names against the condition table and the memory system's lanes; return them."""
     out = []
     for condition in conditions:
-        lane = condition.removeprefix("ablate:") if condition.startswith("ablate:") else None
-        if condition not in ("off", "on") and (lane is None or (lane != "all" and lane not in lanes)):
-            raise ArmsError(f"condition {condition!r} is unknown; use off, on, ablate:all or ablate:<lane> with a lane of {', '.join(lanes)}")
+        try:
+            spec_of(condition, lanes)
+        except UnknownCondition as error:
+            raise ArmsError(str(error)) from None
+        if condition in out:
+            raise ArmsError(f"condition {condition!r} is named twice; name each condition once")
         out.append(condition)
     return out
 

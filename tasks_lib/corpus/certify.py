@@ -593,6 +593,29 @@ def certify(
     return CertificationReport(verdict=verdict, scans=tuple(out.scans), findings=tuple(findings), unchecked=tuple(out.unchecked))
 
 
+def certify_home(home: Path, notes: Mapping[str, str] | None = None) -> tuple[Finding, ...]:
+    """The arm's HOME just before the agent starts, read only: no file an agent's harness auto-loads
+    (CLAUDE.md, AGENTS.md, .claude/, ...) except, in the notes arm, the runner's notes files (`notes`:
+    path under HOME -> the exact text the runner wrote, each required); every file's content is scanned
+    like a source file's, so a notes file naming the harness or the experiment is a finding too.
+    An empty tuple is clean (an empty HOME is the common case and is checked, not skipped)."""
+    out = _Collector()
+    rules = _Rules(answers=None, wiring=RuleSet.of(()), output_paths=())
+    notes = dict(notes or {})
+    reported: set[str] = set()
+    for rel in walk_files(home) if home.is_dir() else []:
+        path = home / rel
+        data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+        if notes.get(rel) is None or path.is_symlink() or data != notes[rel].encode():
+            _scan_path(out, "home", rel, reported, rules)
+        _scan_content(out, "home", rel, data, rules)
+    for rel, text in notes.items():
+        path = home / rel
+        if not path.is_file() or path.is_symlink() or path.read_bytes() != text.encode():
+            out.add("auto-loaded-context", "home", rel, "runner-notes-file", "the runner's notes file is missing or not what it wrote")
+    return tuple(sorted(out.findings, key=lambda f: (f.path, f.line or 0, f.kind, f.rule)))
+
+
 def challenge_surface(manifest: ChallengeManifest | TaskManifest) -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
     """Agent-visible texts, answer phrases and runner-owned file names of a challenge or task."""
     if isinstance(manifest, TaskManifest):

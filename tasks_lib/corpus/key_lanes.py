@@ -11,13 +11,15 @@ store retrieves is a named failure, never a silently different calibration patte
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import Field
 
-from tasks_lib.contracts import Document, Identifier, LaneName, NonEmptyText, TaskManifest
+from tasks_lib.conditions import key_texts_of
+from tasks_lib.contracts import Document, Identifier, LaneName, MemorySpec, NonEmptyText, TaskManifest
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.delivery.hook import DEFAULT_K
 from tasks_lib.memory.planting import plant
@@ -30,8 +32,6 @@ if TYPE_CHECKING:
 
 KEY_LANES_NAME = "key_lanes.json"
 """The declaration file, at the root of the task corpus."""
-KEY_MEMORY_KINDS = frozenset({"convention", "decision", "procedure", "correction"})
-"""Memory kinds that carry a task's answer; the calibration agent needs one of them delivered."""
 REFERENCE_EMBEDDER = "hashed"
 """The embedder the declaration is made for (the one paired runs use by default)."""
 RECALL_K = DEFAULT_K
@@ -62,8 +62,7 @@ def key_texts(task: LoadedTask) -> list[str]:
 
 def manifest_key_texts(manifest: TaskManifest) -> list[str]:
     """`key_texts` of a manifest."""
-    memories = manifest.memories
-    return [m.text for m in memories if m.kind in KEY_MEMORY_KINDS] or [m.text for m in memories if m.kind != "superseded"]
+    return key_texts_of(manifest.memories)
 
 
 def read_key_lanes(tasks_root: Path) -> KeyLanes:
@@ -98,16 +97,23 @@ def load_key_lanes(tasks_root: Path, tasks: Sequence[LoadedTask]) -> KeyLanes:
     return declared
 
 
+@contextmanager
+def probe_store(memories: Sequence[MemorySpec], embedder: str) -> Iterator[tuple[SqliteMemoryStore, str]]:
+    """A throwaway reference store with `memories` planted in one realm: (store, realm), removed after."""
+    with tempfile.TemporaryDirectory(prefix="memtrial-probe-", dir=ram_scratch()) as tmp, SqliteMemoryStore(Path(tmp) / "m.sqlite", embedder) as store:
+        realm = "probe:key-lanes"
+        store.create_realm(realm)
+        plant(store, realm, memories)
+        yield store, realm
+
+
 def measure_manifest_lanes(manifest: TaskManifest, embedder: str = REFERENCE_EMBEDDER, k: int = RECALL_K) -> tuple[str, ...]:
     """The lanes that, each alone, retrieve a key memory for one of the manifest's prompts (in LANES order)."""
     if not manifest.memories:
         return ()
     wanted = set(manifest_key_texts(manifest))
     prompts = (manifest.instruction, *manifest.follow_up_prompts)
-    with tempfile.TemporaryDirectory(prefix="memtrial-key-lanes-", dir=ram_scratch()) as tmp, SqliteMemoryStore(Path(tmp) / "m.sqlite", embedder) as store:
-        realm = "probe:key-lanes"
-        store.create_realm(realm)
-        plant(store, realm, manifest.memories)
+    with probe_store(manifest.memories, embedder) as (store, realm):
         return tuple(
             lane for lane in LANES
             if any(hit.text in wanted for prompt in prompts for hit in store.recall(realm, prompt, k, lanes=(lane,)))

@@ -5,13 +5,15 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tasks_lib.contracts import PreparedCorpus, TaskManifest, load_document
 from tasks_lib.corpus.build import build_tree, reachable_repository, resolve_commit, resolve_tree
 from tasks_lib.corpus.certify import certify, challenge_surface
 from tasks_lib.corpus.redact import redact_tree
-from tasks_lib.errors import CorpusError
+from tasks_lib.corpus.upstream import describe, fixture_origin
+from tasks_lib.errors import CorpusError, MemtrialError
 
 TASK_MANIFEST = "task.json"
 
@@ -68,17 +70,46 @@ def fixture_tree_oid(repo_root: Path, revision: str, subdir: str) -> tuple[str, 
 
 
 def prepare_task(repo_root: Path, revision: str, manifest: Path) -> PreparedCorpus:
-    """Prepare one bundled task: its committed fixture, certified against its own instruction and answer terms."""
+    """Prepare one bundled task: its committed fixture (an upstream task's composed fixture), certified against its own instruction and answer terms."""
     task = load_document(manifest, TaskManifest)
     texts, phrases, wiring = challenge_surface(task)
+    task_subdir = manifest.parent.resolve().relative_to(repo_root.resolve()).as_posix()
+    origin = fixture_origin(repo_root, revision, task_subdir, task)
     return prepare_corpus(
         task.task_id,
-        repo_root,
-        revision,
-        subdir=task_fixture_subdir(repo_root, manifest),
+        origin.repo,
+        origin.commit,
+        subdir=origin.subdir,
         challenge_texts=texts,
         answer_phrases=phrases,
         runner_owned_names=wiring,
     )
 
 
+
+
+@dataclass(frozen=True)
+class UpstreamFetch:
+    """One upstream task's source, fetched (or found in the cache) and composed, or why not."""
+
+    task_id: str
+    source: str
+    fixture_commit: str | None
+    error: str | None
+
+
+def fetch_upstream_sources(repo_root: Path, revision: str, tasks_root: Path) -> list[UpstreamFetch]:
+    """Fetch and compose the pinned source of every upstream task under `tasks_root` at `revision`
+    (warming the cache, e.g. before going offline); one entry per upstream task, errors included."""
+    out = []
+    for manifest in find_task_manifests(tasks_root):
+        task = load_document(manifest, TaskManifest)
+        if task.upstream is None:
+            continue
+        task_subdir = manifest.parent.resolve().relative_to(repo_root.resolve()).as_posix()
+        try:
+            origin = fixture_origin(repo_root, revision, task_subdir, task)
+            out.append(UpstreamFetch(task.task_id, describe(task.upstream), origin.commit, None))
+        except MemtrialError as error:
+            out.append(UpstreamFetch(task.task_id, describe(task.upstream), None, str(error)))
+    return out

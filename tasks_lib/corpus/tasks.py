@@ -47,6 +47,7 @@ from typing import Literal
 from pydantic import Field
 
 from tasks_lib.corpus.post_turn import HARNESS_DIR, entry_points, expected_cases, harness_argv, new_nonce, verdict
+from tasks_lib.conditions import HARM_VARIANTS
 from tasks_lib.contracts import (
     CertificationReport,
     ContractModel,
@@ -63,6 +64,7 @@ from tasks_lib.corpus.certify import certify, decode_text, fold_text
 from tasks_lib.corpus.key_lanes import KEY_LANES_NAME, CalibrationPlanError, KeyLanes, key_lane_problem, read_key_lanes
 from tasks_lib.corpus.redact import redact_tree
 from tasks_lib.corpus.rules import within
+from tasks_lib.corpus.upstream import fixture_origin
 from tasks_lib.errors import ContractError, CorpusError, MemtrialError
 from tasks_lib.trees import ram_scratch, sha256_bytes, sha256_file, walk_files
 
@@ -434,8 +436,10 @@ def run_check(task: LoadedTask, workspace: Path, stage: Literal["fixture", "solu
 
 
 def build_workspace(repo: Path, commit: str, task: LoadedTask, task_subdir: str, dest: Path) -> list[str]:
-    """Build the task's fixture from git objects into `dest` and redact it; return removed paths."""
-    build = build_tree(repo, commit, dest, subdir=f"{task_subdir}/{task.manifest.fixture}")
+    """Build the task's fixture (an upstream task's composed fixture) from git objects into `dest` and
+    redact it; return removed paths."""
+    origin = fixture_origin(repo, commit, task_subdir, task.manifest)
+    build = build_tree(origin.repo, origin.commit, dest, subdir=origin.subdir)
     receipt = redact_tree(dest, build.corpus_id)
     return [item.path for item in receipt.removed]
 
@@ -580,13 +584,39 @@ def scan_text(task_id: str, where: str, text: str, terms: Sequence[str], memory_
     return out
 
 
+def harm_states(manifest: TaskManifest) -> list[tuple[str, tuple[MemorySpec, ...]]]:
+    """(field, memories) of each harm variant the manifest carries, in HARM_VARIANTS order."""
+    if manifest.harm is None:
+        return []
+    return [(f"harm.{name}", getattr(manifest.harm, name)) for name in HARM_VARIANTS]
+
+
+ANSWER_FREE_STATES = ("placebo_memories", "harm.absent", "harm.superseded", "harm.adjacent")
+"""Planted states that must not hold the answer: the placebo (irrelevant by definition) and every harm
+variant without the key memory (`harm.contradictory` holds the new value beside the old one, like `on`)."""
+
+
+def check_memories_hold_no_answer(task: LoadedTask) -> list[CorpusFailure]:
+    """Invariant 4 over the planted states that must not give the answer away (ANSWER_FREE_STATES)."""
+    m = task.manifest
+    states = [("placebo_memories", m.placebo_memories), *harm_states(m)]
+    out = []
+    for field_name, memories in states:
+        if field_name not in ANSWER_FREE_STATES:
+            continue
+        for i, memory in enumerate(memories):
+            out += scan_text(task.task_id, f"{MANIFEST_NAME}:{field_name}[{i}]", memory.text, m.answer_terms, set(), code=False)
+    return out
+
+
 def check_no_answer_leak(task: LoadedTask, workspace: Path, skip: set[str]) -> list[CorpusFailure]:
     """Invariant 4 over the built fixture, the instruction and the follow-ups."""
     m = task.manifest
-    grams = _memory_ngrams(m.memories)
+    grams = _memory_ngrams([*m.memories, *m.placebo_memories, *(x for _, ms in harm_states(m) for x in ms)])
     out = scan_text(task.task_id, f"{MANIFEST_NAME}:instruction", m.instruction, m.answer_terms, set(), code=False)
     for i, prompt in enumerate(m.follow_up_prompts):
         out += scan_text(task.task_id, f"{MANIFEST_NAME}:follow_up_prompts[{i}]", prompt, m.answer_terms, set(), code=False)
+    out += check_memories_hold_no_answer(task)
     for rel in walk_files(workspace):
         path = workspace / rel
         if rel in skip or path.is_symlink() or (text := _text_of(path)) is None:

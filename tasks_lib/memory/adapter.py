@@ -182,6 +182,10 @@ class MemoryAdapter(ABC):
     LANES: ClassVar[tuple[str, ...]] = ()
     """The adapter's retrieval lanes, in the order hits list them."""
 
+    ABSTENTION: ClassVar[str | None] = None
+    """The system's own rule for returning nothing on an unrelated query, in words; None when it has
+    none (a plain nearest-neighbour search always returns its k nearest), which conformance reports."""
+
     @abstractmethod
     def create_realm(self, realm: str) -> None:
         """Create an empty realm.

@@ -45,6 +45,17 @@ class ConformanceFailure(AssertionError):
     """An adapter broke a rule of the memory adapter interface."""
 
 
+class ConformanceNotApplicable(Exception):  # noqa: N818 - an outcome, not an error
+    """A check does not apply to this system (e.g. it declares no abstention rule); reported, never a pass."""
+
+
+UNRELATED_QUERIES: tuple[str, ...] = (
+    "migratory habits of arctic terns",
+    "best sourdough bread recipe",
+)
+"""Queries that share no word and no topic with FACTS: a system that abstains must serve none of them."""
+
+
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise ConformanceFailure(message)
@@ -230,9 +241,22 @@ def check_bad_input_changes_nothing(factory: AdapterFactory) -> None:
                 _require("items[1].text" in str(error), f"error does not name the field items[1].text: {error}")
             else:
                 raise ConformanceFailure(f"bad item {bad[:20]!r} was accepted")
-        _require(not _ids(adapter, REALM_A, "zeppelin hangars"), "a rejected batch left a memory behind")
+        served = [hit.text for hit in adapter.recall(REALM_A, "zeppelin hangars", 10)]
+        _require(not any("zeppelin" in text for text in served), "a rejected batch left a memory behind")
         for (_, query), fact_id in zip(FACTS, ids):
             _require(fact_id in _ids(adapter, REALM_A, query), f"a rejected batch lost a stored memory ({query!r})")
+
+
+def check_unrelated_query_serves_no_planted_id_above_abstention(factory: AdapterFactory) -> None:
+    """An unrelated query serves none of the planted ids when the system declares an abstention rule
+    (`ABSTENTION`); a system without one (plain nearest neighbours) is reported as such, not failed."""
+    with switched(**{MEMORY_OFF_ENV: None, ABLATE_LANES_ENV: None}), factory() as adapter:
+        ids = set(_seed(adapter))
+        if adapter.ABSTENTION is None:
+            raise ConformanceNotApplicable(f"{type(adapter).__name__} declares no abstention rule: it returns its nearest memories for any query")
+        for query in UNRELATED_QUERIES:
+            served = set(_ids(adapter, REALM_A, query, 5)) & ids
+            _require(not served, f"unrelated query {query!r} served {len(served)} planted memories despite the rule: {adapter.ABSTENTION}")
 
 
 CONFORMANCE_CHECKS: tuple[Callable[[AdapterFactory], None], ...] = (
@@ -246,12 +270,17 @@ CONFORMANCE_CHECKS: tuple[Callable[[AdapterFactory], None], ...] = (
     check_kill_switch_returns_nothing,
     check_superseded_facts_are_not_served,
     check_bad_input_changes_nothing,
+    check_unrelated_query_serves_no_planted_id_above_abstention,
 )
 """Every check, in a stable order."""
 
 
+NOT_APPLICABLE = "not applicable: "
+"""Prefix of a `run_conformance` outcome for a check that does not apply to the system."""
+
+
 def run_conformance(factory: AdapterFactory) -> dict[str, str | None]:
-    """Run every check; map its name to None (passed) or the failure message."""
+    """Run every check; map its name to None (passed), the failure message, or NOT_APPLICABLE + why."""
     results: dict[str, str | None] = {}
     for check in CONFORMANCE_CHECKS:
         try:
@@ -259,4 +288,6 @@ def run_conformance(factory: AdapterFactory) -> dict[str, str | None]:
             results[check.__name__] = None
         except ConformanceFailure as failure:
             results[check.__name__] = str(failure)
+        except ConformanceNotApplicable as reason:
+            results[check.__name__] = NOT_APPLICABLE + str(reason)
     return results

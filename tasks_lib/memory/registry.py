@@ -13,8 +13,13 @@ from pathlib import Path
 
 from tasks_lib.memory.adapter import MemoryAdapter
 from tasks_lib.memory.adapters.chroma import ChromaMemoryAdapter, chroma_unavailable
+from tasks_lib.memory.adapters.chroma_keyword import ChromaKeywordVariant
 from tasks_lib.memory.adapters.common import AdapterUnavailableError
+from tasks_lib.memory.adapters.lancedb import LanceDbMemoryAdapter, lancedb_unavailable
 from tasks_lib.memory.adapters.mcp_memory import McpMemoryAdapter, mcp_memory_unavailable
+from tasks_lib.memory.adapters.mcp_search_nodes import McpSearchNodesAdapter
+from tasks_lib.memory.adapters.mem0 import Mem0MemoryAdapter, mem0_unavailable
+from tasks_lib.memory.adapters.txtai import TxtaiMemoryAdapter, txtai_unavailable
 from tasks_lib.memory.errors import MemoryStoreError
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 
@@ -39,6 +44,8 @@ class MemorySystem:
     """Build an adapter keeping its data in a folder, with a memtrial embedder name."""
     unavailable: Callable[[], str | None]
     """None when it can run here, else why not."""
+    abstention: str | None = None
+    """The system's own abstention rule (its adapter's ABSTENTION), None when it has none."""
 
 
 def _open_reference(folder: Path, embedder: str) -> MemoryAdapter:
@@ -47,7 +54,11 @@ def _open_reference(folder: Path, embedder: str) -> MemoryAdapter:
 
 
 def _open_mcp_memory(folder: Path, embedder: str) -> MemoryAdapter:
-    return McpMemoryAdapter(folder)  # no embeddings: the server matches text
+    return McpSearchNodesAdapter(folder)  # no embeddings: the server matches text
+
+
+def _open_mcp_memory_terms(folder: Path, embedder: str) -> MemoryAdapter:
+    return McpMemoryAdapter(folder)
 
 
 MEMORY_SYSTEMS: dict[str, MemorySystem] = {
@@ -60,22 +71,70 @@ MEMORY_SYSTEMS: dict[str, MemorySystem] = {
             "",
             _open_reference,
             lambda: None,
+            SqliteMemoryStore.ABSTENTION,
         ),
         MemorySystem(
             "chroma",
-            "Chroma, embedded PersistentClient, one collection per realm, memtrial's embedder",
+            "Chroma as shipped: embedded PersistentClient, one collection per realm, collection.query ranking, no floor",
             ChromaMemoryAdapter.LANES,
             "pip install -e '.[chroma]'",
             ChromaMemoryAdapter,
             chroma_unavailable,
+            ChromaMemoryAdapter.ABSTENTION,
+        ),
+        MemorySystem(
+            "chroma+memtrial-keyword",
+            "variant: Chroma's storage with memtrial's keyword lane, RRF fusion and similarity floor (not Chroma as shipped)",
+            ChromaKeywordVariant.LANES,
+            "pip install -e '.[chroma]'",
+            ChromaKeywordVariant,
+            chroma_unavailable,
+            ChromaKeywordVariant.ABSTENTION,
+        ),
+        MemorySystem(
+            "lancedb",
+            "LanceDB as shipped: embedded, one table per realm, its FTS / vector / hybrid (RRF) queries with a prefilter",
+            LanceDbMemoryAdapter.LANES,
+            "pip install -e '.[lancedb]'",
+            LanceDbMemoryAdapter,
+            lancedb_unavailable,
+            LanceDbMemoryAdapter.ABSTENTION,
+        ),
+        MemorySystem(
+            "txtai",
+            "txtai as shipped: one Embeddings index per realm, hybrid (BM25 + dense) with content, SQL search",
+            TxtaiMemoryAdapter.LANES,
+            "pip install -e '.[txtai]'",
+            TxtaiMemoryAdapter,
+            txtai_unavailable,
+            TxtaiMemoryAdapter.ABSTENTION,
+        ),
+        MemorySystem(
+            "mem0",
+            "mem0 (mem0ai) as shipped with infer=False: local qdrant, realms as user ids, its search and 0.1 threshold; local embedder = bundled MiniLM",
+            Mem0MemoryAdapter.LANES,
+            "pip install -e '.[mem0]'",
+            Mem0MemoryAdapter,
+            mem0_unavailable,
+            Mem0MemoryAdapter.ABSTENTION,
         ),
         MemorySystem(
             "mcp-memory",
-            "@modelcontextprotocol/server-memory (npm) over MCP stdio, one server and memory file per realm",
-            McpMemoryAdapter.LANES,
+            "@modelcontextprotocol/server-memory (npm) over MCP stdio as an agent calls it: one search_nodes call, the server's order",
+            McpSearchNodesAdapter.LANES,
             "bash scripts/install_mcp_memory.sh",
             _open_mcp_memory,
             mcp_memory_unavailable,
+            McpSearchNodesAdapter.ABSTENTION,
+        ),
+        MemorySystem(
+            "mcp-memory+memtrial-terms",
+            "variant: the MCP memory server's storage with memtrial's per-term search_nodes calls, IDF ranking and entity graph",
+            McpMemoryAdapter.LANES,
+            "bash scripts/install_mcp_memory.sh",
+            _open_mcp_memory_terms,
+            mcp_memory_unavailable,
+            McpMemoryAdapter.ABSTENTION,
         ),
     )
 }

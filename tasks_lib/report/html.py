@@ -17,6 +17,7 @@ from tasks_lib.analysis.grading import COST_SAVING_FACTOR, HARNESS_GAP_LIMIT, LO
 from tasks_lib.analysis.headline import Comparison, Effect, MuiEffect
 from tasks_lib.contracts import RunRecord
 from tasks_lib.provenance import RunProvenance
+from tasks_lib.conditions import condition_summary
 from tasks_lib.report import plots
 from tasks_lib.report.suites import SuiteResults
 
@@ -136,7 +137,8 @@ def mui_text(mui: MuiEffect) -> str:
             f"gradable on attempts over {mui.tasks} task(s).")
 
 
-KIND_LABELS = {"memory-effect": "memory effect", "ablation": "what the ablated lanes carry", "versus-off": "versus off"}
+KIND_LABELS = {"memory-effect": "memory effect", "ablation": "what the ablated lanes carry", "versus-off": "versus off",
+               "versus-notes": "versus the notes file (the incumbent)"}
 
 
 def _comparison_row(c: Comparison) -> tuple[object, ...]:
@@ -203,9 +205,26 @@ def delivery_section(summary: GradingSummary) -> str:
                  f"one of the task's planted memories (by id or exact text); the transcript never decides. 'Other "
                  f"memories only' counts attempts where the memory system served none of the planted ones; 'unwitnessed' "
                  f"counts transcripts claiming a delivery the witness never served. Under on, a rate below "
-                 f"{float(LOW_DELIVERY_RATE):.0%} is flagged; under off and ablate:all any delivery is a leak.")
+                 f"{float(LOW_DELIVERY_RATE):.0%} is flagged (likewise under notes and placebo); under off and ablate:all any "
+                 f"delivery is a leak. The notes arm's receipt is the runner's own: it placed the notes file, intact, where "
+                 f"the agent's harness loads it.")
             + banner + table(["condition", "attempts", "delivered", "other memories only", "unwitnessed", "unknown", "rate", "warning"],
                              rows, [bool(d.warning) for d in summary.delivery]))
+
+
+def damage_section(summary: GradingSummary) -> str:
+    """Per arm and condition: what it plants, and the tasks `off` passed that it failed (damage), task-clustered."""
+    if not summary.damage:
+        return ""
+    rows = [(d.condition, condition_summary(d.condition), d.system, d.tasks, d.pairs, d.off_passed_pairs, d.damaged_pairs,
+             ", ".join(d.damaged_tasks) or "none", effect_text(d.share, 100, 1, "% of pairs"))
+            for d in summary.damage]
+    return ("<h2>Damage per arm and condition (failed where off passed)</h2>"
+            + _p("A pair is the attempt under the condition and the off attempt of the same task and trial, both gradable. "
+                 "Damage counts pairs whose off attempt passed and whose attempt under the condition failed; the share is "
+                 "averaged per task (each task counts once), with the task-clustered 95% interval.")
+            + table(["condition", "what it plants", "memory system", "tasks", "pairs", "off passed (pairs)",
+                     "damaged (pairs)", "damaged tasks", "damage share"], rows, [bool(d.damaged_pairs) for d in summary.damage]))
 
 
 def pass_rate_section(summary: GradingSummary, plot: str) -> str:
@@ -504,6 +523,7 @@ def render_html(aggregate: Aggregate, generated_at: str, *, provenance: RunProve
         banners(summary),
         provenance_section(provenance, aggregate.records, link, exists),
         delivery_section(summary),
+        damage_section(summary),
         pass_rate_section(summary, plots.pass_rate_plot(summary.pass_rates, conditions)),
         mui_section(summary, plots.mui_plot(summary.mui)),
         paired_section(summary, plots.token_plot(aggregate.grades, conditions)),

@@ -43,6 +43,11 @@ def summary_markdown(summary: GradingSummary, report_uri: str) -> str:
                                           for t in summary.mui])]
     parts += ["", "## Delivery (layer 1)", md_table(["condition", "confirmed", "attempts", "rate", "warning"],
                                                      [[d.condition, d.confirmed, d.attempts, d.rate, d.warning or ""] for d in summary.delivery])]
+    if summary.damage:
+        parts += ["", "## Damage (failed where off passed, per condition; task-clustered 95% intervals)", md_table(
+            ["condition", "memory system", "tasks", "off passed (pairs)", "damaged (pairs)", "damaged tasks", "share", "low", "high"],
+            [[d.condition, d.system, d.tasks, d.off_passed_pairs, d.damaged_pairs, ", ".join(d.damaged_tasks) or "none",
+              _md_number(d.share.estimate), _md_number(d.share.low), _md_number(d.share.high)] for d in summary.damage])]
     harness = [a for a in summary.ablations if a.kind == "harness-check"]
     if harness:
         parts += ["", "## Harness check (ablate:all - off; not a memory effect)",

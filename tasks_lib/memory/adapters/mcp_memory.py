@@ -1,4 +1,8 @@
-"""The MCP knowledge-graph memory server (`@modelcontextprotocol/server-memory`) behind the adapter interface.
+"""The MCP knowledge-graph memory server (`@modelcontextprotocol/server-memory`) with memtrial's helping layer.
+
+Registered as the variant `mcp-memory+memtrial-terms`: the retrieval below is memtrial's, not
+the server's (the server as an agent calls it is `mcp_search_nodes.McpSearchNodesAdapter`,
+registered as `mcp-memory`, which shares this write path).
 
 The server is the npm package, run with node over stdio through `mcp_client.McpStdioClient`.
 Each realm has its own folder `<path>/realms/<sha256(realm)[:24]>/` holding `REALM` (the name)
@@ -102,7 +106,7 @@ def mcp_memory_unavailable() -> str | None:
     return None
 
 
-def _is_memory(entity: dict[str, Any]) -> bool:
+def is_memory(entity: dict[str, Any]) -> bool:
     return bool(_MEMORY_NAME.match(str(entity.get("name", "")))) and bool(entity.get("observations"))
 
 
@@ -116,6 +120,7 @@ class McpMemoryAdapter(MemoryAdapter):
     """The MCP knowledge-graph memory server, one server process and memory file per realm (lanes: keyword, graph)."""
 
     LANES: ClassVar[tuple[str, ...]] = ("keyword", "graph")
+    ABSTENTION: ClassVar[str | None] = "keyword needs a memory word starting with a query term; graph needs a shared entity"
 
     def __init__(self, path: Path | str, *, server: Path | str | None = None, timeout: float = REQUEST_TIMEOUT) -> None:
         """Use folder `path` for the realms' memory files; `server` overrides the entry script.
@@ -192,7 +197,7 @@ class McpMemoryAdapter(MemoryAdapter):
         self.check_realm(realm)
         graph = self._call(realm, "read_graph", {})
         entities = {e["name"]: e for e in graph["entities"]}
-        memories = {name for name, e in entities.items() if _is_memory(e)}
+        memories = {name for name, e in entities.items() if is_memory(e)}
         dead = {r["from"] for r in graph["relations"] if r["to"] == MARKER}
         about: dict[str, list[str]] = {}
         for rel in graph["relations"]:
@@ -268,7 +273,7 @@ class McpMemoryAdapter(MemoryAdapter):
             if present >= set(wanted):
                 break
             graph = self._call(realm, "open_nodes", {"names": wanted})
-            found = [e["name"] for e in graph["entities"] if _is_memory(e)]
+            found = [e["name"] for e in graph["entities"] if is_memory(e)]
             if found:
                 holders[realm] = found
                 present.update(found)
@@ -291,7 +296,7 @@ class McpMemoryAdapter(MemoryAdapter):
             dead = {r["from"] for r in result["relations"] if r["to"] == MARKER}
             hits = []
             for position, entity in enumerate(result["entities"]):
-                if _is_memory(entity) and entity["name"] not in dead and text_has_term(entity["observations"][0], term):
+                if is_memory(entity) and entity["name"] not in dead and text_has_term(entity["observations"][0], term):
                     seen[entity["name"]] = (entity["observations"][0], entity["entityType"])
                     newer.setdefault(entity["name"], position)
                     hits.append(entity["name"])
@@ -306,7 +311,7 @@ class McpMemoryAdapter(MemoryAdapter):
         dead = {r["from"] for r in result["relations"] if r["to"] == MARKER}
         live = set()
         for entity in result["entities"]:
-            if _is_memory(entity) and entity["name"] not in dead:
+            if is_memory(entity) and entity["name"] not in dead:
                 seen[entity["name"]] = (entity["observations"][0], entity["entityType"])
                 live.add(entity["name"])
         return live, result["relations"]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import shlex
@@ -89,6 +90,11 @@ class ProvisionerError(MemtrialError):
         self.stdout = b""
         """The stdout of a response that was rejected (output and schema errors), else empty."""
         super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, tuple[str], dict[str, object]]:
+        """Pickle with the keyword fields (an arm's error crosses from a Dask worker to the flow intact)."""
+        rebuild = functools.partial(type(self), verb=self.verb, argv=self.argv, stderr_tail=self.stderr_tail)
+        return rebuild, (str(self),), dict(self.__dict__)
 
 
 class FixtureArtifactEscapeError(ProvisionerError):

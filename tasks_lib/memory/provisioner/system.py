@@ -18,7 +18,8 @@ is what makes two projects of the same artifacts equal. No edges are kept.
 
 Snapshot asks the running server, never the files: a memory counts as live when its own text
 recalls it (so the counts are re-read, not remembered); a system without a probe's lane returns
-no hits for it, so that probe is not found.
+no hits for it, so that probe is not found (a `hybrid` lane, one query over a full-text and a
+dense index, answers full-text and semantic probes: HOLDS).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ DATA_DIR = "data"
 """The system's data folder, inside the project folder."""
 DEFAULT_EMBEDDER = "hashed"
 """Embedder when MEMTRIAL_PROVISIONER_EMBEDDER is unset."""
+HOLDS = {"hybrid": ("keyword", "semantic")}
+"""A system lane that is one query over several indexes (txtai's hybrid: BM25 and dense) answers probes of each."""
 
 
 class SystemProject(ContractModel):
@@ -85,8 +88,9 @@ class ServedSystem(LiveProject):
                 if mid in {hit.id for hit in self.client.recall(self.realm, self.index.texts[aid], PROBE_K)}}
 
     def recall(self, lane: str, query: str, k: int) -> Sequence[MemoryHit]:
-        """The server's hits on `lane`; none when the system lacks it."""
-        return self.client.recall(self.realm, query, k, lanes=[lane]) if lane in self.lanes else ()
+        """The server's hits on `lane` (or on a lane that holds it, HOLDS); none when the system lacks it."""
+        held = [own for own in self.lanes if own == lane or lane in HOLDS.get(own, ())]
+        return self.client.recall(self.realm, query, k, lanes=held[:1]) if held else ()
 
 
 class SystemBackend(ProvisionerBackend):

@@ -108,6 +108,7 @@ class SqliteMemoryStore(MemoryAdapter):
     """memtrial's embedded reference memory system (lanes: keyword, semantic, graph, corrections)."""
 
     LANES: ClassVar[tuple[str, ...]] = LANES
+    ABSTENTION: ClassVar[str | None] = "keyword and graph lanes need a shared term or entity; semantic drops cosine below the embedder's min_similarity"
 
     def __init__(
         self, path: Path | str, embedder: Embedder | str | None = None, *, create: bool = True, read_only: bool = False

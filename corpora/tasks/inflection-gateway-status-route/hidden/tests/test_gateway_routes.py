@@ -1,0 +1,23 @@
+import unittest
+
+import inflection
+
+from api.routes import collection_path, item_path
+
+
+class GatewayRouteTests(unittest.TestCase):
+    def test_status_resources_are_not_pluralised(self):
+        self.assertEqual(collection_path("Status"), "/status")
+        self.assertEqual(collection_path("ShipmentStatus"), "/shipment_status")
+        self.assertEqual(item_path("Status", 3), "/status/3")
+
+    def test_other_models_unchanged(self):
+        self.assertEqual(collection_path("Order"), "/orders")
+        self.assertEqual(collection_path("Person"), "/people")
+
+    def test_library_behaviour_untouched(self):
+        self.assertEqual(inflection.pluralize("status"), "statuses")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -31,6 +31,7 @@ bench: $(STAMP)
 	command -v rg >/dev/null || apt-get install -y ripgrep
 	$(BIN)/python benchmarks/bench_prepare.py
 	$(BIN)/python benchmarks/bench_audit.py
+	$(BIN)/python benchmarks/bench_corpus_check.py --rounds 1
 
 clean-venv:
 	rm -rf $(VENV)

@@ -15,9 +15,9 @@ import pytest
 from gitrepo import git
 
 from flows.cli.main import main
-from tasks_lib.corpus.authoring import TASK_KINDS, TOOLCHAINS, scaffold_task
+from tasks_lib.corpus.authoring import TASK_KINDS, TOOLCHAINS, scaffold_task, snapshot_commit
 from tasks_lib.contracts import TaskManifest, load_document
-from tasks_lib.corpus.tasks import SCAFFOLD_TODO, check_corpus
+from tasks_lib.corpus.tasks import SCAFFOLD_TODO, TaskCorpusError, check_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "corpora" / "tasks"
@@ -144,3 +144,10 @@ def test_task_try_says_when_the_memory_never_reaches_the_agent(tmp_path: Path, c
     rows = {row["condition"]: row for row in json.loads(capsys.readouterr().out)["conditions"]}
     assert (rows["off"]["outcome"], rows["on"]["outcome"]) == ("fail", "fail")
     assert rows["on"]["key memory predicted"] == "no"
+
+
+def test_a_snapshot_of_no_paths_is_refused_not_the_whole_tree(tmp_path: Path) -> None:
+    """`git add -A` with no pathspec would take every untracked file of the checkout into the snapshot."""
+    tasks = corpus_repo(tmp_path, PROBE)
+    with pytest.raises(TaskCorpusError, match="name the paths"):
+        snapshot_commit(tasks.parents[1], [])

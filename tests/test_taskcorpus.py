@@ -59,8 +59,8 @@ def test_corpus_covers_every_kind_it_promises() -> None:
     """The corpus is not one flattering pattern: minimum counts per kind, and several toolchains."""
     tasks = load_tasks(TASKS)
     kinds = Counter(t.manifest.kind for t in tasks)
-    minimum = {"convention": 3, "deducible": 2, "cross-file": 1, "investigation": 1, "continuity": 1, "tare": 2, "stale-trap": 1}
-    assert len(tasks) >= 12
+    minimum = {"convention": 8, "deducible": 5, "cross-file": 2, "investigation": 2, "continuity": 3, "tare": 5, "stale-trap": 3}
+    assert len(tasks) >= 28
     assert all(kinds[k] >= n for k, n in minimum.items()), kinds
     toolchains = set()
     for task in tasks:

@@ -26,6 +26,7 @@ from flows.paired import INVARIANTS, PREPARE, arm_stage, matrix_flow, records_st
 from flows.progress import reporter
 from flows.report_artifacts import publish_headline
 from flows.runners import ready_task_runner
+from flows.secrets import resolve_secret_references
 from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home
 from flows.status import label_flow_run, run_marker, run_tags
 from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_failures, suite_stage, trend_snapshots
@@ -141,6 +142,7 @@ def nightly(config_path: str = DEFAULT_CONFIG, run_id: str | None = None, artifa
     `artifact_root` overrides the config's. The flow run is named after the run id and tagged with
     its agents and memory system; the run leaves `runs/<run_id>/status.json` (complete or failed)
     and, when complete, its headline as Prefect artifacts."""
+    resolve_secret_references()
     config, path = resolve_config(config_path, artifact_root)
     run_id = run_id or new_run_id("nightly")
     artifact_root = config.artifact_root or default_artifact_root()  # resolved: never None here

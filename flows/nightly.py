@@ -29,7 +29,7 @@ from flows.runners import ready_task_runner
 from flows.secrets import resolve_secret_references
 from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home
 from flows.status import label_flow_run, run_marker, run_tags
-from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_failures, suite_stage, trend_snapshots
+from flows.suites import TREND, TREND_SUITES, collect_suites, submit_suites, suite_failures, suite_stage, trend_snapshots
 from tasks_lib.analysis.aggregate import SUMMARY_JSON
 from tasks_lib.analysis.grading import GradingSummary
 from tasks_lib.artifacts import new_run_id, open_store, run_key
@@ -164,10 +164,9 @@ def _nightly(config: RunConfig, run_id: str, artifact_root: str) -> tuple[Nightl
     storage = stages.result_storage(artifact_root, config.result_root)
     runner = ready_task_runner(config.runner)
 
+    suites = submit_suites(config, run_id, artifact_root)  # they run while the matrix runs
     paired = matrix_flow.with_options(task_runner=runner)(config, run_id, str(PROJECT_ROOT), artifact_root)
-    suite_keys = {}
-    for name in config.suites:
-        suite_keys[name] = SUITE_FLOWS[name](config, run_id, artifact_root)
+    suite_keys = collect_suites(suites)
     trend = trend_snapshots(config, run_id, artifact_root, suite_keys) if set(suite_keys) & set(TREND_SUITES) else {}
 
     excluded = paired[0].excluded if paired else {}

@@ -26,9 +26,10 @@ from flows.paired import INVARIANTS, PREPARE, arm_stage, matrix_flow, records_st
 from flows.progress import reporter
 from flows.report_artifacts import publish_headline
 from flows.runners import ready_task_runner
+from flows.secrets import resolve_secret_references
 from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home
 from flows.status import label_flow_run, run_marker, run_tags
-from flows.suites import SUITE_FLOWS, TREND, TREND_SUITES, suite_failures, suite_stage, trend_snapshots
+from flows.suites import TREND, TREND_SUITES, collect_suites, submit_suites, suite_failures, suite_stage, trend_snapshots
 from tasks_lib.analysis.aggregate import SUMMARY_JSON
 from tasks_lib.analysis.grading import GradingSummary
 from tasks_lib.artifacts import new_run_id, open_store, run_key
@@ -143,6 +144,7 @@ def nightly(config_path: str = DEFAULT_CONFIG, run_id: str | None = None, artifa
     `artifact_root` overrides the config's. The flow run is named after the run id and tagged with
     its agents and memory system; the run leaves `runs/<run_id>/status.json` (complete or failed)
     and, when complete, its headline as Prefect artifacts."""
+    resolve_secret_references()
     config, path = resolve_config(config_path, artifact_root)
     run_id = run_id or new_run_id("nightly")
     artifact_root = config.artifact_root or default_artifact_root()  # resolved: never None here
@@ -164,10 +166,9 @@ def _nightly(config: RunConfig, run_id: str, artifact_root: str) -> tuple[Nightl
     storage = stages.result_storage(artifact_root, config.result_root)
     runner = ready_task_runner(config.runner)
 
+    suites = submit_suites(config, run_id, artifact_root)  # they run while the matrix runs
     paired = matrix_flow.with_options(task_runner=runner)(config, run_id, str(PROJECT_ROOT), artifact_root)
-    suite_keys = {}
-    for name in config.suites:
-        suite_keys[name] = SUITE_FLOWS[name](config, run_id, artifact_root)
+    suite_keys = collect_suites(suites)
     trend = trend_snapshots(config, run_id, artifact_root, suite_keys) if set(suite_keys) & set(TREND_SUITES) else {}
 
     excluded = paired[0].excluded if paired else {}

@@ -2,7 +2,9 @@
 
 An external Dask cluster (`runner.address`) is checked before the flow submits anything
 (`ready_task_runner`): the scheduler answers, at least one worker joins within
-`MEMTRIAL_DASK_WORKER_TIMEOUT` seconds (default 60), and every worker imports memtrial with the same
+`MEMTRIAL_DASK_WORKER_TIMEOUT` seconds (default 60), the scheduler fails tasks left without any
+worker (`distributed.scheduler.no-workers-timeout`, so a cluster that loses every worker fails the
+run in bounded time; a local cluster gets 120 s), and every worker imports memtrial with the same
 arm code as the flow. Each failure is one line naming the worker and the fix, instead of a flow that
 hangs on tasks no worker can unpickle, or arms graded by other code than their cache key names.
 """
@@ -18,6 +20,9 @@ from tasks_lib.errors import MemtrialError
 from tasks_lib.runconfig import RunnerSpec
 
 WORKER_TIMEOUT_ENV = "MEMTRIAL_DASK_WORKER_TIMEOUT"
+NO_WORKERS_TIMEOUT = "distributed.scheduler.no-workers-timeout"
+"""Dask's setting that fails a task left without any worker for that long (default: wait forever)."""
+LOCAL_NO_WORKERS_TIMEOUT = "120s"
 
 
 class RunnerError(MemtrialError):
@@ -36,6 +41,9 @@ def task_runner(spec: RunnerSpec) -> Any:
         raise RunnerError("runner.kind dask needs prefect-dask; install memtrial with the [dask] extra") from None
     if spec.address:
         return DaskTaskRunner(address=spec.address)
+    import dask
+
+    dask.config.set({NO_WORKERS_TIMEOUT: LOCAL_NO_WORKERS_TIMEOUT})  # the local cluster's scheduler runs in this process
     return DaskTaskRunner(cluster_kwargs={"n_workers": spec.workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None, "host": "127.0.0.1"})
 
 
@@ -69,6 +77,11 @@ def check_cluster(address: str, timeout: float) -> None:
         except TimeoutError:
             raise RunnerError(f"runner.address {address}: no Dask worker joined within {timeout:g}s; start workers "
                               f"(see docs/DEPLOY.md) or raise {WORKER_TIMEOUT_ENV}") from None
+        import dask
+
+        if not client.run_on_scheduler(dask.config.get, NO_WORKERS_TIMEOUT, None):
+            raise RunnerError(f"runner.address {address}: the scheduler has no {NO_WORKERS_TIMEOUT}, so a cluster that loses "
+                              "every worker would hang the run; start it with DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT=120s")
         expected = worker_code_digest()
         for worker, answer in sorted(client.run(worker_code_digest, on_error="return").items()):
             if isinstance(answer, BaseException):

@@ -22,6 +22,7 @@ from flows.settings import configure_prefect
 configure_prefect()
 
 from prefect import flow, task
+from prefect.futures import PrefectFuture
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from flows import stages
@@ -178,15 +179,44 @@ SUITE_CODE = {
 }
 
 
-def _run_suite(name: str, stage: Callable[..., str], config: RunConfig, run_id: str, artifact_root: str) -> str:
-    progress = reporter()
-    progress.start(suite_stage(name), 1)
+def _suite_call(name: str, stage: Callable[..., str], config: RunConfig, run_id: str, artifact_root: str) -> tuple[Any, tuple[Any, ...]]:
+    """The suite's task bound to the run's result storage, and its arguments; starts its progress line."""
+    reporter().start(suite_stage(name), 1)
     options = dict(config.suite_options.get(name, {}))
     bound = stage.with_options(result_storage=stages.result_storage(artifact_root, config.result_root))  # type: ignore[attr-defined]
-    key = bound(artifact_root, run_id, options, config.embedder, _data_digest(name, options), stages.code_digest(*SUITE_CODE[name]))
-    progress.advance(suite_stage(name))
-    progress.finish(suite_stage(name))
+    return bound, (artifact_root, run_id, options, config.embedder, _data_digest(name, options), stages.code_digest(*SUITE_CODE[name]))
+
+
+def _suite_done(name: str) -> None:
+    reporter().advance(suite_stage(name))
+    reporter().finish(suite_stage(name))
+
+
+def _run_suite(name: str, stage: Callable[..., str], config: RunConfig, run_id: str, artifact_root: str) -> str:
+    bound, args = _suite_call(name, stage, config, run_id, artifact_root)
+    key = bound(*args)
+    _suite_done(name)
     return key
+
+
+def submit_suites(config: RunConfig, run_id: str, artifact_root: str) -> dict[str, PrefectFuture]:
+    """Every configured suite submitted as a task of the calling flow, so the suites run concurrently
+    with each other and with whatever the flow does next (each plants in its own scratch store).
+    Collect them with `collect_suites`. Call inside a flow."""
+    futures = {}
+    for name in config.suites:
+        bound, args = _suite_call(name, SUITE_TASKS[name], config, run_id, artifact_root)
+        futures[name] = bound.submit(*args)
+    return futures
+
+
+def collect_suites(futures: dict[str, PrefectFuture]) -> dict[str, str]:
+    """Each submitted suite's result key, in the order submitted (the first failure raises)."""
+    keys = {}
+    for name, future in futures.items():
+        keys[name] = future.result()
+        _suite_done(name)
+    return keys
 
 
 @flow(name="recall", log_prints=False)
@@ -206,6 +236,9 @@ def external_flow(config: RunConfig, run_id: str, artifact_root: str) -> str:
     """LongMemEval / LoCoMo on the dataset files of suite_options.external; returns the result's key."""
     return _run_suite("external", external_suite, config, run_id, artifact_root)
 
+
+SUITE_TASKS: dict[str, Callable[..., str]] = {"recall": recall_sweep, "retrieval": retrieval_suite, "external": external_suite}
+"""Each suite's task (what `submit_suites` submits; `SUITE_FLOWS` runs one as its own flow)."""
 
 SUITE_FLOWS: dict[str, Callable[[RunConfig, str, str], str]] = {
     "recall": recall_flow,

@@ -13,6 +13,8 @@ import io
 import json
 import os
 import secrets
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -27,6 +29,8 @@ from tasks_lib.errors import ArtifactError, ArtifactNotFound
 from tasks_lib.trees import TEMP_MARK, sha256_bytes, write_atomically
 
 D = TypeVar("D", bound=Document)
+T = TypeVar("T")
+R = TypeVar("R")
 
 RUNS = "runs"
 BLOBS = "blobs/sha256"
@@ -34,12 +38,23 @@ RECORDS_TABLE = "records.parquet"
 SUITES_FOLDER = "suites"
 """A run's suite results: `runs/<run_id>/suites/<name>.json`, and the public datasets' rankings beside them."""
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
+READ_THREADS = 16
+"""Most artifact reads in flight at once when a stage reads many objects (each an S3 round trip)."""
 
 
 def new_run_id(prefix: str = "run") -> str:
     """A fresh, sortable run id: `<prefix>-YYYYMMDD-HHMMSS-<6 hex>` (UTC)."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"{prefix}-{stamp}-{secrets.token_hex(3)}"
+
+
+def read_concurrently(read: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """`read` over `items` on up to READ_THREADS threads, results in the order of `items` (the first
+    exception propagates). For artifact reads: I/O-bound, so threads overlap the round trips."""
+    if len(items) < 2:
+        return [read(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(READ_THREADS, len(items))) as pool:
+        return list(pool.map(read, items))
 
 
 def run_key(run_id: str, *parts: str) -> str:

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, run_key
+from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, read_concurrently, run_key
 from tasks_lib.contracts import ContractModel, Document, Identifier, RelPath, Sha256
 from tasks_lib.errors import ArtifactError, ContractError, MemtrialError
 from tasks_lib.trees import sha256_bytes
@@ -101,14 +101,17 @@ def verify_run(store: ArtifactStore, run_id: str) -> RunManifest:
     for key in evidence_keys(store, run_id):
         if key not in sealed:
             problems.append(f"{key} was added after the run was sealed")
-    for key, entry in sealed.items():
+    def digest(key: str) -> str | None:
         try:
-            data = store.get_bytes(key)
+            return sha256_bytes(store.get_bytes(key))
         except ArtifactError:
+            return None
+
+    for (key, entry), found in zip(sealed.items(), read_concurrently(digest, list(sealed))):
+        if found is None:
             problems.append(f"{key} is sealed but missing")
-            continue
-        if sha256_bytes(data) != entry.sha256:
-            problems.append(f"{key} changed after the run (sha256 {sha256_bytes(data)[:12]}..., sealed {entry.sha256[:12]}...)")
+        elif found != entry.sha256:
+            problems.append(f"{key} changed after the run (sha256 {found[:12]}..., sealed {entry.sha256[:12]}...)")
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise TamperedRunError(f"run {run_id}: {problems[0]}{more}; its stored results no longer match {where}: "

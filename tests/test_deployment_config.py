@@ -162,6 +162,17 @@ def test_compose_publishes_on_loopback_only_and_uses_named_volumes(compose: dict
             assert source in compose["volumes"], f"{name} mounts host path {source}; use a named volume"
 
 
+def test_compose_images_are_pinned_never_latest(compose: dict[str, Any]) -> None:
+    """The failure prevented: `minio/minio:latest` pulling a different server (and S3 behaviour) on
+    every machine; the memtrial image's tag is the deployed commit."""
+    for name, service in compose["services"].items():
+        image = service["image"]
+        repository, _, tag = image.partition(":")
+        assert repository and tag and tag != "latest", f"{name}: image {image!r} is not pinned to a release tag"
+        assert re.fullmatch(r"\d+\.\d+(\.\d+)?(-[a-z0-9.]+)?|RELEASE\.[0-9TZ-]+|\$\{MEMTRIAL_TAG:\?.*\}", tag), \
+            f"{name}: tag {tag!r} floats (a major-only or moving tag)"
+
+
 def test_compose_secrets_come_from_the_environment(compose: dict[str, Any]) -> None:
     text = (DEPLOYMENTS / "compose.yaml").read_text()
     assert "${POSTGRES_PASSWORD:?" in text and "${MINIO_ROOT_PASSWORD:?" in text
@@ -192,6 +203,29 @@ def test_helm_values_point_a_kubernetes_worker_at_the_pool(prefect_yaml: dict[st
     assert isinstance(worker["replicaCount"], int) and isinstance(worker["config"]["limit"], int)
     for section in ("requests", "limits"):
         assert all(isinstance(v, str) for v in worker["resources"][section].values()), "the chart's schema wants strings"
+
+
+def ignore_rules(path: Path) -> list[str]:
+    return [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_the_classic_builder_reads_the_same_dockerignore_as_buildkit() -> None:
+    """The failure prevented: `DOCKER_BUILDKIT=0 docker build` ignoring deployments/Dockerfile.dockerignore
+    (only BuildKit reads it) and sending a 2.5 GB context, the venv included."""
+    classic = ignore_rules(PROJECT_ROOT / ".dockerignore")
+    assert classic == ignore_rules(DEPLOYMENTS / "Dockerfile.dockerignore")
+    assert ".venv" in classic and ".memtrial" in classic and ".git" not in classic
+
+
+def test_secrets_stay_references_in_the_deployment(prefect_yaml: dict[str, Any]) -> None:
+    """The failure prevented: `{{ prefect.blocks.secret.x }}` in job variables, which Prefect renders
+    into the stored deployment in plain text at deploy time."""
+    assert not [s for s in strings(prefect_yaml) if "prefect.blocks" in s], "a block template is rendered at deploy time"
+    env = prefect_yaml["definitions"]["env"]
+    references = {k: v for k, v in env.items() if k.startswith("MEMTRIAL_SECRET_")}
+    assert set(references) == {"MEMTRIAL_SECRET_AWS_ACCESS_KEY_ID", "MEMTRIAL_SECRET_AWS_SECRET_ACCESS_KEY"}
+    assert all(re.fullmatch(r"[a-z0-9-]+", v) for v in references.values()), references
+    assert not {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} & set(env)
 
 
 def test_dockerfile_keeps_git_objects_and_installs_editable() -> None:

@@ -25,6 +25,10 @@ COMPARED = ("task_id", "condition", "trial", "outcome", "infra_failure", "audit_
             "input_tokens", "output_tokens", "cost_usd", "source_commit", "manifest_digest")
 
 
+BOUNDED = {"DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT": "30s"}
+"""What docs/DEPLOY.md tells you to start a scheduler with: tasks without any worker fail after 30 s."""
+
+
 def start(argv: list[str], cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         return subprocess.Popen([sys.executable, "-m", *argv], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -78,7 +82,7 @@ def dask_cluster(prefect_harness: None, s3_env: str, tmp_path: Path) -> Iterator
     elsewhere.mkdir()
     base = {k: v for k, v in os.environ.items() if not k.startswith(("MEMTRIAL_HOME", "MEMTRIAL_PACK", "PREFECT_HOME"))}
     base["PREFECT_API_URL"] = str(PREFECT_API_URL.value())
-    address, scheduler = start_scheduler(elsewhere, base)
+    address, scheduler = start_scheduler(elsewhere, {**base, **BOUNDED})
     procs = [scheduler]
     try:
         for n in (1, 2):
@@ -167,12 +171,26 @@ def test_a_worker_that_cannot_import_memtrial_fails_fast_with_one_line(tmp_path:
     shadow = tmp_path / "shadow" / "flows"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("raise ImportError('memtrial is not installed on this worker')\n")
-    address, scheduler = start_scheduler(tmp_path, dict(os.environ))
+    address, scheduler = start_scheduler(tmp_path, {**os.environ, **BOUNDED})
     worker = start_worker(address, tmp_path / "shadow", {**os.environ, "PYTHONPATH": str(tmp_path / "shadow")})
     try:
         started = time.monotonic()
         with pytest.raises(RunnerError, match=r"Dask worker tcp://127.0.0.1:\d+ cannot run memtrial's arms .*install this memtrial") as raised:
             check_cluster(address, 60)
         assert "\n" not in str(raised.value) and time.monotonic() - started < 60
+    finally:
+        stop([worker, scheduler])
+
+
+def test_a_scheduler_that_would_wait_forever_without_workers_is_refused(tmp_path: Path) -> None:
+    """The failure prevented: a cluster that loses every worker mid-run leaving the run pending forever
+    (Dask's default keeps tasks without a worker waiting)."""
+    from flows.runners import RunnerError, check_cluster
+
+    address, scheduler = start_scheduler(tmp_path, {k: v for k, v in os.environ.items() if "NO_WORKERS_TIMEOUT" not in k})
+    worker = start_worker(address, tmp_path, dict(os.environ))
+    try:
+        with pytest.raises(RunnerError, match="no-workers-timeout.*DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT=120s"):
+            check_cluster(address, 60)
     finally:
         stop([worker, scheduler])

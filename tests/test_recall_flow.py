@@ -48,3 +48,37 @@ def test_editing_a_custom_case_folder_misses_the_cache(tmp_path: Path) -> None:
     document["cases"] = [c for c in document["cases"] if c["id"] != "editor"]
     (corpus / "cases.json").write_text(json.dumps(document))
     assert case_ids() == ["room", "standup"]
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_nightly_runs_its_suites_concurrently_with_each_other_and_the_arms(tmp_path: Path) -> None:
+    """The failure prevented: suites running one after another, after the whole matrix. Task run times
+    come from the Prefect API: both suites started before either finished, and before the last arm ended."""
+    import asyncio
+    from datetime import datetime, timezone
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName, TaskRunFilter, TaskRunFilterStartTime
+
+    from flows.nightly import nightly
+
+    corpus = small_corpus(tmp_path / "corpus")
+    config = tmp_path / "suites.yaml"
+    config.write_text(f"tasks: [rotlog-keep-count]\nconditions: ['off', 'on']\nsuites: [recall, retrieval]\n"
+                      f"suite_options: {{recall: {{lengths: [2], window: 4, cases_dir: {corpus}}}}}\n"
+                      f"artifact_root: {tmp_path / 'artifacts'}\n", encoding="utf-8")
+    began = datetime.now(timezone.utc)
+    result = nightly(config_path=str(config), run_id="suites-concurrent")
+    assert set(result.suites) == {"recall", "retrieval"}
+
+    async def spans() -> tuple[dict[str, tuple], list[tuple]]:
+        async with get_client() as client:
+            suites = await client.read_task_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["suites-concurrent"])))
+            arms = await client.read_task_runs(task_run_filter=TaskRunFilter(start_time=TaskRunFilterStartTime(after_=began)))
+        return ({r.name.rsplit("-", 1)[0]: (r.start_time, r.end_time) for r in suites if r.name.startswith(("recall-sweep", "retrieval-suite"))},
+                [(r.start_time, r.end_time) for r in arms if r.name.startswith("run-arm")])
+
+    suites, arms = asyncio.run(spans())
+    (recall_start, recall_end), (retrieval_start, retrieval_end) = suites["recall-sweep"], suites["retrieval-suite"]
+    assert recall_start < retrieval_end and retrieval_start < recall_end, "the suites ran one after the other"
+    assert len(arms) == 2 and max(recall_start, retrieval_start) < max(end for _, end in arms), "the suites waited for the matrix"

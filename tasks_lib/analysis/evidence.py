@@ -16,7 +16,7 @@ from typing import TypeVar
 from tasks_lib.agents.base import Transcript
 from tasks_lib.analysis.grading import MISSING_EVIDENCE
 from tasks_lib.arm.audit import AuditReceipt
-from tasks_lib.artifacts import ArtifactStore
+from tasks_lib.artifacts import ArtifactStore, read_concurrently
 from tasks_lib.contracts import Document, RunRecord
 from tasks_lib.errors import ArtifactError, ContractError
 from tasks_lib.memory.delivery.witness import DeliveryReceipt
@@ -46,10 +46,13 @@ def _read(store: ArtifactStore, key: str | None, model: type[D]) -> D | None:
 
 
 def load_evidence(store: ArtifactStore, records: Sequence[RunRecord]) -> dict[Cell, Evidence]:
-    """Each record's stored transcript, audit receipt and delivery receipt, read once, by (task, condition, trial)."""
-    return {(r.task_id, r.condition, r.trial): Evidence(_read(store, r.transcript, Transcript), _read(store, r.audit_receipt, AuditReceipt),
-                                                        _read(store, r.delivery_receipt, DeliveryReceipt))
-            for r in records}
+    """Each record's stored transcript, audit receipt and delivery receipt, read once (records read
+    concurrently), by (task, condition, trial)."""
+    def one(r: RunRecord) -> Evidence:
+        return Evidence(_read(store, r.transcript, Transcript), _read(store, r.audit_receipt, AuditReceipt),
+                        _read(store, r.delivery_receipt, DeliveryReceipt))
+
+    return {(r.task_id, r.condition, r.trial): found for r, found in zip(records, read_concurrently(one, records))}
 
 
 def evidence_problem(record: RunRecord, evidence: Evidence) -> str | None:

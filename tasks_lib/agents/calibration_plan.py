@@ -29,7 +29,9 @@ from pydantic import Field
 
 from tasks_lib.agents.calibration import EXPLORABLE, MEMORY_SOLVES, tokens
 from tasks_lib.contracts import Document, Identifier, LaneName, NonEmptyText
+from tasks_lib.corpus.feed import feed_documents, key_turn_texts
 from tasks_lib.corpus.tasks import LoadedTask
+from tasks_lib.memory.adapter import MemoryAdapter
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.delivery.hook import DEFAULT_K
 from tasks_lib.memory.planting import plant
@@ -123,6 +125,34 @@ def measure_key_lanes(task: LoadedTask, embedder: str = REFERENCE_EMBEDDER, k: i
             lane for lane in LANES
             if any(hit.text in wanted for prompt in prompts for hit in store.recall(realm, prompt, k, lanes=(lane,)))
         )
+
+
+def feed_key_texts(task: LoadedTask) -> list[str]:
+    """Texts of the transcript turns that carry the task's key fact in passing (empty without transcripts)."""
+    return key_turn_texts(task.root, task.manifest)
+
+
+def ingest_feed(adapter: MemoryAdapter, realm: str, task: LoadedTask, condition: str = "feed") -> tuple[str, ...]:
+    """Feed every transcript of the task through `adapter.ingest`, one session per transcript; return
+    the ids it kept. Raises FeedError for a task without transcripts or a transcript that fails its pin."""
+    ids: list[str] = []
+    for name, _, turns in feed_documents(task.root, task.manifest, condition):
+        ids.extend(adapter.ingest(realm, turns, session=name))
+    return tuple(ids)
+
+
+def measure_feed_delivery(task: LoadedTask, embedder: str = REFERENCE_EMBEDDER, k: int = RECALL_K) -> bool:
+    """Whether the reference store, fed the task's transcripts, recalls a key turn for one of its prompts
+    (all lanes, `k` hits per prompt, as the delivery hook asks)."""
+    if not task.manifest.transcripts:
+        return False
+    wanted = set(feed_key_texts(task))
+    prompts = (task.manifest.instruction, *task.manifest.follow_up_prompts)
+    with tempfile.TemporaryDirectory(prefix="memtrial-feed-") as tmp, SqliteMemoryStore(Path(tmp) / "m.sqlite", embedder) as store:
+        realm = "probe:feed"
+        store.create_realm(realm)
+        ingest_feed(store, realm, task)
+        return any(hit.text in wanted for prompt in prompts for hit in store.recall(realm, prompt, k))
 
 
 def active_lanes(condition: str) -> frozenset[str]:

@@ -7,7 +7,9 @@ of the hook's DEFAULT_K hits per prompt. From that declaration, the task's kind 
 `expected_attempt` says what the calibration agent must do under each condition:
 
 - the key memory is delivered when the condition leaves at least one of its lanes active
-  (`on`, or `ablate:<lane>` of another lane); never under `off` or `ablate:all`;
+  (`on`, or `ablate:<lane>` of another lane); never under `off` or `ablate:all`; under `feed` and
+  `grep` a transcript turn carrying the key fact is (recalled from what the store ingested, or read
+  from the history folder), for every task with transcripts;
 - delivered on a kind memory can solve: apply the solution without reading files (pass);
 - otherwise explore every visible file, then pass only on kinds exploration can solve.
 
@@ -28,7 +30,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from tasks_lib.agents.calibration import EXPLORABLE, MEMORY_SOLVES, tokens
-from tasks_lib.contracts import Document, Identifier, LaneName, NonEmptyText
+from tasks_lib.contracts import FEED_CONDITIONS, Document, Identifier, LaneName, NonEmptyText
 from tasks_lib.corpus.feed import feed_documents, key_turn_texts
 from tasks_lib.corpus.tasks import LoadedTask
 from tasks_lib.memory.adapter import MemoryAdapter
@@ -167,7 +169,12 @@ def active_lanes(condition: str) -> frozenset[str]:
 def expected_attempt(task: LoadedTask, condition: str, key_lanes: Sequence[str]) -> ExpectedAttempt:
     """The calibration agent's expected behaviour on `task` under `condition` (see the module docstring)."""
     kind = task.manifest.kind
-    delivered = bool(active_lanes(condition) & set(key_lanes))
+    if condition in FEED_CONDITIONS:
+        # The corpus guarantees a key turn is recalled for the prompts (tests/test_feed.py measures it)
+        # and every key turn is in the grep arm's files.
+        delivered = bool(task.manifest.transcripts)
+    else:
+        delivered = bool(active_lanes(condition) & set(key_lanes))
     memory_solves = delivered and kind in MEMORY_SOLVES
     solves = memory_solves or kind in EXPLORABLE
     written = sum((task.solution_dir / rel).stat().st_size for rel in walk_files(task.solution_dir)) if solves else 0
@@ -185,7 +192,14 @@ def visible_bytes(task: LoadedTask) -> int:
     return sum((root / rel).stat().st_size for rel in walk_files(root) if not (root / rel).is_symlink())
 
 
-def expected_input_tokens(task: LoadedTask, expected: ExpectedAttempt, context_bytes: int) -> int:
-    """Input tokens: the prompts, the context the hook delivered (`context_bytes`), and the fixture when exploring."""
+def history_bytes(task: LoadedTask) -> int:
+    """Bytes of every transcript of the task: what the calibration agent reads in the `grep` arm."""
+    return sum((task.root / ref.path).stat().st_size for ref in task.manifest.transcripts)
+
+
+def expected_input_tokens(task: LoadedTask, expected: ExpectedAttempt, context_bytes: int, condition: str = "on") -> int:
+    """Input tokens: the prompts, the context the hook delivered (`context_bytes`), the recorded sessions
+    under `grep`, and the fixture when exploring."""
     prompts = sum(len(p.encode()) for p in (task.manifest.instruction, *task.manifest.follow_up_prompts))
-    return tokens(prompts + context_bytes + (visible_bytes(task) if expected.explores else 0))
+    history = history_bytes(task) if condition == "grep" else 0
+    return tokens(prompts + context_bytes + history + (visible_bytes(task) if expected.explores else 0))

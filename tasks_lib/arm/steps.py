@@ -53,7 +53,7 @@ from typing import Literal, ParamSpec, Protocol, TypeVar, get_args
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession
 from tasks_lib.agents.calibration import CalibrationAgent
-from tasks_lib.agents.calibration_plan import key_texts
+from tasks_lib.agents.calibration_plan import feed_key_texts, ingest_feed, key_texts
 from tasks_lib.agents.registry import get_agent
 from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
 from tasks_lib.arm.comparability import record_fields
@@ -63,12 +63,14 @@ from tasks_lib.arm.provisioned import LiveArm, release, restore_arm
 from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check
 from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
 from tasks_lib.artifacts import ArtifactStore, run_key
-from tasks_lib.contracts import RunRecord, check_rel_path
+from tasks_lib.arm.history import HISTORY_DIR, release_history, write_history
+from tasks_lib.contracts import FEED_CONDITIONS, RunRecord, check_rel_path
+from tasks_lib.corpus.feed import require_transcripts
 from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
 from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import seal_run
 from tasks_lib.memory.delivery.witness import DeliveryWitness, ServedSystem
-from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV, STORE_ENV, STORE_PATHS
+from tasks_lib.memory.env import HISTORY_ENV, REALM_ENV, SOCKET_ENV, STORE_ENV, STORE_PATHS
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
 from tasks_lib.memory.realms import trial_realm
@@ -180,6 +182,10 @@ class ProvisionedMemory:
     """The memory-system build measured."""
     witness: DeliveryWitness | None = None
     """The runner's delivery witness in front of the memory (None in an arm without memory)."""
+    history: Mapping[str, str] | None = None
+    """The `grep` arm's read-only folder of transcripts: file name -> sha256 (None in every other arm)."""
+    violations: list[str] = field(default_factory=list)
+    """What `release_memory` found the agent changed in runner-owned memory state (fails the attempt)."""
 
 
 @dataclass(frozen=True)
@@ -199,17 +205,22 @@ class CheckOutcome:
     path goes (the agent's violation; nothing was written through it)."""
 
 
-NO_MEMORY = ("off", "ablate:all")
-"""Conditions whose arm gets no memory at all: nothing planted, no store file, no store variable."""
+NO_MEMORY = ("off", "ablate:all", "grep")
+"""Conditions whose arm gets no memory system at all: nothing planted, no store file, no store variable
+(`grep` gets only its read-only folder of transcripts, see `tasks_lib.arm.history`)."""
 
 
-def memory_env(condition: str, realm: str, socket_path: Path | None) -> dict[str, str]:
-    """The environment the agent and its hooks get for `condition`: the realm in every condition, and
-    the delivery witness's socket only when one is given and the condition has memory. No switch is
-    ever set: an arm differs from `on` only by the memory behind its socket (none, or one without a lane)."""
-    if condition in NO_MEMORY or socket_path is None:
-        return {REALM_ENV: realm}
-    return {REALM_ENV: realm, SOCKET_ENV: str(socket_path)}
+def memory_env(condition: str, realm: str, socket_path: Path | None, history: Path | None = None) -> dict[str, str]:
+    """The environment the agent and its hooks get for `condition`: the realm in every condition, the
+    delivery witness's socket only when one is given and the condition has memory, and the history
+    folder only under `grep`. No switch is ever set: an arm differs from `on` only by the memory behind
+    its socket (none, or one without a lane), or by the one folder the `grep` arm may read."""
+    env = {REALM_ENV: realm}
+    if condition == "grep" and history is not None:
+        env[HISTORY_ENV] = str(history)
+    if condition not in NO_MEMORY and socket_path is not None:
+        env[SOCKET_ENV] = str(socket_path)
+    return env
 
 
 def schedule(tasks: Sequence[LoadedTask], conditions: Sequence[str], trials: int) -> list[Attempt]:
@@ -274,6 +285,11 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
     """
     realm = trial_realm(run_id, attempt.task.task_id, attempt.condition, attempt.trial)
     build = REFERENCE_BUILD if provisioner is None else "provisioner: " + " ".join(provisioner.argv)
+    if attempt.condition == "grep":
+        history = write_history(attempt.task, root)
+        return ProvisionedMemory(realm=realm, env=memory_env("grep", realm, None, root / HISTORY_DIR), build="none", history=history)
+    if attempt.condition == "feed":
+        return provision_feed(attempt, realm, root, embedder, provisioner, build)
     memories = attempt.task.manifest.memories
     if attempt.condition in NO_MEMORY or not memories:
         return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, None), build=build)
@@ -306,6 +322,29 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
                              store_path=store_path, witness=witness)
 
 
+def provision_feed(attempt: Attempt, realm: str, root: Path, embedder: str, provisioner: ProvisionerSpec | None,
+                   build: str) -> ProvisionedMemory:
+    """The `feed` arm: the memory system holds what it kept from the task's transcripts (each fed
+    through its own write path, `MemoryAdapter.ingest`), not the curated memories; the witness stands
+    in front of it as under `on`, with every kept id as planted. A system that keeps nothing serves
+    nothing. Raises FeedError for a task without transcripts (nothing is made)."""
+    if provisioner is not None:
+        raise ArmsError("condition 'feed' with a provisioner is not supported yet: restore does not receive the "
+                        "transcripts as its evidence corpus; run 'feed' on the embedded store or in process")
+    require_transcripts(attempt.task.manifest, "feed")
+    store_path = root / MEMORY_FILE
+    store = SqliteMemoryStore(store_path, embedder)
+    try:
+        store.create_realm(realm)
+        ids = ingest_feed(store, realm, attempt.task)
+    finally:
+        store.close()
+    witness = DeliveryWitness(SqliteMemoryStore(store_path, create=False, read_only=True), realm, root,
+                              served_by=REFERENCE_BUILD, planted_ids=ids).start()
+    return ProvisionedMemory(realm=realm, env=memory_env("feed", realm, witness.socket_path), planted_ids=ids,
+                             store_path=store_path, witness=witness, build=build)
+
+
 def provisioned_store(live: LiveArm, lane: str | None) -> tuple[SqliteMemoryStore | ServedSystem, str]:
     """What the witness serves for a provisioner's restored project, and a label naming it: its socket
     (relayed; the witness drops an ablated lane), or else its replica file (stripped of the lane,
@@ -326,6 +365,8 @@ def release_memory(memory: ProvisionedMemory, embedder: str = "hashed") -> tuple
     planted id by exact id (return them), or destroy the provisioner's project."""
     if memory.witness is not None:
         memory.witness.close()
+    if memory.history is not None and (problem := release_history(Path(memory.env[HISTORY_ENV]).parent, dict(memory.history))):
+        memory.violations.append(problem)
     if memory.live is not None:
         release(memory.live.provisioner, memory.live.project)
         return ()
@@ -355,6 +396,7 @@ def make_agent(name: str, task: LoadedTask, options: Mapping[str, object]) -> Ag
             key_texts=key_texts(task),
             stale_texts=[m.text for m in memories if m.kind == "superseded"],
             correction_texts=[m.text for m in memories if m.kind == "correction"],
+            feed_texts=feed_key_texts(task),
         )
     return get_agent(name, **options)
 
@@ -512,6 +554,8 @@ def record_attempt(
     task = attempt.task
     prefix = attempt_prefix(attempt)
     outcome, infra, reason = _grade(run, receipt, check)
+    if memory.violations and not infra:
+        outcome, reason = "fail", "; ".join(memory.violations)
     planted = memory.planted_ids
     delivery = memory.witness.close() if memory.witness is not None else None
     injection = confirm_delivery(delivery, run.transcript)
@@ -613,8 +657,8 @@ def check_conditions(conditions: Sequence[str], lanes: Sequence[str]) -> list[st
     out = []
     for condition in conditions:
         lane = condition.removeprefix("ablate:") if condition.startswith("ablate:") else None
-        if condition not in ("off", "on") and (lane is None or (lane != "all" and lane not in lanes)):
-            raise ArmsError(f"condition {condition!r} is unknown; use off, on, ablate:all or ablate:<lane> with a lane of {', '.join(lanes)}")
+        if condition not in ("off", "on", *FEED_CONDITIONS) and (lane is None or (lane != "all" and lane not in lanes)):
+            raise ArmsError(f"condition {condition!r} is unknown; use off, on, feed, grep, ablate:all or ablate:<lane> with a lane of {', '.join(lanes)}")
         out.append(condition)
     return out
 

@@ -22,6 +22,8 @@ SOCKET_ENV = "MEMORY_SOCKET"
 """Socket of the run's served replica; when set it is used instead of STORE_ENV."""
 STORE_ENV = "MEMORY_DB"
 """Path of the run's private store replica file."""
+HISTORY_ENV = "PROJECT_HISTORY_DIR"
+"""A read-only folder of recorded sessions of earlier work on the project (only the `grep` arm has it)."""
 SESSION_QUERY_ENV = "MEMORY_SESSION_QUERY"
 """Query for the session-start briefing; unset means no session-start delivery."""
 

@@ -62,7 +62,7 @@ never sets them on an agent either)."""
 STORE_PATHS = (STORE_ENV, SOCKET_ENV)
 """Variables naming a path the hook opens (the replica file, the socket)."""
 AGENT_ENV = (
-    REALM_ENV, SOCKET_ENV, STORE_ENV, SESSION_QUERY_ENV, *SWITCHES,
+    REALM_ENV, SOCKET_ENV, STORE_ENV, HISTORY_ENV, SESSION_QUERY_ENV, *SWITCHES,
     WORKSPACE_ENV, HOOK_ARGV_ENV, PROMPT_INDEX_ENV, PROMPT_COUNT_ENV, SESSION_ID_ENV, TRANSCRIPT_ENV, MODEL_ENV,
 )
 """Every name above."""

@@ -207,10 +207,18 @@ def external_flow(config: RunConfig, run_id: str, artifact_root: str) -> str:
     return _run_suite("external", external_suite, config, run_id, artifact_root)
 
 
+def write_path_suite(config: RunConfig, run_id: str, artifact_root: str) -> str:
+    """The write-path suite (`flows.writepath`, imported here on use: it builds on this module)."""
+    from flows.writepath import write_path_flow
+
+    return write_path_flow(config, run_id, artifact_root)
+
+
 SUITE_FLOWS: dict[str, Callable[[RunConfig, str, str], str]] = {
     "recall": recall_flow,
     "retrieval": retrieval_flow,
     "external": external_flow,
+    "write-path": write_path_suite,
 }
 
 
@@ -308,4 +316,8 @@ def suite_headline(name: str, artifact_root: str, key: str) -> str:
         knee = payload.get("knee")
         where = f"knee between {knee['previous']} and {knee['length']} turns" if knee else "no knee"
         return f"recall by length {{{curve}}}; {where}"
+    if name == "write-path":
+        from tasks_lib.suites.writepath import WritePathResult, render_curve
+
+        return "\n  ".join(render_curve(WritePathResult.model_validate(r)) for r in payload)
     return f"{name}: stored ({', '.join(sorted(payload))})"

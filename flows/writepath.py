@@ -3,7 +3,8 @@
 A step's cache key is its task's content digest, the arm, its position, the agent, the embedder,
 the commit, the step code and the SHA-256 of the memory store the previous step left, and the
 store after the step is stored as an artifact (`runs/<run_id>/write-path/<sequence>/<arm>/<position>.sqlite`).
-So a rerun after a late failure re-uses every completed step (and its store) and runs only the
+Before any step, the sequence's tasks pass the task corpus invariants (the cached `corpus-invariants`
+stage), or none runs. So a rerun after a late failure re-uses every completed step (and its store) and runs only the
 rest; a changed earlier step changes every later key. The suite's result (every sequence's
 `WritePathResult`) is stored as `runs/<run_id>/suites/write-path.json`.
 
@@ -34,6 +35,7 @@ from tasks_lib.arm.steps import ArmSetup, TaskSource
 from tasks_lib.artifacts import run_key, suite_key
 from tasks_lib.contracts import ContractModel
 from tasks_lib.corpus.build import resolve_commit
+from tasks_lib.corpus.prepare import fixture_tree_oid
 from tasks_lib.corpus.tasks import load_task
 from tasks_lib.runconfig import RunConfig
 from tasks_lib.suites.writepath import ARMS, WritePathArm, WritePathError, WritePathResult, WritePathStep, load_sequence, run_step, summarize
@@ -85,7 +87,7 @@ def _step_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:
 @task(name="write-path-step", cache_policy=CacheKeyFnPolicy(cache_key_fn=_step_key) + TASK_SOURCE, persist_result=True, retries=0)
 def write_path_step(spec: StepSpec, previous_key: str | None, previous_sha256: str | None) -> StepArtifact:
     """Run one task of one arm on the store the previous step left (`tasks_lib.suites.writepath.run_step`)."""
-    stages.enter_stage("write-path-step", f"{spec.sequence_id}/{spec.arm}/{spec.position}")
+    stages.enter_stage(f"write-path-step:{spec.arm}:{spec.position}", spec.sequence_id)
     store = stages.artifact_store(spec.artifact_root)
     previous = store.get_bytes(previous_key) if previous_key else None
     if previous is not None and sha256_bytes(previous) != previous_sha256:
@@ -127,8 +129,15 @@ def run_write_path(config: RunConfig, run_id: str, artifact_root: str) -> list[W
     step = write_path_step.with_options(result_storage=storage)
     code = stages.code_digest(*STEP_CODE)
     results = []
+    invariants = stages.check_invariants.with_options(result_storage=storage)
     for folder in folders:
         manifest, tasks = load_sequence(folder)
+        subdir = f"{SEQUENCES_ROOT}/{folder.name}"
+        report = invariants(str(folder), str(PROJECT_ROOT), commit, fixture_tree_oid(PROJECT_ROOT, commit, subdir)[1],
+                            stages.code_digest(*stages.INVARIANTS_CODE))
+        if not report.ok:
+            raise WritePathError(f"sequence {manifest.sequence_id}: its tasks break the corpus invariants, so none runs: "
+                                 + "; ".join(str(f) for f in report.failures))
         steps = []
         for arm in ARMS:
             previous: StepArtifact | None = None
@@ -136,7 +145,7 @@ def run_write_path(config: RunConfig, run_id: str, artifact_root: str) -> list[W
                 spec = StepSpec(run_id=run_id, sequence_id=manifest.sequence_id, task_folder=str(task_.root),
                                 task_digest=folder_digest(task_.root), arm=arm, position=position, agent=agent,
                                 embedder=config.embedder, sandbox=config.sandbox, repo_root=str(PROJECT_ROOT), commit=commit,
-                                tasks_subdir=f"{SEQUENCES_ROOT}/{folder.name}", artifact_root=artifact_root, code=code)
+                                tasks_subdir=subdir, artifact_root=artifact_root, code=code)
                 previous = step(spec, previous.store_key if previous else None, previous.store_sha256 if previous else None)
                 steps.append(previous.step)
         results.append(summarize(manifest.sequence_id, agent, steps))

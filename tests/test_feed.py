@@ -267,3 +267,30 @@ def test_ingest_feed_feeds_one_session_per_transcript(tmp_path: Path) -> None:
         ids = ingest_feed(store, "probe:r", task)
         turns = sum(len(t) for _, _, t in feed_documents(task.root, task.manifest, "feed"))
         assert len(ids) == turns == len(store.live_ids("probe:r"))
+
+
+# --------------------------------------------------------------------------- the feed through a provisioner
+
+
+def test_the_feed_reaches_a_provisioner_as_its_evidence_corpus(tmp_path: Path) -> None:
+    """The reference provisioner, a real subprocess, restores the transcripts as its evidence corpus; the
+    calibration effect is the one the embedded store gives, and delivery is witnessed by exact turn text."""
+    import sys
+
+    from tasks_lib.memory.provisioner.client import ProvisionerSpec
+    from tasks_lib.memory.provisioner.verbs import SERVE_ENV, STATE_ENV
+
+    state = tmp_path / "state"
+    reference = (sys.executable, "-m", "tasks_lib.memory.provisioner.reference")
+    spec = ProvisionerSpec(argv=reference, env={STATE_ENV: str(state), SERVE_ENV: "ro"}, timeout_seconds=120)
+    plan = schedule(select_tasks(TASKS, ["logship-partial-exit", "quill-audit-format"]), ["off", "feed"], 1)
+    store = LocalStore(tmp_path / "artifacts")
+    records = run_matrix(plan, run_id="feed-prov", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
+                         agent_name="calibration", store=store, provisioner=spec)
+    by = {(r.task_id, r.condition): r for r in records}
+    for task_id in ("logship-partial-exit", "quill-audit-format"):
+        assert by[(task_id, "off")].outcome == "fail"
+        feed = by[(task_id, "feed")]
+        assert feed.outcome == "pass" and feed.injection == "yes" and feed.delivered_ids, task_id
+        assert feed.build_under_test == "provisioner: " + " ".join(reference)
+    assert list((state / "projects").iterdir()) == [], "a project outlived its attempt"

@@ -59,13 +59,13 @@ from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
 from tasks_lib.arm.comparability import record_fields
 from tasks_lib.arm.injection import confirm_delivery
 from tasks_lib.arm.pinned import PinnedTask, PinnedTaskError, check_pinned, pin_task
-from tasks_lib.arm.provisioned import LiveArm, release, restore_arm
+from tasks_lib.arm.provisioned import LiveArm, release, restore_arm, restore_feed
 from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check
 from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
 from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.arm.history import HISTORY_DIR, release_history, write_history
 from tasks_lib.contracts import FEED_CONDITIONS, RunRecord, check_rel_path
-from tasks_lib.corpus.feed import require_transcripts
+from tasks_lib.corpus.feed import feed_documents
 from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
 from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import seal_run
@@ -325,13 +325,24 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
 def provision_feed(attempt: Attempt, realm: str, root: Path, embedder: str, provisioner: ProvisionerSpec | None,
                    build: str) -> ProvisionedMemory:
     """The `feed` arm: the memory system holds what it kept from the task's transcripts (each fed
-    through its own write path, `MemoryAdapter.ingest`), not the curated memories; the witness stands
-    in front of it as under `on`, with every kept id as planted. A system that keeps nothing serves
-    nothing. Raises FeedError for a task without transcripts (nothing is made)."""
+    through its own write path, `MemoryAdapter.ingest`; a provisioner's restore receives them as its
+    evidence corpus, see `restore_feed`), not the curated memories; the witness stands in front of it
+    as under `on`, with every kept id (the embedded store) or every turn's exact text (a provisioner)
+    as planted. A system that keeps nothing serves nothing. Raises FeedError for a task without
+    transcripts (nothing is made)."""
+    sessions = [(name, turns) for name, _, turns in feed_documents(attempt.task.root, attempt.task.manifest, "feed")]
     if provisioner is not None:
-        raise ArmsError("condition 'feed' with a provisioner is not supported yet: restore does not receive the "
-                        "transcripts as its evidence corpus; run 'feed' on the embedded store or in process")
-    require_transcripts(attempt.task.manifest, "feed")
+        live = restore_feed(provisioner, attempt.task.task_id, sessions, realm, root)
+        try:
+            served, label = provisioned_store(live, None)
+            texts = [turn.text for _, turns in sessions for turn in turns]
+            witness = DeliveryWitness(served, realm, root, served_by=label, planted_texts=texts).start()
+        except BaseException:
+            release(live.provisioner, live.project)
+            raise
+        env = {k: v for k, v in live.env.items() if k not in STORE_PATHS}
+        return ProvisionedMemory(realm=realm, env={**env, **memory_env("feed", realm, witness.socket_path)},
+                                 live=live, build=build, witness=witness)
     store_path = root / MEMORY_FILE
     store = SqliteMemoryStore(store_path, embedder)
     try:

@@ -154,6 +154,8 @@ def test_calibration_pattern_under_feed_and_grep_is_recovered_exactly(tmp_path: 
                 assert record.injection == "yes" and record.delivered_ids and set(record.delivered_ids) <= set(record.planted_ids), where
             if condition == "grep":
                 assert context == "" and record.injection == "no" and record.delivery_receipt is None, where
+            read_history = any("(recorded session)" in step.text for step in transcript.steps)
+            assert read_history == (condition == "grep"), f"{where}: only the grep arm can read the recorded sessions"
     # The feed helps exactly where curated memory helps: convention tasks flip from fail to pass.
     flips = {t for (t, c), r in by.items() if c == "feed" and r.outcome == "pass" and by[(t, "off")].outcome == "fail"}
     assert flips == {t for (t, c), r in by.items() if c == "on" and r.outcome == "pass" and by[(t, "off")].outcome == "fail"}

@@ -298,15 +298,7 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
     texts = [m.text for m in memories]
     if provisioner is not None:
         live = restore_arm(provisioner, attempt.task.task_id, memories, realm, root)
-        try:
-            served, label = provisioned_store(live, lane)
-            witness = DeliveryWitness(served, realm, root, served_by=label, ablated_lanes=ablated, planted_texts=texts).start()
-        except BaseException:
-            release(live.provisioner, live.project)
-            raise
-        env = {k: v for k, v in live.env.items() if k not in STORE_PATHS}
-        return ProvisionedMemory(realm=realm, env={**env, **memory_env(attempt.condition, realm, witness.socket_path)},
-                                 live=live, build=build, witness=witness)
+        return witnessed_provisioner(live, attempt.condition, realm, root, build, texts, lane)
     store_path = root / MEMORY_FILE
     store = SqliteMemoryStore(store_path, embedder)
     try:
@@ -322,6 +314,22 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
                              store_path=store_path, witness=witness)
 
 
+def witnessed_provisioner(live: LiveArm, condition: str, realm: str, root: Path, build: str, texts: Sequence[str],
+                          lane: str | None) -> ProvisionedMemory:
+    """A provisioner's restored project behind the delivery witness (delivered: a memory served with one
+    of `texts` exactly; `lane` dropped from every recall); the project is destroyed when this fails."""
+    try:
+        served, label = provisioned_store(live, lane)
+        witness = DeliveryWitness(served, realm, root, served_by=label, ablated_lanes=(lane,) if lane else (),
+                                  planted_texts=list(texts)).start()
+    except BaseException:
+        release(live.provisioner, live.project)
+        raise
+    env = {k: v for k, v in live.env.items() if k not in STORE_PATHS}
+    return ProvisionedMemory(realm=realm, env={**env, **memory_env(condition, realm, witness.socket_path)},
+                             live=live, build=build, witness=witness)
+
+
 def provision_feed(attempt: Attempt, realm: str, root: Path, embedder: str, provisioner: ProvisionerSpec | None,
                    build: str) -> ProvisionedMemory:
     """The `feed` arm: the memory system holds what it kept from the task's transcripts (each fed
@@ -333,16 +341,7 @@ def provision_feed(attempt: Attempt, realm: str, root: Path, embedder: str, prov
     sessions = [(name, turns) for name, _, turns in feed_documents(attempt.task.root, attempt.task.manifest, "feed")]
     if provisioner is not None:
         live = restore_feed(provisioner, attempt.task.task_id, sessions, realm, root)
-        try:
-            served, label = provisioned_store(live, None)
-            texts = [turn.text for _, turns in sessions for turn in turns]
-            witness = DeliveryWitness(served, realm, root, served_by=label, planted_texts=texts).start()
-        except BaseException:
-            release(live.provisioner, live.project)
-            raise
-        env = {k: v for k, v in live.env.items() if k not in STORE_PATHS}
-        return ProvisionedMemory(realm=realm, env={**env, **memory_env("feed", realm, witness.socket_path)},
-                                 live=live, build=build, witness=witness)
+        return witnessed_provisioner(live, "feed", realm, root, build, [t.text for _, turns in sessions for t in turns], None)
     store_path = root / MEMORY_FILE
     store = SqliteMemoryStore(store_path, embedder)
     try:

@@ -296,3 +296,12 @@ def test_the_feed_reaches_a_provisioner_as_its_evidence_corpus(tmp_path: Path) -
         assert feed.outcome == "pass" and feed.injection == "yes" and feed.delivered_ids, task_id
         assert feed.build_under_test == "provisioner: " + " ".join(reference)
     assert list((state / "projects").iterdir()) == [], "a project outlived its attempt"
+
+
+def test_a_run_asking_feed_of_a_task_without_transcripts_is_refused_before_anything_runs() -> None:
+    from tasks_lib.arm.steps import ArmsError
+
+    bare = without_transcripts(select_tasks(TASKS, ["logship-partial-exit"])[0])
+    with pytest.raises(ArmsError, match="conditions feed, grep need the tasks' recorded transcripts, and logship-partial-exit have none"):
+        schedule([bare, TASKS[0]], ["off", "feed", "grep"], 1)
+    assert len(schedule([bare], ["off", "on"], 1)) == 2, "without the feed conditions the task runs as before"

@@ -224,11 +224,17 @@ def memory_env(condition: str, realm: str, socket_path: Path | None, history: Pa
 
 
 def schedule(tasks: Sequence[LoadedTask], conditions: Sequence[str], trials: int) -> list[Attempt]:
-    """Every task x condition x trial, conditions rotated each trial so order effects cancel."""
+    """Every task x condition x trial, conditions rotated each trial so order effects cancel. Raises
+    ArmsError, before anything runs, when `feed` or `grep` is asked for a task without transcripts."""
     if trials < 1:
         raise ArmsError(f"trials: must be at least 1, got {trials}")
     if not conditions:
-        raise ArmsError("conditions: name at least one (off, on, ablate:<lane>, ablate:all)")
+        raise ArmsError("conditions: name at least one (off, on, feed, grep, ablate:<lane>, ablate:all)")
+    fed = [c for c in conditions if c in FEED_CONDITIONS]
+    bare = [t.task_id for t in tasks if not t.manifest.transcripts]
+    if fed and bare:
+        raise ArmsError(f"conditions {', '.join(fed)} need the tasks' recorded transcripts, and {', '.join(bare)} "
+                        "have none; add task.json transcripts or leave those tasks (or conditions) out of the run")
     plan: list[Attempt] = []
     for task in tasks:
         order = 0

@@ -146,3 +146,9 @@ def test_the_flow_reuses_every_completed_step_after_a_late_failure(prefect_harne
     assert again == ["write-path-step:feed:2"]
     (result,) = [WritePathResult.model_validate(r) for r in json.loads(open_store(tmp_path / "artifacts").get_bytes(key))]
     assert [(c.passed["off"], c.passed["feed"]) for c in result.curve] == [(False, False), (False, True), (False, True)]
+    from tasks_lib.report.html import suites_section
+    from tasks_lib.report.suites import load_suites
+
+    shown = suites_section(load_suites(open_store(tmp_path / "artifacts"), "wp-rerun", None), lambda key: None, lambda key: True)
+    assert "Write-path sequence ticketq: learning curve" in shown
+    assert "<td>ticketq-export</td><td>fail</td><td>pass</td>" in shown.replace(' class="num"', "")

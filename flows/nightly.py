@@ -168,7 +168,7 @@ def _nightly(config: RunConfig, run_id: str, artifact_root: str) -> tuple[Nightl
 
     suites = submit_suites(config, run_id, artifact_root)  # they run while the matrix runs
     paired = matrix_flow.with_options(task_runner=runner)(config, run_id, str(PROJECT_ROOT), artifact_root)
-    suite_keys = collect_suites(suites)
+    suite_keys = collect_suites(suites, config, run_id, artifact_root)
     trend = trend_snapshots(config, run_id, artifact_root, suite_keys) if set(suite_keys) & set(TREND_SUITES) else {}
 
     excluded = paired[0].excluded if paired else {}

@@ -199,21 +199,29 @@ def _run_suite(name: str, stage: Callable[..., str], config: RunConfig, run_id: 
     return key
 
 
-def submit_suites(config: RunConfig, run_id: str, artifact_root: str) -> dict[str, PrefectFuture]:
-    """Every configured suite submitted as a task of the calling flow, so the suites run concurrently
-    with each other and with whatever the flow does next (each plants in its own scratch store).
-    Collect them with `collect_suites`. Call inside a flow."""
-    futures = {}
+def submit_suites(config: RunConfig, run_id: str, artifact_root: str) -> dict[str, PrefectFuture | None]:
+    """Every configured suite that is a task (`SUITE_TASKS`) submitted as a task of the calling flow, so
+    the suites run concurrently with each other and with whatever the flow does next (each plants in
+    its own scratch store); a suite that is a flow of its own (`write-path`, whose steps are cached
+    tasks) is None here and runs when collected. Collect them with `collect_suites`. Call inside a flow."""
+    futures: dict[str, PrefectFuture | None] = {}
     for name in config.suites:
+        if name not in SUITE_TASKS:
+            futures[name] = None
+            continue
         bound, args = _suite_call(name, SUITE_TASKS[name], config, run_id, artifact_root)
         futures[name] = bound.submit(*args)
     return futures
 
 
-def collect_suites(futures: dict[str, PrefectFuture]) -> dict[str, str]:
-    """Each submitted suite's result key, in the order submitted (the first failure raises)."""
+def collect_suites(futures: dict[str, PrefectFuture | None], config: RunConfig, run_id: str, artifact_root: str) -> dict[str, str]:
+    """Each suite's result key, in the order submitted (the first failure raises); a suite that is a
+    flow of its own runs now (`SUITE_FLOWS`)."""
     keys = {}
     for name, future in futures.items():
+        if future is None:
+            keys[name] = SUITE_FLOWS[name](config, run_id, artifact_root)
+            continue
         keys[name] = future.result()
         _suite_done(name)
     return keys
@@ -240,10 +248,19 @@ def external_flow(config: RunConfig, run_id: str, artifact_root: str) -> str:
 SUITE_TASKS: dict[str, Callable[..., str]] = {"recall": recall_sweep, "retrieval": retrieval_suite, "external": external_suite}
 """Each suite's task (what `submit_suites` submits; `SUITE_FLOWS` runs one as its own flow)."""
 
+
+def write_path_suite(config: RunConfig, run_id: str, artifact_root: str) -> str:
+    """The write-path suite (`flows.writepath`, imported here on use: it builds on this module)."""
+    from flows.writepath import write_path_flow
+
+    return write_path_flow(config, run_id, artifact_root)
+
+
 SUITE_FLOWS: dict[str, Callable[[RunConfig, str, str], str]] = {
     "recall": recall_flow,
     "retrieval": retrieval_flow,
     "external": external_flow,
+    "write-path": write_path_suite,
 }
 
 
@@ -341,4 +358,8 @@ def suite_headline(name: str, artifact_root: str, key: str) -> str:
         knee = payload.get("knee")
         where = f"knee between {knee['previous']} and {knee['length']} turns" if knee else "no knee"
         return f"recall by length {{{curve}}}; {where}"
+    if name == "write-path":
+        from tasks_lib.suites.writepath import WritePathResult, render_curve
+
+        return "\n  ".join(render_curve(WritePathResult.model_validate(r)) for r in payload)
     return f"{name}: stored ({', '.join(sorted(payload))})"

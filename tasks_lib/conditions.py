@@ -10,9 +10,13 @@ A condition says what memory state an arm gets, never how the agent is told (it 
   through the same memory system;
 - `harm:<name>`: the planted state a harm condition defines (`TaskManifest.harm`): `absent` (the key
   memory removed), `superseded` (only the old value, no correction), `contradictory` (old and new
-  value, no correction), `adjacent` (a similar memory about another component).
+  value, no correction), `adjacent` (a similar memory about another component);
+- `feed`: the task's recorded session transcripts (`TaskManifest.transcripts`) ingested through the
+  memory system's own write path instead of the curated memories (`tasks_lib.corpus.feed`);
+- `grep`: the same transcripts as plain read-only files in a runner-owned folder the agent may
+  read, no memory system (`tasks_lib.arm.history`).
 
-A task that carries no placebo or harm variant has no cell for that condition: `applies` says so and
+A task that carries no placebo, harm variant or transcripts has no cell for that condition: `applies` says so and
 the matrix skips the cell, listing it (`tasks_lib.arm.steps.skipped_cells`). To add a condition, add
 one row to `CONDITIONS` (and, for a new planted state, one branch to `planted_memories`); the
 contract pattern, the run-config check and the CLI help all read this table.
@@ -28,11 +32,12 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from tasks_lib.contracts import MemorySpec, TaskManifest
 
-Delivery = Literal["none", "memory-system", "notes-file"]
+Delivery = Literal["none", "memory-system", "notes-file", "history-folder"]
 """How the arm's memory reaches the agent: not at all, through the memory system behind the runner's
-delivery witness, or as a notes file the agent's harness loads."""
-Planted = Literal["none", "task", "placebo", "harm"]
-"""Which memories make the arm's state: none, the task's own, its placebo set, or one harm variant."""
+delivery witness, as a notes file the agent's harness loads, or as a folder of transcripts it may read."""
+Planted = Literal["none", "task", "placebo", "harm", "feed"]
+"""Which memories make the arm's state: none, the task's own, its placebo set, one harm variant, or
+what is kept of its recorded transcripts (the experience feed)."""
 
 
 @dataclass(frozen=True)
@@ -60,15 +65,19 @@ CONDITIONS: dict[str, ConditionSpec] = {spec.name: spec for spec in (
     ConditionSpec("notes", "notes-file", "task", "the task's memories as a notes file the agent's harness loads"),
     ConditionSpec("placebo", "memory-system", "placebo", "as many true, irrelevant memories of the same length"),
     *(ConditionSpec(f"{HARM_PREFIX}{v}", "memory-system", "harm", f"harm: the task's {v!r} planted state") for v in HARM_VARIANTS),
+    ConditionSpec("feed", "memory-system", "feed", "the task's recorded transcripts through the memory system's own write path"),
+    ConditionSpec("grep", "history-folder", "feed", "the task's recorded transcripts as plain files the agent may read"),
 )}
 """Every fixed condition; `ablate:<lane>` and `ablate:all` are the one parametrised family beside them."""
+FEED_CONDITIONS = tuple(name for name, spec in CONDITIONS.items() if spec.planted == "feed")
+"""Conditions fed from a task's recorded transcripts instead of its curated memories (`feed`, `grep`)."""
 
 LANE_PATTERN = r"[a-z][a-z0-9_-]{0,31}"
 CONDITION_PATTERN = "^(?:" + "|".join(re.escape(n) for n in CONDITIONS) + rf"|ablate:(?:all|{LANE_PATTERN}))$"
 """The contract pattern of a condition name (built from the table)."""
 KEY_MEMORY_KINDS = frozenset({"convention", "decision", "procedure", "correction"})
 """Memory kinds that carry a task's answer (its key memory)."""
-NO_MEMORY_SYSTEM = ("off", "ablate:all", "notes")
+NO_MEMORY_SYSTEM = ("off", "ablate:all", "notes", "grep")
 """Conditions whose arm reaches no memory system: nothing planted in a store, no witness, no socket."""
 
 
@@ -109,13 +118,15 @@ def condition_summary(condition: str) -> str:
 
 
 def applies(manifest: TaskManifest, condition: str) -> bool:
-    """Whether the task has a cell for `condition`: placebo and harm conditions need their planted
-    state in the manifest; every other condition applies to every task."""
+    """Whether the task has a cell for `condition`: placebo, harm and feed conditions need their
+    planted state (or transcripts) in the manifest; every other condition applies to every task."""
     planted = spec_of(condition).planted
     if planted == "placebo":
         return bool(manifest.placebo_memories)
     if planted == "harm":
         return manifest.harm is not None
+    if planted == "feed":
+        return bool(manifest.transcripts)
     return True
 
 
@@ -125,9 +136,9 @@ def planted_memories(manifest: TaskManifest, condition: str) -> tuple[MemorySpec
     Raises UnknownCondition for a task that does not carry the condition's planted state."""
     spec = spec_of(condition)
     if not applies(manifest, condition):
-        raise UnknownCondition(f"task {manifest.task_id!r} carries no planted state for {condition!r} "
-                               f"(its task.json has no {'placebo_memories' if spec.planted == 'placebo' else 'harm'})")
-    if spec.planted == "none":
+        field = {"placebo": "placebo_memories", "harm": "harm", "feed": "transcripts"}[spec.planted]
+        raise UnknownCondition(f"task {manifest.task_id!r} carries no planted state for {condition!r} (its task.json has no {field})")
+    if spec.planted in ("none", "feed"):  # a feed arm's memory is what its write path keeps (tasks_lib.corpus.feed)
         return ()
     if spec.planted == "placebo":
         return manifest.placebo_memories

@@ -16,7 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
-from tasks_lib.conditions import CONDITION_PATTERN, HARM_VARIANTS, key_texts_of
+from tasks_lib.conditions import CONDITION_PATTERN, FEED_CONDITIONS, HARM_VARIANTS, key_texts_of  # noqa: F401  (FEED_CONDITIONS re-exported)
 from tasks_lib.errors import ContractError, Violation
 
 SCHEMA_VERSION = 1
@@ -188,6 +188,33 @@ class MemorySpec(ContractModel):
     """What the memory is about; a `correction` supersedes the `superseded` memories with the same subject."""
 
 
+class Turn(ContractModel):
+    """One turn of a recorded session transcript: one JSON object per line of the transcript file."""
+
+    role: Literal["user", "assistant", "tool"]
+    """Who produced the turn: the person, the agent, or a tool the agent ran."""
+    text: NonEmptyText
+    """What was said or printed, verbatim."""
+
+
+class TranscriptRef(ContractModel):
+    """A recorded session transcript of earlier work on the task's project (JSON Lines of turns), pinned."""
+
+    path: RelPath
+    """Where the transcript is, relative to the task folder (outside the fixture)."""
+    sha256: Sha256
+    """SHA-256 of its bytes: every memory system is fed the identical bytes."""
+    key_turns: tuple[int, ...] = Field(min_length=1)
+    """0-based indexes of the turns that mention the task's key fact in passing (runner-owned: the
+    calibration agent knows the fact arrived when one of these turns reached it)."""
+
+    @model_validator(mode="after")
+    def _key_turns_are_distinct(self) -> TranscriptRef:
+        if any(i < 0 for i in self.key_turns) or len(set(self.key_turns)) != len(self.key_turns):
+            raise ValueError("key_turns must be distinct non-negative turn indexes")
+        return self
+
+
 class ArmArtifacts(ContractModel):
     """The memory state handed to one condition: graph and evidence artifacts, pinned."""
 
@@ -340,6 +367,9 @@ class TaskManifest(Document):
     """Tests applied only after the agent's turn; never visible to the agent."""
     answer_terms: tuple[NonEmptyText, ...] = ()
     """Terms that reveal the answer; none may appear in a visible file or prompt."""
+    transcripts: tuple[TranscriptRef, ...] = ()
+    """Recorded sessions of earlier work on the project (the experience feed); empty for a task the
+    `feed` and `grep` conditions cannot run (they refuse it by name)."""
     answer_path: RelPath | None = None
     """Investigation tasks: the declared output file the grounded answer is written to."""
     allowed_output_paths: tuple[RelPath, ...] = Field(min_length=1)

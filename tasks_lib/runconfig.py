@@ -112,7 +112,7 @@ class RunConfig(Document):
     """Where Prefect persists stage results (the cache): default `<artifact_root>/prefect-results`."""
     runner: RunnerSpec = Field(default_factory=RunnerSpec)
     """Task runner for the arm fan-out."""
-    suites: list[Literal["recall", "retrieval", "external"]] = Field(default_factory=list)
+    suites: list[Literal["recall", "retrieval", "external", "write-path"]] = Field(default_factory=list)
     """Suites the nightly flow runs besides the paired matrix."""
     suite_options: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
     """Keyword options per suite (e.g. data paths for `external`)."""

@@ -59,7 +59,7 @@ def write(tmp_path: Path, text: str) -> Path:
         ("runner: {kind: ray}\n", "runner.kind", "'thread' or 'dask'"),
         ("runner: {kind: dask, address: localhost}\n", "runner.address", "tcp://HOST:PORT"),
         ("agents: [{name: calibration}, {name: calibration}]\n", "agents", "named twice"),
-        ("suites: [everything]\n", "suites.0", "'recall', 'retrieval' or 'external'"),
+        ("suites: [everything]\n", "suites.0", "'recall', 'retrieval', 'external' or 'write-path'"),
         ("tasks_root: /abs/tasks\n", "tasks_root", ""),
         ("trails: 2\n", "trails", "unknown field"),
     ],

@@ -228,6 +228,43 @@ def leave_scaffold_todo(task: Path) -> str:
     return "fixture/README.md:"
 
 
+def _rewrite_transcript(task: Path, index: int, turn: int, text: str, repin: bool = True) -> str:
+    """Replace one turn of the task's `index`-th transcript; re-pin it in task.json unless `repin` is False."""
+    data = _manifest(task)
+    ref = data["transcripts"][index]
+    path = task / ref["path"]
+    lines = path.read_text().splitlines()
+    lines[turn] = json.dumps({"role": "assistant", "text": text})
+    path.write_text("\n".join(lines) + "\n")
+    if repin:
+        ref["sha256"] = sha256_file(path)
+        _save_manifest(task, data)
+    return ref["path"]
+
+
+def headline_transcript(task: Path) -> str:
+    """The key fact announced as a headline, not said in passing amid other work."""
+    return _rewrite_transcript(task, 0, 3, "Note: storage pages at 92% full. Add it as the critical default. That is all.")
+
+
+def transcript_opens_with_the_fact(task: Path) -> str:
+    return _rewrite_transcript(task, 1, 3, "The critical level is 92% full for every volume. I also skipped tmpfs. Tests pass.")
+
+
+def answer_in_undeclared_turn(task: Path) -> str:
+    """An answer term outside the declared key turns: the feed's key turns would be a lie."""
+    return _rewrite_transcript(task, 0, 1, "Looking at df output first. Storage escalates at 92 anyway. I will strip the slash.")
+
+
+def transcript_copies_memory(task: Path) -> str:
+    """A transcript that replays a curated memory's wording is the curated item, not recorded work."""
+    return _rewrite_transcript(task, 1, 1, "Yes. diskwatch.sh must stay POSIX sh: it runs under dash on the Debian hosts. I will filter in awk.")
+
+
+def tampered_transcript(task: Path) -> str:
+    return _rewrite_transcript(task, 0, 4, "Thanks, merged twice.", repin=False)
+
+
 BREAKS: list[tuple[Callable[[Path], str], str]] = [
     (leak_answer, "no-answer-leak"),
     (leak_answer_in_utf16, "no-answer-leak"),
@@ -242,6 +279,11 @@ BREAKS: list[tuple[Callable[[Path], str], str]] = [
     (plant_agent_memory, "certification-clean"),
     (declare_wrong_lanes, "key-lanes"),
     (leave_scaffold_todo, "layout"),
+    (headline_transcript, "certification-clean"),
+    (transcript_opens_with_the_fact, "certification-clean"),
+    (answer_in_undeclared_turn, "no-answer-leak"),
+    (transcript_copies_memory, "no-answer-leak"),
+    (tampered_transcript, "digests-match"),
 ]
 
 

@@ -38,7 +38,7 @@ def prereg(
     budget_usd: Annotated[float, typer.Option("--budget-usd", help="Most one run may spend in total, in USD.")],
     primary: Annotated[str, typer.Option(help="The primary analysis, in words.")],
     model: Annotated[str | None, typer.Option(help="Model name the agent runs (omit for agents that take none).")] = None,
-    conditions: Annotated[str, typer.Option(help="Comma-separated conditions: off, on, ablate:<lane>, ablate:all.")] = "off,on",
+    conditions: Annotated[str, typer.Option(help="Comma-separated conditions: off, on, feed, grep, ablate:<lane>, ablate:all.")] = "off,on",
     trials: Annotated[int, typer.Option(help="Trials per task and condition.")] = 1,
     correction: Annotated[str | None, typer.Option(help="Apparatus correction: why; makes the next version and excludes runs admitted under the old one.")] = None,
     artifacts: ArtifactsOpt = None,

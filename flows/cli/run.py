@@ -166,7 +166,8 @@ def paired(
     agent: Annotated[str, typer.Option(help="Agent adapter: calibration, claude-code, openai-chat, command.")] = "calibration",
     tasks: Annotated[str | None, typer.Option(help="Comma-separated task ids (default: every bundled task).")] = None,
     conditions: Annotated[str, typer.Option(help="Comma-separated conditions: off, on, notes, placebo, harm:absent, harm:superseded, "
-                                                 "harm:contradictory, harm:adjacent, ablate:<lane>, ablate:all (docs/ARMS.md).")] = "off,on",
+                                                 "harm:contradictory, harm:adjacent, feed, grep, "
+                                                 "ablate:<lane>, ablate:all (docs/ARMS.md, docs/FEED.md).")] = "off,on",
     trials: Annotated[int, typer.Option(help="Trials per task and condition.")] = 1,
     sandbox: Annotated[str, typer.Option(help="Sandbox the agent's commands run in: local or docker.")] = "local",
     embedder: Annotated[str, typer.Option(help="Embedder of the reference memory system: hashed (offline default) or minilm.")] = "hashed",

@@ -16,6 +16,9 @@ injects; what it then does follows from the task's kind and from what the hook d
 - a notes file its harness loads (`tasks_lib.memory.delivery.notes.read_notes` of its HOME, read at
   session start like Claude Code's `~/.claude/CLAUDE.md`): the notes count as delivered context,
   with no provenance block (the runner's notes receipt, not the transcript, proves delivery);
+- given a history folder (the `grep` arm, `HISTORY_ENV`): it reads every recorded session there
+  (counted as input tokens) and, when a turn carrying the key fact is among them, acts as if memory
+  had delivered it;
 - otherwise it explores: reads every visible file (counted as input tokens) and succeeds only on
   tasks that exploration can solve (`EXPLORABLE` kinds), by applying the solution.
 
@@ -38,6 +41,7 @@ from tasks_lib.agents.registry import register_agent
 from tasks_lib.corpus.tasks import overlay
 from tasks_lib.memory.delivery.notes import NOTES_LANE, read_notes
 from tasks_lib.memory.delivery.provenance import find_provenance
+from tasks_lib.memory.env import HISTORY_ENV
 from tasks_lib.trees import walk_files
 
 EXPLORABLE = frozenset({"deducible", "tare", "cross-file", "investigation"})
@@ -66,6 +70,7 @@ class CalibrationAgent(Agent):
         stale_texts: Sequence[str] = (),
         correction_texts: Sequence[str] = (),
         misleading_texts: Sequence[str] = (),
+        feed_texts: Sequence[str] = (),
     ) -> None:
         self.solution_dir = solution_dir
         self.kind = kind
@@ -73,6 +78,7 @@ class CalibrationAgent(Agent):
         self.stale_texts = tuple(stale_texts)
         self.correction_texts = tuple(correction_texts)
         self.misleading_texts = tuple(misleading_texts)
+        self.feed_texts = tuple(feed_texts)
 
     def _hook(self, session: AgentSession, prompt: str) -> tuple[str, str | None]:
         """Run the prompt-submit hook like any agent harness; return (context, error)."""
@@ -125,12 +131,17 @@ class CalibrationAgent(Agent):
                 steps.append(TranscriptStep(source="hook", kind="context", text=context, channel="UserPromptSubmit"))
                 read += len(context.encode())
                 context_all += context
-        # Memory helps only if what carries the answer arrived, inside a provenance block.
+        # Memory helps only if what carries the answer arrived, inside a provenance block: a key memory,
+        # or a transcript turn that carries the key fact (the experience feed).
         delivered = bool(find_provenance(context_all)) and (
-            not self.key_texts or any(t in context_all for t in self.key_texts)
+            not self.key_texts or any(t in context_all for t in self.key_texts + self.feed_texts)
         )
         delivered = delivered or bool(notes and any(t in notes for t in self.key_texts))
         context_all += notes
+        history, history_bytes = self._read_history(session, steps)
+        read += history_bytes
+        if history and any(t in history for t in self.feed_texts):
+            delivered = True  # read from the recorded sessions it was given (the grep arm)
         misled = any(t in context_all for t in self.misleading_texts)
         stale_only = (
             self.kind == "stale-trap"
@@ -164,6 +175,24 @@ class CalibrationAgent(Agent):
             wall_seconds=round(time.monotonic() - started, 3),
             transcript=Transcript(agent=self.name, session_id="calibration", steps=tuple(steps)),
         )
+
+    def _read_history(self, session: AgentSession, steps: list[TranscriptStep]) -> tuple[str, int]:
+        """Read every recorded session in the history folder, when the environment names one: return the
+        turns' texts (joined) and the bytes read (the files' full size, counted as input tokens)."""
+        folder = session.env.get(HISTORY_ENV, "")
+        if not folder:
+            return "", 0
+        texts, size = [], 0
+        for path in sorted(Path(folder).iterdir()):
+            data = path.read_bytes()
+            size += len(data)
+            steps.append(TranscriptStep(source="agent", kind="tool-call", text=f"read {path.name} (recorded session)"))
+            for line in data.decode("utf-8", errors="replace").splitlines():
+                try:
+                    texts.append(str(json.loads(line)["text"]))
+                except (ValueError, KeyError, TypeError):
+                    texts.append(line)
+        return "\n".join(texts), size
 
     def _apply(self, workspace: Path, steps: list[TranscriptStep], why: str) -> int:
         copied = overlay(self.solution_dir, workspace)

@@ -7,7 +7,9 @@ of the hook's DEFAULT_K hits per prompt. From that declaration, the task's kind 
 `expected_attempt` says what the calibration agent must do under each condition:
 
 - the key memory is delivered when the condition leaves at least one of its lanes active
-  (`on`, or `ablate:<lane>` of another lane); never under `off` or `ablate:all`;
+  (`on`, or `ablate:<lane>` of another lane); never under `off` or `ablate:all`; under `feed` and
+  `grep` a transcript turn carrying the key fact is (recalled from what the store ingested, or read
+  from the history folder), for every task with transcripts;
 - delivered on a kind memory can solve: apply the solution without reading files (pass);
 - otherwise explore every visible file, then pass only on kinds exploration can solve.
 
@@ -38,8 +40,10 @@ from tasks_lib.corpus.key_lanes import (  # noqa: F401  (re-exported: the plan i
 )
 from tasks_lib.conditions import KEY_MEMORY_KINDS, planted_memories, spec_of  # noqa: F401  (KEY_MEMORY_KINDS re-exported)
 from tasks_lib.contracts import MemorySpec
+from tasks_lib.corpus.feed import feed_documents, key_turn_texts
 from tasks_lib.corpus.tasks import LoadedTask
 from tasks_lib.corpus.upstream import upstream_fixture_bytes
+from tasks_lib.memory.adapter import MemoryAdapter
 from tasks_lib.memory.delivery.hook import MAX_QUERY_BYTES
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.trees import walk_files
@@ -66,6 +70,32 @@ def misleading_texts(memories: Sequence[MemorySpec]) -> list[str]:
     if any(m.kind == "correction" for m in memories):
         return []
     return [m.text for m in memories if m.kind == "superseded"]
+
+
+def feed_key_texts(task: LoadedTask) -> list[str]:
+    """Texts of the transcript turns that carry the task's key fact in passing (empty without transcripts)."""
+    return key_turn_texts(task.root, task.manifest)
+
+
+def ingest_feed(adapter: MemoryAdapter, realm: str, task: LoadedTask, condition: str = "feed") -> tuple[str, ...]:
+    """Feed every transcript of the task through `adapter.ingest`, one session per transcript; return
+    the ids it kept. Raises FeedError for a task without transcripts or a transcript that fails its pin."""
+    ids: list[str] = []
+    for name, _, turns in feed_documents(task.root, task.manifest, condition):
+        ids.extend(adapter.ingest(realm, turns, session=name))
+    return tuple(ids)
+
+
+def measure_feed_delivery(task: LoadedTask, embedder: str = REFERENCE_EMBEDDER, k: int = RECALL_K) -> bool:
+    """Whether the reference store, fed the task's transcripts, recalls a key turn for one of its prompts
+    (all lanes, `k` hits per prompt, as the delivery hook asks)."""
+    if not task.manifest.transcripts:
+        return False
+    wanted = set(feed_key_texts(task))
+    prompts = (task.manifest.instruction, *task.manifest.follow_up_prompts)
+    with probe_store((), embedder) as (store, realm):
+        ingest_feed(store, realm, task)
+        return any(hit.text in wanted for prompt in prompts for hit in store.recall(realm, prompt, k))
 
 
 def active_lanes(condition: str) -> frozenset[str]:
@@ -100,7 +130,11 @@ def expected_attempt(task: LoadedTask, condition: str, key_lanes: Sequence[str])
     spec = spec_of(condition)
     keys = set(key_texts(task))
     misled = False
-    if spec.planted in ("placebo", "harm"):
+    if spec.planted == "feed":
+        # The corpus guarantees a key turn is recalled for the prompts (tests/test_feed.py measures it)
+        # and every key turn is in the grep arm's files.
+        delivered = bool(task.manifest.transcripts)
+    elif spec.planted in ("placebo", "harm"):
         planted = planted_memories(task.manifest, condition)
         served = served_texts(planted, (task.manifest.instruction, *task.manifest.follow_up_prompts))
         delivered, misled = bool(served & keys), bool(served & set(misleading_texts(planted)))
@@ -129,7 +163,14 @@ def visible_bytes(task: LoadedTask) -> int:
     return sum((root / rel).stat().st_size for rel in walk_files(root) if not (root / rel).is_symlink())
 
 
-def expected_input_tokens(task: LoadedTask, expected: ExpectedAttempt, context_bytes: int) -> int:
-    """Input tokens: the prompts, the context the hook delivered (`context_bytes`), and the fixture when exploring."""
+def history_bytes(task: LoadedTask) -> int:
+    """Bytes of every transcript of the task: what the calibration agent reads in the `grep` arm."""
+    return sum((task.root / ref.path).stat().st_size for ref in task.manifest.transcripts)
+
+
+def expected_input_tokens(task: LoadedTask, expected: ExpectedAttempt, context_bytes: int, condition: str = "on") -> int:
+    """Input tokens: the prompts, the context the hook delivered (`context_bytes`), the recorded sessions
+    under `grep`, and the fixture when exploring."""
     prompts = sum(len(p.encode()) for p in (task.manifest.instruction, *task.manifest.follow_up_prompts))
-    return tokens(prompts + context_bytes + (visible_bytes(task) if expected.explores else 0))
+    history = history_bytes(task) if condition == "grep" else 0
+    return tokens(prompts + context_bytes + history + (visible_bytes(task) if expected.explores else 0))

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks_lib.contracts import IDENTIFIER_PATTERN, ArmArtifacts, ArtifactRef, MemorySpec
+from tasks_lib.contracts import IDENTIFIER_PATTERN, ArmArtifacts, ArtifactRef, MemorySpec, Turn
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.planting import supersession_plan
 from tasks_lib.memory.provisioner.client import (
@@ -128,6 +128,42 @@ def restore_arm(spec: ProvisionerSpec, task_id: str, specs: Sequence[MemorySpec]
                 f"provisioner {' '.join(spec.argv)}: project {restored.project!r} of task {task_id} "
                 + ("is not live" if not shown.state.exists else f"does not return memories {missing} for their own text")
                 + "; the arm would run without the memory it claims, so it was stopped before the agent")
+    except BaseException as error:
+        destroy_after_failure_sync(provisioner, restored.project, error)
+        raise
+    return LiveArm(provisioner=provisioner, project=restored.project, env=dict(restored.env))
+
+
+EVIDENCE_NAME = "feed.evidence.jsonl"
+"""The experience feed's evidence corpus file inside the fixture folder."""
+
+
+def write_feed_evidence(sessions: Sequence[tuple[str, Sequence[Turn]]], realm: str, folder: Path) -> ArmArtifacts:
+    """Write the experience feed as the protocol's evidence corpus (one `{"id", "text"}` line per turn,
+    ids `<session>#<turn>`, sessions and turns in order, texts verbatim) beside a graph artifact with no
+    nodes (it names the realm), and pin both."""
+    empty = write_artifact((), realm, folder)
+    path = folder / EVIDENCE_NAME
+    lines = [json.dumps({"id": f"{name}#{i}", "text": turn.text}, ensure_ascii=False, sort_keys=True)
+             for name, turns in sessions for i, turn in enumerate(turns)]
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return empty.model_copy(update={"evidence": ArtifactRef(path=EVIDENCE_NAME, sha256=sha256_file(path))})
+
+
+def restore_feed(spec: ProvisionerSpec, task_id: str, sessions: Sequence[tuple[str, Sequence[Turn]]], realm: str, root: Path) -> LiveArm:
+    """The `feed` arm through a provisioner: restore receives the transcripts as its evidence corpus and
+    builds its memory from them its own way. The snapshot must show the project live, but no turn is
+    required to be kept: what a system's extraction keeps is part of what is measured.
+    Raises ProvisionerError subclasses and ProvisionedArmError for a project that is not live."""
+    folder = root / FIXTURE_DIR
+    artifacts = write_feed_evidence(sessions, realm, folder)
+    provisioner = make_provisioner(spec.argv, folder, env=spec.env, timeout_seconds=spec.timeout_seconds)
+    restored = restore_sync(provisioner, task_id, artifacts, run_identity(realm))
+    try:
+        shown = snapshot_sync(provisioner, restored.project, ())
+        if not shown.state.exists:
+            raise ProvisionedArmError(f"provisioner {' '.join(spec.argv)}: project {restored.project!r} of task {task_id} is not "
+                                      "live after restoring its experience feed; stopped before the agent")
     except BaseException as error:
         destroy_after_failure_sync(provisioner, restored.project, error)
         raise

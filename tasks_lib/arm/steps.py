@@ -54,19 +54,21 @@ from typing import Literal, ParamSpec, Protocol, TypeVar, get_args
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession
 from tasks_lib.agents.calibration import CalibrationAgent
-from tasks_lib.agents.calibration_plan import key_texts, misleading_texts
+from tasks_lib.agents.calibration_plan import feed_key_texts, ingest_feed, key_texts, misleading_texts
 from tasks_lib.agents.registry import get_agent
 from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
 from tasks_lib.arm.comparability import record_fields
 from tasks_lib.arm.injection import confirm_delivery
 from tasks_lib.arm.pinned import PinnedTask, PinnedTaskError, check_pinned, pin_task
-from tasks_lib.arm.provisioned import LiveArm, release, restore_arm
+from tasks_lib.arm.provisioned import LiveArm, release, restore_arm, restore_feed
 from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check
 from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
 from tasks_lib.artifacts import ArtifactStore, run_key
+from tasks_lib.arm.history import HISTORY_DIR, release_history, write_history
 from tasks_lib.conditions import NO_MEMORY_SYSTEM, UnknownCondition, applies, planted_memories, spec_of
 from tasks_lib.contracts import RunRecord, check_rel_path
 from tasks_lib.corpus.certify import certify_home
+from tasks_lib.corpus.feed import feed_documents
 from tasks_lib.corpus.packs import pack_cache_root
 from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
 from tasks_lib.corpus.upstream import fixture_origin
@@ -74,7 +76,7 @@ from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import seal_run
 from tasks_lib.memory.delivery.notes import NOTES_PATHS, NotesDelivery
 from tasks_lib.memory.delivery.witness import DeliveryWitness, ServedSystem
-from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV, STORE_ENV, STORE_PATHS
+from tasks_lib.memory.env import HISTORY_ENV, REALM_ENV, SOCKET_ENV, STORE_ENV, STORE_PATHS
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
 from tasks_lib.memory.realms import trial_realm
@@ -191,6 +193,10 @@ class ProvisionedMemory:
     witness: DeliveryWitness | NotesDelivery | None = None
     """The runner's delivery witness in front of the memory, or the notes arm's notes file (None in an
     arm without memory)."""
+    history: Mapping[str, str] | None = None
+    """The `grep` arm's read-only folder of transcripts: file name -> sha256 (None in every other arm)."""
+    violations: list[str] = field(default_factory=list)
+    """What `release_memory` found the agent changed in runner-owned memory state (fails the attempt)."""
 
 
 @dataclass(frozen=True)
@@ -212,16 +218,21 @@ class CheckOutcome:
 
 NO_MEMORY = NO_MEMORY_SYSTEM
 """Conditions whose arm reaches no memory system: nothing planted in a store, no store file, no store
-variable (the notes arm's memory is a file its harness loads, `tasks_lib.memory.delivery.notes`)."""
+variable (the notes arm's memory is a file its harness loads, `tasks_lib.memory.delivery.notes`; `grep`
+gets only its read-only folder of transcripts, `tasks_lib.arm.history`)."""
 
 
-def memory_env(condition: str, realm: str, socket_path: Path | None) -> dict[str, str]:
-    """The environment the agent and its hooks get for `condition`: the realm in every condition, and
-    the delivery witness's socket only when one is given and the condition has memory. No switch is
-    ever set: an arm differs from `on` only by the memory behind its socket (none, or one without a lane)."""
-    if condition in NO_MEMORY or socket_path is None:
-        return {REALM_ENV: realm}
-    return {REALM_ENV: realm, SOCKET_ENV: str(socket_path)}
+def memory_env(condition: str, realm: str, socket_path: Path | None, history: Path | None = None) -> dict[str, str]:
+    """The environment the agent and its hooks get for `condition`: the realm in every condition, the
+    delivery witness's socket only when one is given and the condition has memory, and the history
+    folder only under `grep`. No switch is ever set: an arm differs from `on` only by the memory behind
+    its socket (none, or one without a lane), or by the one folder the `grep` arm may read."""
+    env = {REALM_ENV: realm}
+    if condition == "grep" and history is not None:
+        env[HISTORY_ENV] = str(history)
+    if condition not in NO_MEMORY and socket_path is not None:
+        env[SOCKET_ENV] = str(socket_path)
+    return env
 
 
 def skipped_cells(tasks: Sequence[LoadedTask], conditions: Sequence[str]) -> list[tuple[str, str]]:
@@ -310,6 +321,12 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
         return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, None), planted_ids=notes.ids,
                                  build=build, witness=notes)
     check_home(home, None)
+    if spec.delivery == "history-folder":
+        history = write_history(attempt.task, root)
+        return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, None, root / HISTORY_DIR),
+                                 build="none", history=history)
+    if spec.planted == "feed":
+        return provision_feed(attempt, realm, root, embedder, provisioner, build)
     if spec.delivery == "none" or not memories:
         return ProvisionedMemory(realm=realm, env=memory_env(attempt.condition, realm, None), build=build)
     lane = attempt.condition.removeprefix("ablate:") if attempt.condition.startswith("ablate:") else None
@@ -317,15 +334,7 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
     texts = [m.text for m in memories]
     if provisioner is not None:
         live = restore_arm(provisioner, attempt.task.task_id, memories, realm, root)
-        try:
-            served, label = provisioned_store(live, lane)
-            witness = DeliveryWitness(served, realm, root, served_by=label, ablated_lanes=ablated, planted_texts=texts).start()
-        except BaseException:
-            release(live.provisioner, live.project)
-            raise
-        env = {k: v for k, v in live.env.items() if k not in STORE_PATHS}
-        return ProvisionedMemory(realm=realm, env={**env, **memory_env(attempt.condition, realm, witness.socket_path)},
-                                 live=live, build=build, witness=witness)
+        return witnessed_provisioner(live, attempt.condition, realm, root, build, texts, lane)
     store_path = root / MEMORY_FILE
     store = SqliteMemoryStore(store_path, embedder)
     try:
@@ -350,6 +359,47 @@ def check_home(home: Path, notes: dict[str, str] | None) -> None:
         raise ArmsError(f"{home}: the arm's HOME does not certify before the agent starts: {listed}")
 
 
+def witnessed_provisioner(live: LiveArm, condition: str, realm: str, root: Path, build: str, texts: Sequence[str],
+                          lane: str | None) -> ProvisionedMemory:
+    """A provisioner's restored project behind the delivery witness (delivered: a memory served with one
+    of `texts` exactly; `lane` dropped from every recall); the project is destroyed when this fails."""
+    try:
+        served, label = provisioned_store(live, lane)
+        witness = DeliveryWitness(served, realm, root, served_by=label, ablated_lanes=(lane,) if lane else (),
+                                  planted_texts=list(texts)).start()
+    except BaseException:
+        release(live.provisioner, live.project)
+        raise
+    env = {k: v for k, v in live.env.items() if k not in STORE_PATHS}
+    return ProvisionedMemory(realm=realm, env={**env, **memory_env(condition, realm, witness.socket_path)},
+                             live=live, build=build, witness=witness)
+
+
+def provision_feed(attempt: Attempt, realm: str, root: Path, embedder: str, provisioner: ProvisionerSpec | None,
+                   build: str) -> ProvisionedMemory:
+    """The `feed` arm: the memory system holds what it kept from the task's transcripts (each fed
+    through its own write path, `MemoryAdapter.ingest`; a provisioner's restore receives them as its
+    evidence corpus, see `restore_feed`), not the curated memories; the witness stands in front of it
+    as under `on`, with every kept id (the embedded store) or every turn's exact text (a provisioner)
+    as planted. A system that keeps nothing serves nothing. Raises FeedError for a task without
+    transcripts (nothing is made)."""
+    sessions = [(name, turns) for name, _, turns in feed_documents(attempt.task.root, attempt.task.manifest, "feed")]
+    if provisioner is not None:
+        live = restore_feed(provisioner, attempt.task.task_id, sessions, realm, root)
+        return witnessed_provisioner(live, "feed", realm, root, build, [t.text for _, turns in sessions for t in turns], None)
+    store_path = root / MEMORY_FILE
+    store = SqliteMemoryStore(store_path, embedder)
+    try:
+        store.create_realm(realm)
+        ids = ingest_feed(store, realm, attempt.task)
+    finally:
+        store.close()
+    witness = DeliveryWitness(SqliteMemoryStore(store_path, create=False, read_only=True), realm, root,
+                              served_by=REFERENCE_BUILD, planted_ids=ids).start()
+    return ProvisionedMemory(realm=realm, env=memory_env("feed", realm, witness.socket_path), planted_ids=ids,
+                             store_path=store_path, witness=witness, build=build)
+
+
 def provisioned_store(live: LiveArm, lane: str | None) -> tuple[SqliteMemoryStore | ServedSystem, str]:
     """What the witness serves for a provisioner's restored project, and a label naming it: its socket
     (relayed; the witness drops an ablated lane), or else its replica file (stripped of the lane,
@@ -370,6 +420,8 @@ def release_memory(memory: ProvisionedMemory, embedder: str = "hashed") -> tuple
     planted id by exact id (return them), or destroy the provisioner's project."""
     if memory.witness is not None:
         memory.witness.close()
+    if memory.history is not None and (problem := release_history(Path(memory.env[HISTORY_ENV]).parent, dict(memory.history))):
+        memory.violations.append(problem)
     if memory.live is not None:
         release(memory.live.provisioner, memory.live.project)
         return ()
@@ -401,6 +453,7 @@ def make_agent(name: str, task: LoadedTask, options: Mapping[str, object], condi
             stale_texts=[m.text for m in memories if m.kind == "superseded"],
             correction_texts=[m.text for m in memories if m.kind == "correction"],
             misleading_texts=misleading_texts(planted_memories(task.manifest, condition)),
+            feed_texts=feed_key_texts(task),
         )
     return get_agent(name, **options)
 
@@ -563,6 +616,8 @@ def record_attempt(
     task = attempt.task
     prefix = attempt_prefix(attempt)
     outcome, infra, reason = _grade(run, receipt, check)
+    if memory.violations and not infra:
+        outcome, reason = "fail", "; ".join(memory.violations)
     planted = memory.planted_ids
     delivery = memory.witness.close() if memory.witness is not None else None
     injection = confirm_delivery(delivery, run.transcript)

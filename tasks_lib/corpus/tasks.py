@@ -61,6 +61,7 @@ from tasks_lib.contracts import (
 )
 from tasks_lib.corpus.build import build_tree
 from tasks_lib.corpus.certify import certify, decode_text, fold_text
+from tasks_lib.corpus.feed import FeedError, TermTest, headline_problems, leak_problems, load_transcript
 from tasks_lib.corpus.key_lanes import KEY_LANES_NAME, CalibrationPlanError, KeyLanes, key_lane_problem, read_key_lanes
 from tasks_lib.corpus.redact import redact_tree
 from tasks_lib.corpus.rules import within
@@ -626,6 +627,45 @@ def check_no_answer_leak(task: LoadedTask, workspace: Path, skip: set[str]) -> l
     return out
 
 
+def _term_test(terms: Sequence[str]) -> TermTest | None:
+    patterns = [term_regex(t) for t in terms if t.strip()]
+    return (lambda text: any(p.search(fold_text(text)) for p in patterns)) if patterns else None
+
+
+def check_transcripts(task: LoadedTask) -> list[CorpusFailure]:
+    """The experience feed's invariants (see `tasks_lib.corpus.feed`): pinned bytes, turns outside the
+    task's agent-visible and runner-owned trees, the key fact said in passing (`certification-clean`),
+    answer terms only in key turns and no curated memory copied (`no-answer-leak`), and a clean
+    certification of the transcripts as an evidence surface."""
+    tid, m = task.task_id, task.manifest
+    out: list[CorpusFailure] = []
+    has_term, grams = _term_test(m.answer_terms), _memory_ngrams(m.memories)
+    owned = (m.fixture, m.solution_dir, m.hidden_dir)
+    folders: set[Path] = set()
+    for ref in m.transcripts:
+        if any(within(ref.path, root) for root in owned):
+            out.append(_failure(tid, "layout", ref.path, "a transcript must lie outside the fixture, solution and hidden folders; move it to transcripts/"))
+            continue
+        try:
+            _, turns = load_transcript(task.root, ref)
+        except FeedError as error:
+            invariant: Invariant = "digests-match" if "sha256 is" in str(error) else "layout"
+            out.append(_failure(tid, invariant, ref.path, str(error)))
+            continue
+        out += [_failure(tid, "certification-clean", ref.path, f"key fact stated as a headline: {why}") for why in headline_problems(turns, ref, has_term)]
+        out += [_failure(tid, "no-answer-leak", ref.path, why) for why in leak_problems(turns, ref, has_term, grams, lambda text: _ngrams(_words(text)))]
+        folders.add((task.root / ref.path).parent)
+    for folder in sorted(folders):
+        rel = folder.relative_to(task.root).as_posix()
+        try:
+            report = certify(folder, output_paths=m.allowed_output_paths)
+        except MemtrialError as error:
+            out.append(_failure(tid, "certification-clean", rel, f"certification could not run: {error}"))
+            continue
+        out += [_failure(tid, "certification-clean", f"{rel}/{f.path}", f"{f.kind} ({f.rule}): {f.detail}") for f in report.findings]
+    return out
+
+
 def check_certification(task: LoadedTask, workspace: Path, removed: list[str]) -> tuple[CertificationReport | None, list[CorpusFailure]]:
     """Invariant 5: the redacted fixture and the agent-visible texts certify clean."""
     tid, m = task.task_id, task.manifest
@@ -724,6 +764,9 @@ def _check_sound_layout(repo: Path, commit: str, task_subdir: str, task: LoadedT
         failures.append(_failure(task.task_id, "key-lanes", f"{KEY_LANES_NAME}:tasks.{task.task_id}", problem))
     if declared is not None:
         watch.lap("key-lanes")
+    failures += check_transcripts(task)
+    if task.manifest.transcripts:
+        watch.lap("transcripts")
     return TaskCheck(task_id=task.task_id, kind=task.manifest.kind, runs=(fixture_run, solution_run), certification=report,
                      failures=tuple(failures), seconds=watch.seconds)
 

@@ -22,7 +22,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
-from tasks_lib.contracts import ContractModel, LaneName
+from tasks_lib.contracts import ContractModel, LaneName, Turn
 from tasks_lib.memory.errors import MemoryInputError
 from tasks_lib.memory.realms import validate_realm
 from tasks_lib.memory.switches import active_lanes
@@ -201,6 +201,21 @@ class MemoryAdapter(ABC):
         UnknownMemoryIdError (a `supersedes` id that is not live in this realm). On any error
         nothing is stored and nothing already stored changes.
         """
+
+    def ingest(self, realm: str, transcript: Sequence[Turn], session: str) -> tuple[str, ...]:
+        """Feed one recorded session transcript through the system's own write path; return the ids of
+        what it kept (what its extraction keeps, possibly nothing, is part of what is measured).
+
+        The default keeps every turn as it is, through `remember`, in one atomic call: the turn's text,
+        its role as speaker and `session` as its session. A system that extracts (an LLM, a summariser)
+        overrides this. Raises what `remember` raises, and MemoryInputError for an empty transcript or
+        one over MAX_BATCH turns.
+        """
+        if not transcript:
+            raise MemoryInputError(f"transcript {session!r}: no turns; give at least one")
+        if len(transcript) > MAX_BATCH:
+            raise MemoryInputError(f"transcript {session!r}: {len(transcript)} turns; the limit is {MAX_BATCH}, split the session")
+        return self.remember(realm, [MemoryItem(text=t.text, speaker=t.role, session=session) for t in transcript])
 
     def recall(self, realm: str, query: str | bytes, k: int = 5, lanes: Sequence[str] | None = None) -> tuple[MemoryHit, ...]:
         """Up to `k` live memories of `realm` for `query`, best first.

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from tasks_lib.contracts import Turn
 from tasks_lib.memory.adapter import MemoryAdapter, MemoryItem
 from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 from tasks_lib.memory.errors import (
@@ -259,6 +260,29 @@ def check_unrelated_query_serves_no_planted_id_above_abstention(factory: Adapter
             _require(not served, f"unrelated query {query!r} served {len(served)} planted memories despite the rule: {adapter.ABSTENTION}")
 
 
+SESSION = (
+    Turn(role="user", text="The nightly export to the warehouse keeps failing; can you look?"),
+    Turn(role="assistant", text="The export job times out. Ops said the warehouse closes its loading window at 04:30 UTC, so I moved the job to 03:10."),
+    Turn(role="tool", text="$ export --dry-run\nok: 1200 rows"),
+)
+
+
+def check_ingest_keeps_only_what_it_returns(factory: AdapterFactory) -> None:
+    """ingest goes through the adapter's own write path: the ids it returns are distinct stored ids of
+    that realm (forgettable by exact id), no other realm gains anything, and an empty transcript is
+    refused with nothing stored. It need not keep every turn: what it keeps is what is measured."""
+    with switched(**{MEMORY_OFF_ENV: None, ABLATE_LANES_ENV: None}), factory() as adapter:
+        adapter.create_realm(REALM_A)
+        adapter.create_realm(REALM_B)
+        _raises(MemoryInputError, lambda: adapter.ingest(REALM_A, (), session="empty"), "an empty transcript")
+        ids = adapter.ingest(REALM_A, SESSION, session="export-fix")
+        _require(len(set(ids)) == len(ids), f"ingest returned repeated ids {ids}")
+        _require(not _ids(adapter, REALM_B, "warehouse loading window export job"), "ingest into one realm reached another")
+        if ids:
+            _require(set(adapter.forget(ids)) == set(ids), "the ids ingest returned could not be forgotten by exact id")
+        _require(not _ids(adapter, REALM_A, "warehouse loading window export job"), "ingest stored memories it did not return")
+
+
 CONFORMANCE_CHECKS: tuple[Callable[[AdapterFactory], None], ...] = (
     check_remember_returns_one_id_per_item,
     check_stored_facts_are_found,
@@ -271,6 +295,7 @@ CONFORMANCE_CHECKS: tuple[Callable[[AdapterFactory], None], ...] = (
     check_superseded_facts_are_not_served,
     check_bad_input_changes_nothing,
     check_unrelated_query_serves_no_planted_id_above_abstention,
+    check_ingest_keeps_only_what_it_returns,
 )
 """Every check, in a stable order."""
 

@@ -22,6 +22,8 @@ SOCKET_ENV = "MEMORY_SOCKET"
 """Socket of the run's served replica; when set it is used instead of STORE_ENV."""
 STORE_ENV = "MEMORY_DB"
 """Path of the run's private store replica file."""
+HISTORY_ENV = "PROJECT_HISTORY_DIR"
+"""A read-only folder of recorded sessions of earlier work on the project (only the `grep` arm has it)."""
 SESSION_QUERY_ENV = "MEMORY_SESSION_QUERY"
 """Query for the session-start briefing; unset means no session-start delivery."""
 
@@ -60,7 +62,7 @@ never sets them on an agent either)."""
 STORE_PATHS = (STORE_ENV, SOCKET_ENV)
 """Variables naming a path the hook opens (the replica file, the socket)."""
 AGENT_ENV = (
-    REALM_ENV, SOCKET_ENV, STORE_ENV, SESSION_QUERY_ENV, *SWITCHES,
+    REALM_ENV, SOCKET_ENV, STORE_ENV, HISTORY_ENV, SESSION_QUERY_ENV, *SWITCHES,
     WORKSPACE_ENV, HOOK_ARGV_ENV, PROMPT_INDEX_ENV, PROMPT_COUNT_ENV, SESSION_ID_ENV, TRANSCRIPT_ENV, MODEL_ENV,
 )
 """Every name above."""

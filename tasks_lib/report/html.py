@@ -20,6 +20,7 @@ from tasks_lib.provenance import RunProvenance
 from tasks_lib.conditions import condition_summary
 from tasks_lib.report import plots
 from tasks_lib.report.suites import SuiteResults
+from tasks_lib.suites.writepath import WritePathResult
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:72em;color:#222;padding:0 1em}
@@ -469,6 +470,23 @@ def _rate(rate: object) -> str:
     return f"{value:.0%} ({rate.k}/{rate.n}; 95% {rate.lower:.0%} - {rate.upper:.0%})"  # type: ignore[attr-defined]
 
 
+def write_path_section(result: WritePathResult) -> str:
+    """One write-path sequence: the learning curve (pass/fail and tokens per position, off vs feed) and
+    feed - off over the later tasks, the task as the unit."""
+    e = result.later
+    interval = (f"95% CI [{e.success_interval[0]:+.2f}, {e.success_interval[1]:+.2f}]" if e.success_interval
+                else f"no interval ({e.method})")
+    parts = [f'<h3 id="suite-write-path-{escape(result.sequence_id)}">Write-path sequence {escape(result.sequence_id)}: learning curve</h3>',
+             _p(f"Tasks run in order on one project by {result.agent}. Under feed the memory system ingested, after each task, "
+                "the agent's own session and the failing check's message through its own write path; under off nothing is kept. "
+                f"Later tasks (n = {e.tasks}): success feed - off {e.success_difference:+.2f} per task, {interval}; "
+                f"tokens feed - off {e.token_difference:+.0f} per task."),
+             table(["position", "task", "off", "feed", "tokens off", "tokens feed"],
+                   [(c.position, c.task_id, "pass" if c.passed["off"] else "fail", "pass" if c.passed["feed"] else "fail",
+                     c.tokens["off"], c.tokens["feed"]) for c in result.curve])]
+    return "".join(parts)
+
+
 def suites_section(suites: SuiteResults | None, link: Linker, exists: Callable[[str], bool]) -> str:
     """The suites' results stored with the run (or its nightly run), the retrieval suite's gates first."""
     parts = ['<h2 id="suites">Suites</h2>']
@@ -499,6 +517,8 @@ def suites_section(suites: SuiteResults | None, link: Linker, exists: Callable[[
         parts.append(table(["filler length (turns)", "recall", "stale answers", "false recall", "abstention"],
                            [(n, _rate(m.recall), _rate(m.staleness), _rate(m.false_recall), _rate(m.abstention))
                             for n, m in sorted(w.metrics_by_length.items())]))
+    for seq in suites.write_path:
+        parts.append(write_path_section(seq))
     for dataset, result in suites.external.items():
         overall = result.overall()
         parts.append(f'<h3 id="suite-{escape(dataset)}">{escape(dataset)}: {result.questions} questions</h3>')

@@ -19,6 +19,7 @@ from tasks_lib.provenance import RunProvenance
 from tasks_lib.suites.public.result import PublicResult
 from tasks_lib.suites.recall.results import SweepResult
 from tasks_lib.suites.retrieval.result import RetrievalResult
+from tasks_lib.suites.writepath import WritePathResult
 
 
 class SuiteResultError(MemtrialError):
@@ -37,6 +38,8 @@ class SuiteResults:
     recall: SweepResult | None = None
     external: dict[str, PublicResult] = field(default_factory=dict)
     """Dataset (locomo, longmemeval) -> its result."""
+    write_path: tuple[WritePathResult, ...] = ()
+    """The write-path suite: one result (learning curve) per sequence."""
 
     @property
     def empty(self) -> bool:
@@ -55,7 +58,7 @@ def load_suites(store: ArtifactStore, run_id: str, provenance: RunProvenance | N
     """The suite results of `run_id`'s nightly run (its provenance's parent), or of the run itself.
     Raises SuiteResultError naming a stored result that is not its suite's."""
     owner = provenance.parent_run_id if provenance is not None and provenance.parent_run_id else run_id
-    keys = {name: suite_key(owner, name) for name in ("retrieval", "recall", "external")}
+    keys = {name: suite_key(owner, name) for name in ("retrieval", "recall", "external", "write-path")}
     found = {name: key for name, key in keys.items() if store.exists(key)}
     parsed: dict[str, object] = {}
     for name, key in found.items():
@@ -65,6 +68,10 @@ def load_suites(store: ArtifactStore, run_id: str, provenance: RunProvenance | N
                 parsed[name] = RetrievalResult.model_validate(data)
             elif name == "recall":
                 parsed[name] = SweepResult.model_validate(data)
+            elif name == "write-path":
+                if not isinstance(data, list):
+                    raise SuiteResultError(f"{store.uri.rstrip('/')}/{key}: a list of sequence results was expected")
+                parsed[name] = tuple(WritePathResult.model_validate(item) for item in data)
             else:
                 if not isinstance(data, dict):
                     raise SuiteResultError(f"{store.uri.rstrip('/')}/{key}: an object of dataset -> result was expected")
@@ -73,4 +80,5 @@ def load_suites(store: ArtifactStore, run_id: str, provenance: RunProvenance | N
             problems = "; ".join(str(v) for v in violations_of(error, f"{store.uri.rstrip('/')}/{key}"))
             raise SuiteResultError(f"not a {name} suite result: {problems}") from None
     return SuiteResults(run_id=owner, keys=found, retrieval=parsed.get("retrieval"),  # type: ignore[arg-type]
-                        recall=parsed.get("recall"), external=parsed.get("external", {}))  # type: ignore[arg-type]
+                        recall=parsed.get("recall"), external=parsed.get("external", {}),  # type: ignore[arg-type]
+                        write_path=parsed.get("write-path", ()))  # type: ignore[arg-type]

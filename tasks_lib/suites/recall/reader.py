@@ -1,4 +1,10 @@
-"""The offline `ask` step: an extractive reader that answers with a remembered turn or abstains.
+"""The offline `ask` steps: answer with a remembered turn, or abstain.
+
+`ranked_answer` (with a memory system): the memory's own first recalled turn, in the memory's
+order, unless its own score is below the system's abstention threshold. The reader adds nothing:
+what is asserted is what the memory ranked first, so the curve measures the memory.
+
+`extract_answer` (without memory, the retention policy alone, where there is no ranking to follow):
 
 Relevance of a candidate turn to the probe is its IDF-weighted coverage of the probe's content
 terms: the probe's tokens minus `STOP_WORDS`, lightly stemmed (`stem`); IDF is computed over the
@@ -65,6 +71,13 @@ def coverages(probe: str, candidates: Sequence[Turn]) -> list[float]:
     if not total:
         return [0.0] * n
     return [sum(idf[t] for t in wanted & have) / total for have in terms]
+
+
+def ranked_answer(recalled: Sequence[Turn], scores: Sequence[float], abstain_below: float | None = None) -> str:
+    """The text of the memory's first recalled turn; ABSTAIN_ANSWER when there is none or its score is below `abstain_below`."""
+    if not recalled or (abstain_below is not None and scores[0] < abstain_below):
+        return ABSTAIN_ANSWER
+    return recalled[0].text
 
 
 def extract_answer(probe: str, candidates: Sequence[Turn], threshold: float = DEFAULT_THRESHOLD) -> str:

@@ -17,6 +17,9 @@ DEFAULT_LENGTHS = (10, 40, 100, 250)
 METRICS = ("recall", "staleness", "false_recall", "abstention")
 """The four published metrics, in table order; never blended into one score."""
 
+RETRIEVAL_METRICS = ("retrieval_recall", "retrieval_staleness", "retrieval_false_recall")
+"""The same failures read off the memory's ranking itself (None without memory)."""
+
 
 class ModelConfig(ContractModel):
     """An OpenAI-compatible model used as the ask step instead of the extractive reader."""
@@ -51,7 +54,11 @@ class SweepConfig(ContractModel):
     recall_k: int = Field(default=5, ge=1, le=100)
     """Memories recalled per probe."""
     threshold: float = Field(default=0.6, gt=0.0, le=1.0)
-    """The extractive reader's least probe-term coverage for an answer."""
+    """The extractive reader's least probe-term coverage for an answer (used without memory only)."""
+    abstain_below: float | None = None
+    """The memory system's abstention threshold: its first recalled memory scoring below it is no
+    answer, and a false-memory probe's hit counts only at or above it. None: every recalled memory
+    counts (the system never abstains)."""
     knee_drop_points: float = Field(default=20.0, gt=0.0, le=100.0)
     """Recall drop, in percentage points below the shortest length, that marks the knee."""
     cases_dir: str | None = None
@@ -90,6 +97,14 @@ class LengthMetrics(ContractModel):
     """False-memory cases answered with anything but an abstention."""
     abstention: Rate
     """Answerable (recall and stale) cases where the session abstained."""
+    miss: Rate | None = None
+    """Stale cases answered with neither the old nor the corrected value (None in results written before it)."""
+    retrieval_recall: Rate | None = None
+    """Recall cases whose planted fact is among the memory's top k (None without memory)."""
+    retrieval_staleness: Rate | None = None
+    """Stale cases whose superseded value is ranked above its correction (or the correction is not recalled)."""
+    retrieval_false_recall: Rate | None = None
+    """False-memory cases with a recalled memory at or above the abstention threshold."""
 
 
 class Knee(ContractModel):
@@ -128,6 +143,15 @@ class CaseOutcome(ContractModel):
     """The (first sample's) answer, at most 500 characters."""
     sample_verdicts: tuple[Verdict, ...]
     """Each sample's verdict."""
+    recalled: int | None = None
+    """Memories the memory system returned for the probe (None without memory)."""
+    fact_rank: int | None = None
+    """1-based rank of the turn holding the accepted value (the planted fact, or a stale case's
+    correction) among the recalled memories; None when not recalled."""
+    stale_rank: int | None = None
+    """1-based rank of a stale case's superseded turn among the recalled memories; None when not recalled."""
+    top_score: float | None = None
+    """The memory's own score of its first recalled memory; None when nothing was recalled."""
 
 
 class SweepResult(Document):
@@ -149,11 +173,22 @@ class SweepResult(Document):
     """The four metrics per length."""
     knee: Knee | None
     """Where recall falls off, or None (flat curve or a single length)."""
+    retrieval_knee: Knee | None = None
+    """Where retrieval recall (the fact among the top k) falls off, same rule; None without memory."""
     outcomes: tuple[CaseOutcome, ...]
     """Every case at every length."""
     model_calls: int = Field(ge=0)
     """Requests made to the configured model (0 with the extractive reader)."""
 
     def curve(self, metric: str = "recall") -> dict[int, float | None]:
-        """`metric`'s rate per length."""
-        return {n: getattr(m, metric).rate for n, m in sorted(self.metrics_by_length.items())}
+        """`metric`'s rate per length (None where the metric was not measured)."""
+        return metric_curve(self.metrics_by_length, metric)
+
+
+def metric_curve(metrics_by_length: dict[int, LengthMetrics], metric: str) -> dict[int, float | None]:
+    """`metric`'s rate per length, shortest first (None where the metric was not measured)."""
+    out: dict[int, float | None] = {}
+    for n, m in sorted(metrics_by_length.items()):
+        value = getattr(m, metric)
+        out[n] = value.rate if value is not None else None
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tasks_lib.contracts import ContractModel, Document
 from tasks_lib.suites.recall.cases import CaseKind
@@ -18,7 +18,7 @@ METRICS = ("recall", "staleness", "false_recall", "abstention")
 """The four published metrics, in table order; never blended into one score."""
 
 RETRIEVAL_METRICS = ("retrieval_recall", "retrieval_staleness", "retrieval_false_recall")
-"""The same failures read off the memory's ranking itself (None without memory)."""
+"""The same failures read off the ranking itself (the memory's recall, or the ranked retained context)."""
 
 
 class ModelConfig(ContractModel):
@@ -31,7 +31,18 @@ class ModelConfig(ContractModel):
     samples: int = Field(default=1, ge=1, le=9)
     """Answers per question; the majority verdict counts (ties: the worse verdict)."""
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    """Sampling temperature (0 for a deterministic single answer)."""
+    """Sampling temperature (0 for a deterministic single answer; above 0 needs at least 3 samples)."""
+    budget_config: str | None = None
+    """Budget guard configuration file; required unless `base_url` is on loopback (a local model)."""
+
+    @model_validator(mode="after")
+    def _sampling_is_not_a_coin_flip(self) -> ModelConfig:
+        if self.temperature > 0 and self.samples < 3:
+            raise ValueError(
+                f"temperature {self.temperature:g} with {self.samples} sample(s) makes the same run pass or fail by chance; "
+                "use temperature 0, or 3 or more samples (the majority verdict counts)"
+            )
+        return self
 
 
 class SweepConfig(ContractModel):
@@ -54,7 +65,7 @@ class SweepConfig(ContractModel):
     recall_k: int = Field(default=5, ge=1, le=100)
     """Memories recalled per probe."""
     threshold: float = Field(default=0.6, gt=0.0, le=1.0)
-    """The extractive reader's least probe-term coverage for an answer (used without memory only)."""
+    """Unused: the lexical reader it tuned is gone (kept so results written before still read)."""
     abstain_below: float | None = None
     """The memory system's abstention threshold: its first recalled memory scoring below it is no
     answer, and a false-memory probe's hit counts only at or above it. None: every recalled memory
@@ -100,7 +111,8 @@ class LengthMetrics(ContractModel):
     miss: Rate | None = None
     """Stale cases answered with neither the old nor the corrected value (None in results written before it)."""
     retrieval_recall: Rate | None = None
-    """Recall cases whose planted fact is among the memory's top k (None without memory)."""
+    """Recall cases whose planted fact is among the ranking's top k (the memory's recall; without
+    memory the retained context ranked by the embedder). None in results written before it."""
     retrieval_staleness: Rate | None = None
     """Stale cases whose superseded value is ranked above its correction (or the correction is not recalled)."""
     retrieval_false_recall: Rate | None = None
@@ -144,7 +156,7 @@ class CaseOutcome(ContractModel):
     sample_verdicts: tuple[Verdict, ...]
     """Each sample's verdict."""
     recalled: int | None = None
-    """Memories the memory system returned for the probe (None without memory)."""
+    """Turns in the ranking the reader read (the memory's recall, or the ranked retained context)."""
     fact_rank: int | None = None
     """1-based rank of the turn holding the accepted value (the planted fact, or a stale case's
     correction) among the recalled memories; None when not recalled."""
@@ -174,7 +186,7 @@ class SweepResult(Document):
     knee: Knee | None
     """Where recall falls off, or None (flat curve or a single length)."""
     retrieval_knee: Knee | None = None
-    """Where retrieval recall (the fact among the top k) falls off, same rule; None without memory."""
+    """Where retrieval recall (the fact among the top k) falls off, same rule."""
     outcomes: tuple[CaseOutcome, ...]
     """Every case at every length."""
     model_calls: int = Field(ge=0)

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from tasks_lib.analysis.stats import wilson
 from tasks_lib.memory.adapter import MemoryAdapter
+from tasks_lib.memory.embeddings import get_embedder
 from tasks_lib.memory.registry import (
     MEMORY_SYSTEMS,
     UnknownMemorySystemError,
@@ -51,8 +52,8 @@ from tasks_lib.suites.recall.filler import (
     bury_order,
     locomo_filler,
 )
-from tasks_lib.suites.recall.llm import ChatModelAsker
-from tasks_lib.suites.recall.reader import extract_answer, ranked_answer
+from tasks_lib.suites.recall.llm import ChatModelAsker, guard_model_reader
+from tasks_lib.suites.recall.reader import context_ranking, ranked_answer
 from tasks_lib.suites.recall.results import (
     CaseOutcome,
     Knee,
@@ -227,8 +228,9 @@ def play_case(case: RecallCase, length: int, config: SweepConfig, filler: Filler
               memory: MemoryAdapter | None, ask: Asker | None = None) -> CaseOutcome:
     """Plant, bury and probe one case at one length in `memory` (None: retention alone); score every sample.
 
-    `ask` None: the offline reader (the memory's first recalled memory; without memory, lexical
-    coverage over the retained context).
+    `ask` None: the offline reader (`reader.ranked_answer`). The ranking the outcome's ranks and
+    scores read is the memory's recall, or without memory the retained context ranked by the
+    embedder (`reader.context_ranking`).
     """
     played = script(case, bury_order(filler, config.seed, case.id, length), config.seed)
     policy = make_policy(config.policy, config.window, config.summary_sentences)
@@ -236,22 +238,23 @@ def play_case(case: RecallCase, length: int, config: SweepConfig, filler: Filler
     for speaker, text in played.turns:
         session.add(speaker, text)
     context = session.context(case.probe)
+    if memory is not None:
+        ranking, scores = context.recalled, context.scores
+    else:
+        ranking, scores = context_ranking(case.probe, context.retained, get_embedder(config.embedder), config.recall_k)
     answers = ask(case.probe, context.retained, context.recalled) if ask is not None else [
-        ranked_answer(context.recalled, context.scores, config.abstain_below) if memory is not None
-        else extract_answer(case.probe, context.retained, config.threshold)
+        ranked_answer(ranking, scores, config.abstain_below)
     ]
     if not answers or not all(isinstance(a, str) for a in answers):
         raise RecallError(f"case {case.id!r} at length {length}: the ask step must return a non-empty list of texts, got {answers!r}")
     verdicts = tuple(score_answer(a, case.accept, case.reject) for a in answers)
     verdict = majority(verdicts)
-    ranked = memory is not None
     return CaseOutcome(
         case_id=case.id, kind=case.kind, length=length, phrasing=played.phrasing, verdict=verdict,
         passed=verdict == ("abstained" if case.kind == "false-memory" else "hit"),
         answer=answers[0][:500], sample_verdicts=verdicts,
-        recalled=len(context.recalled) if ranked else None,
-        fact_rank=_rank(context.recalled, played.fact), stale_rank=_rank(context.recalled, played.superseded),
-        top_score=context.scores[0] if context.scores else None,
+        recalled=len(ranking), fact_rank=_rank(ranking, played.fact), stale_rank=_rank(ranking, played.superseded),
+        top_score=scores[0] if scores else None,
     )
 
 
@@ -263,8 +266,9 @@ def run_sweep(config: SweepConfig, *, workdir: Path | None = None,
     Each case gets its own fresh store (one realm per length) in a temporary folder (inside
     `workdir` when given), closed after its last length and deleted at the end of the run. Raises
     ContractError for bad case or filler files, RecallError for a bad configuration, the memory
-    registry's errors for an unknown or unavailable memory system, and RecallModelError when the
-    configured model cannot be asked.
+    registry's errors for an unknown or unavailable memory system, RecallModelError when the
+    configured model cannot be asked (or a paid endpoint has no budget configuration), and
+    BudgetStop when the budget guard refuses the model reader before its first request.
 
     `ask` replaces the configured ask step (reader or model) with any callable, e.g. an agent;
     `memory_factory` replaces the registry lookup of `config.memory` (which then only names the
@@ -274,8 +278,11 @@ def run_sweep(config: SweepConfig, *, workdir: Path | None = None,
     if memory_factory is None:
         _check_memory(config.memory)
     cases, filler = _load(config)
-    asker = ChatModelAsker(config.model.base_url, config.model.model, samples=config.model.samples,
-                           temperature=config.model.temperature) if config.model and ask is None else None
+    asker = None
+    if config.model and ask is None:
+        guard_model_reader(config.model.base_url, config.model.budget_config)
+        asker = ChatModelAsker(config.model.base_url, config.model.model, samples=config.model.samples,
+                               temperature=config.model.temperature)
 
     answer: Asker | None = ask or (asker.answers if asker is not None else None)
 

@@ -11,6 +11,7 @@ which costs nothing) runs without a budget configuration.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import urllib.error
@@ -34,8 +35,15 @@ SYSTEM_PROMPT = (
 """The instruction sent with every question."""
 
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-"""Endpoint hosts that are this machine: a local model spends no money, so needs no budget."""
+def is_loopback(base_url: str) -> bool:
+    """Whether the endpoint is this machine (`localhost` or a loopback address): a local model spends no money."""
+    host = urllib.parse.urlsplit(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def guard_model_reader(base_url: str, budget_config: str | None, env: Mapping[str, str] | None = None,
@@ -45,8 +53,7 @@ def guard_model_reader(base_url: str, budget_config: str | None, env: Mapping[st
     Raises RecallModelError when a non-loopback endpoint has no budget configuration, BudgetStop
     (carrying the decision) when the guard refuses, and the budget's config errors for a bad file.
     """
-    host = urllib.parse.urlsplit(base_url).hostname or ""
-    if host in LOOPBACK_HOSTS:
+    if is_loopback(base_url):
         return None
     if not budget_config:
         raise RecallModelError(

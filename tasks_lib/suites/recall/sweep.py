@@ -66,6 +66,7 @@ from tasks_lib.suites.recall.results import (
 from tasks_lib.suites.recall.retention import Turn, make_policy
 from tasks_lib.suites.recall.scoring import Verdict, score_answer
 from tasks_lib.suites.recall.session import RecallSession
+from tasks_lib.suites.recall.variants import RECALL_VARIANTS
 
 BUNDLED_CASES = bundled_folder("recall")
 """The authored cases and filler shipped with memtrial (corpora/recall in a checkout)."""
@@ -202,17 +203,20 @@ def _check_config(config: SweepConfig) -> None:
 
 
 def _check_memory(name: str) -> None:
-    if name == NO_MEMORY:
+    if name == NO_MEMORY or name in RECALL_VARIANTS:
         return
     try:
         get_memory_system(name)
     except UnknownMemorySystemError:
-        raise RecallError(f"memory: unknown memory system {name!r}; use {', '.join(sorted(MEMORY_SYSTEMS))} or {NO_MEMORY}") from None
+        known = ", ".join(sorted([*MEMORY_SYSTEMS, *RECALL_VARIANTS]))
+        raise RecallError(f"memory: unknown memory system {name!r}; use {known} or {NO_MEMORY}") from None
 
 
 def _open_memory(config: SweepConfig, folder: Path) -> MemoryAdapter | None:
     if config.memory == NO_MEMORY:
         return None
+    if config.memory in RECALL_VARIANTS:
+        return RECALL_VARIANTS[config.memory](folder, config.embedder)
     return open_memory_system(config.memory, folder, embedder=config.embedder)
 
 

@@ -27,11 +27,15 @@ def test_json_and_table_report_the_same_numbers(tmp_path: Path, capsys: pytest.C
     assert payload["knee"]["previous"] == 4 and payload["knee"]["length"] == 12
     code, table, _ = run_cli(capsys, *common)
     assert code == 0
+    lines = table.splitlines()
+    names = ("recall", "retrieval_recall", "staleness", "retrieval_staleness", "miss", "false_recall", "retrieval_false_recall", "abstention")
     for length, metrics in payload["metrics_by_length"].items():
-        row = next(line for line in table.splitlines() if line.startswith(f"│ {length} "))
-        for name in ("recall", "staleness", "false_recall", "abstention"):
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"│ {length} "))
+        row, intervals = ([c.strip() for c in lines[i].split("│")[2:-1]] for i in (at, at + 1))
+        for column, name in enumerate(names):  # every metric, answer and retrieval level, in the table as in --json
             cell = metrics[name]
-            assert f"{cell['rate']:.2f} ({cell['k']}/{cell['n']}) [{cell['lower']:.2f}, {cell['upper']:.2f}]" in row
+            assert row[column] == f"{cell['rate']:.2f} ({cell['k']}/{cell['n']})"
+            assert intervals[column] == f"[{cell['lower']:.2f}, {cell['upper']:.2f}]"
     assert "knee: between 4 and 12 turns" in table
 
 

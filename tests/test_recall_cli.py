@@ -101,6 +101,8 @@ def test_artifacts_appends_a_trend_snapshot_with_the_knee(tmp_path: Path, capsys
     assert narrow.knee == 12.0 and narrow.scores["recall_at_4"] == 1.0 and narrow.scores["recall_at_12"] == 0.0
     assert narrow.gated["recall_at_12"] == "higher" and narrow.gated["false_recall_at_4"] == "lower"
     assert "abstention_at_4" in narrow.scores and "abstention_at_4" not in narrow.gated
+    assert narrow.gated["retrieval_recall_at_12"] == "higher" and narrow.gated["retrieval_staleness_at_4"] == "lower"
+    assert "miss_at_4" in narrow.scores and "miss_at_4" not in narrow.gated  # a regression in the ranking is gated too
     (wide,) = load_trend(open_store(root), "wider")
     assert wide.knee is None and wide.comparability_key != narrow.comparability_key  # another window, another curve
     same = wide.model_copy(update={"comparability_key": narrow.comparability_key, "config_digest": narrow.config_digest})

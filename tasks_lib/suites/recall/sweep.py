@@ -30,8 +30,8 @@ import random
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from itertools import pairwise
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from tasks_lib.analysis.stats import wilson

@@ -358,3 +358,18 @@ def test_sampling_above_zero_temperature_needs_a_majority_of_three() -> None:
     with pytest.raises(ValueError, match="3 or more samples"):
         ModelConfig(base_url="http://127.0.0.1:1/v1", model="m", temperature=0.7)
     assert ModelConfig(base_url="http://127.0.0.1:1/v1", model="m", temperature=0.7, samples=3).samples == 3
+
+
+LOCOMO = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo" / "locomo10.json"
+
+
+@pytest.mark.skipif(not LOCOMO.is_file(), reason="the LoCoMo file is not on this machine")
+def test_locomo_filler_buries_a_fact_under_a_thousand_turns(tmp_path: Path) -> None:
+    """Lengths to 1,000 need more than the authored 304 turns: LoCoMo filler, read at run time from the user's path."""
+    corpus = small_corpus(tmp_path / "corpus")
+    with pytest.raises(RecallError, match="length 1000 needs 1000 filler turns"):
+        run_sweep(SweepConfig(lengths=(1000,), memory="none", cases_dir=str(corpus)))
+    result = run_sweep(SweepConfig(lengths=(10, 1000), cases_dir=str(corpus), filler_dataset=str(LOCOMO)), workdir=tmp_path)
+    assert result.filler == str(LOCOMO)
+    standup = {o.length: o for o in result.outcomes if o.case_id == "standup"}
+    assert standup[1000].recalled == 5 and standup[10].fact_rank is not None

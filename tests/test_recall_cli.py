@@ -66,9 +66,13 @@ def test_gate_below_the_bar_exits_1_naming_metric_and_values(tmp_path: Path, cap
         (["--knee-drop", "0"], "--knee-drop: Input should be greater than 0"),
         (["--samples", "0", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"], "--samples: Input should be greater than or equal to 1"),
         (["--memory", "none", "--filler-dataset", "/nonexistent/locomo.json"], "/nonexistent/locomo.json: cannot read it"),
+        (["--base-url", "https://paid.example/v1", "--model", "m"], "may cost money: give a budget guard config (--budget FILE"),
+        (["--base-url", "https://paid.example/v1", "--model", "m", "--budget", "/nonexistent/budget.yaml"],
+         "/nonexistent/budget.yaml: budget configuration file does not exist"),
+        (["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--temperature", "0.7"], "--temperature: temperature 0.7 with 1 sample(s)"),
     ],
     ids=["bad-lengths", "unknown-memory", "unknown-policy", "url-without-model", "bar-out-of-range", "knee-drop-zero",
-         "no-samples", "missing-dataset"],
+         "no-samples", "missing-dataset", "paid-endpoint-without-budget", "missing-budget-file", "sampling-without-majority"],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
     code, _, err = run_cli(capsys, *args)

@@ -86,7 +86,7 @@ def recall(
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
-        option = {"knee_drop_points": "knee_drop", "model": "temperature", "budget_config": "budget"}.get(field.split(".")[-1], field.split(".")[-1])
+        option = {"knee_drop_points": "knee_drop", "": "temperature", "model": "temperature", "budget_config": "budget"}.get(field.split(".")[-1], field.split(".")[-1])
         raise MemtrialError(f"--{option.replace('_', '-')}: {first['msg'].removeprefix('Value error, ')}") from None
     for name, bar in (("--min-score", min_score), ("--max-staleness", max_staleness), ("--max-false-recall", max_false_recall)):
         if bar is not None and not 0.0 <= bar <= 1.0:

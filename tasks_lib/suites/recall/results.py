@@ -22,7 +22,7 @@ RETRIEVAL_METRICS = ("retrieval_recall", "retrieval_staleness", "retrieval_false
 
 
 class ModelConfig(ContractModel):
-    """An OpenAI-compatible model used as the ask step instead of the extractive reader."""
+    """An OpenAI-compatible model used as the ask step instead of the offline reader."""
 
     base_url: str = Field(pattern=r"^https?://")
     """Endpoint base, ending before `/chat/completions`."""
@@ -77,7 +77,7 @@ class SweepConfig(ContractModel):
     filler_dataset: str | None = None
     """A LoCoMo JSON file to draw filler from instead of the authored filler."""
     model: ModelConfig | None = None
-    """Ask a model instead of the offline extractive reader."""
+    """Ask a model instead of the offline reader (the ranking's first memory)."""
 
 
 class Rate(ContractModel):
@@ -190,7 +190,7 @@ class SweepResult(Document):
     outcomes: tuple[CaseOutcome, ...]
     """Every case at every length."""
     model_calls: int = Field(ge=0)
-    """Requests made to the configured model (0 with the extractive reader)."""
+    """Requests made to the configured model (0 with the offline reader)."""
 
     def curve(self, metric: str = "recall") -> dict[int, float | None]:
         """`metric`'s rate per length (None where the metric was not measured)."""

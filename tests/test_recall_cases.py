@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tasks_lib.errors import ContractError
-from tasks_lib.suites.recall.cases import load_cases, load_filler
+from tasks_lib.suites.recall.cases import MAX_SHARED_WORDS, load_cases, load_filler, shared_words
 from tasks_lib.suites.recall.errors import RecallError
 from tasks_lib.suites.recall.filler import FillerSource, bury_order, locomo_filler
 from tasks_lib.suites.recall.sweep import BUNDLED_CASES
@@ -33,9 +33,24 @@ def test_bundled_corpus_is_valid_and_deep_enough() -> None:
     cases = load_cases(BUNDLED_CASES)
     conversations = load_filler(BUNDLED_CASES, cases)
     kinds = {kind: sum(c.kind == kind for c in cases) for kind in ("recall", "stale", "false-memory")}
-    assert kinds == {"recall": 12, "stale": 6, "false-memory": 6}
+    assert kinds == {"recall": 24, "stale": 10, "false-memory": 10} and len(cases) >= 40
     assert all(len(c.phrasings) >= 2 for c in cases if c.kind != "false-memory")
     assert sum(len(c.turns) for c in conversations) >= 250 + 2  # the deepest default burial plus the planted turns
+
+
+def test_bundled_probes_are_paraphrases_not_word_matches() -> None:
+    """A probe repeating its fact's words lets a keyword match pass for memory: at most one shared content word."""
+    for case in load_cases(BUNDLED_CASES):
+        for text in (*case.phrasings, *case.corrections):
+            assert len(shared_words(case.probe, text)) <= MAX_SHARED_WORDS, (case.id, text)
+
+
+def test_bundled_cases_plant_distractors_and_ask_in_domain_false_memory_probes() -> None:
+    """Every case competes with a distractor in the same store; a false-memory probe names something that exists."""
+    cases = load_cases(BUNDLED_CASES)
+    assert all(case.distractors for case in cases)
+    for case in (c for c in cases if c.kind == "false-memory"):
+        assert any(shared_words(case.probe, text) for text in case.distractors), case.id
 
 
 @pytest.mark.parametrize(
@@ -51,9 +66,15 @@ def test_bundled_corpus_is_valid_and_deep_enough() -> None:
         ({"kind": "false-memory"}, "cases.0", "plants nothing"),
         ({"extra": 1}, "cases.0.extra", ""),
         ({"accept": [True]}, "cases.0", ""),
+        ({"probe": "When is my standup meeting at UTC?", "phrasings": ["My standup meeting is at 9:15.", "Standup moved to 9:15 UTC."]},
+         "cases[0].phrasings[0]", "shares 2 content words with the probe (meet, standup)"),
+        ({"kind": "stale", "reject": ["10:00"], "probe": "When does the daily sync move?", "phrasings": ["Sync is at 10:00.", "It's 10:00."],
+          "corrections": ["The daily sync moved to 9:15.", "9:15 now."]}, "cases[0].corrections[0]", "shares 3 content words"),
+        ({"distractors": ["Leo's standup is at 9:15 too."]}, "cases[0].distractors[0]", "states the case's own value"),
     ],
     ids=["phrasing-without-value", "probe-leaks-answer", "one-phrasing", "valid-stale", "correction-asserts-old",
-         "false-memory-with-phrasings", "unknown-field", "boolean-value"],
+         "false-memory-with-phrasings", "unknown-field", "boolean-value", "probe-repeats-the-facts-words",
+         "correction-repeats-the-probes-words", "distractor-states-the-answer"],
 )
 def test_case_contract_names_file_and_field(tmp_path: Path, change: dict[str, Any], field: str, message: str) -> None:
     case = {**copy.deepcopy(GOOD_CASE), **change}

@@ -27,11 +27,15 @@ def test_json_and_table_report_the_same_numbers(tmp_path: Path, capsys: pytest.C
     assert payload["knee"]["previous"] == 4 and payload["knee"]["length"] == 12
     code, table, _ = run_cli(capsys, *common)
     assert code == 0
+    lines = table.splitlines()
+    names = ("recall", "retrieval_recall", "staleness", "retrieval_staleness", "miss", "false_recall", "retrieval_false_recall", "abstention")
     for length, metrics in payload["metrics_by_length"].items():
-        row = next(line for line in table.splitlines() if line.startswith(f"│ {length} "))
-        for name in ("recall", "staleness", "false_recall", "abstention"):
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"│ {length} "))
+        row, intervals = ([c.strip() for c in lines[i].split("│")[2:-1]] for i in (at, at + 1))
+        for column, name in enumerate(names):  # every metric, answer and retrieval level, in the table as in --json
             cell = metrics[name]
-            assert f"{cell['rate']:.2f} ({cell['k']}/{cell['n']}) [{cell['lower']:.2f}, {cell['upper']:.2f}]" in row
+            assert row[column] == f"{cell['rate']:.2f} ({cell['k']}/{cell['n']})"
+            assert intervals[column] == f"[{cell['lower']:.2f}, {cell['upper']:.2f}]"
     assert "knee: between 4 and 12 turns" in table
 
 
@@ -62,9 +66,13 @@ def test_gate_below_the_bar_exits_1_naming_metric_and_values(tmp_path: Path, cap
         (["--knee-drop", "0"], "--knee-drop: Input should be greater than 0"),
         (["--samples", "0", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"], "--samples: Input should be greater than or equal to 1"),
         (["--memory", "none", "--filler-dataset", "/nonexistent/locomo.json"], "/nonexistent/locomo.json: cannot read it"),
+        (["--base-url", "https://paid.example/v1", "--model", "m"], "may cost money: give a budget guard config (--budget FILE"),
+        (["--base-url", "https://paid.example/v1", "--model", "m", "--budget", "/nonexistent/budget.yaml"],
+         "/nonexistent/budget.yaml: budget configuration file does not exist"),
+        (["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--temperature", "0.7"], "--temperature: temperature 0.7 with 1 sample(s)"),
     ],
     ids=["bad-lengths", "unknown-memory", "unknown-policy", "url-without-model", "bar-out-of-range", "knee-drop-zero",
-         "no-samples", "missing-dataset"],
+         "no-samples", "missing-dataset", "paid-endpoint-without-budget", "missing-budget-file", "sampling-without-majority"],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
     code, _, err = run_cli(capsys, *args)
@@ -97,6 +105,8 @@ def test_artifacts_appends_a_trend_snapshot_with_the_knee(tmp_path: Path, capsys
     assert narrow.knee == 12.0 and narrow.scores["recall_at_4"] == 1.0 and narrow.scores["recall_at_12"] == 0.0
     assert narrow.gated["recall_at_12"] == "higher" and narrow.gated["false_recall_at_4"] == "lower"
     assert "abstention_at_4" in narrow.scores and "abstention_at_4" not in narrow.gated
+    assert narrow.gated["retrieval_recall_at_12"] == "higher" and narrow.gated["retrieval_staleness_at_4"] == "lower"
+    assert "miss_at_4" in narrow.scores and "miss_at_4" not in narrow.gated  # a regression in the ranking is gated too
     (wide,) = load_trend(open_store(root), "wider")
     assert wide.knee is None and wide.comparability_key != narrow.comparability_key  # another window, another curve
     same = wide.model_copy(update={"comparability_key": narrow.comparability_key, "config_digest": narrow.config_digest})

@@ -22,7 +22,14 @@ def _lengths(text: str) -> tuple[int, ...]:
     return values
 
 
+TABLE_METRICS = ("recall", "retrieval_recall", "staleness", "retrieval_staleness", "miss", "false_recall",
+                 "retrieval_false_recall", "abstention")
+"""Columns of the table: each metric at the answer level, then at the retrieval level."""
+
+
 def _cell(rate: object) -> str:
+    if rate is None:
+        return "-"
     k, n, value, lower, upper = (getattr(rate, f) for f in ("k", "n", "rate", "lower", "upper"))
     if value is None:
         return "n/a (0 cases)"
@@ -34,18 +41,20 @@ def recall(
     lengths: Annotated[str, typer.Option(help="Comma-separated burial lengths (filler turns) for --sweep.")] = "10,40,100,250",
     length: Annotated[int, typer.Option(help="The single burial length when --sweep is not given.")] = 40,
     seed: Annotated[int, typer.Option(help="Chooses phrasings and filler order; same seed, same numbers.")] = 0,
-    memory: Annotated[str, typer.Option(help="Memory system: reference, chroma, lancedb, txtai, mem0, mcp-memory, a named variant, or none (retention policy alone).")] = "reference",
+    memory: Annotated[str, typer.Option(help="Memory system: reference, chroma, lancedb, txtai, mem0, mcp-memory, a named variant, reference-first-heard (a store that never resolves corrections), or none (retention policy alone).")] = "reference",
     embedder: Annotated[str, typer.Option(help="Embedder of the memory system: hashed (offline default) or minilm.")] = "hashed",
     policy: Annotated[str, typer.Option(help="Retention policy: window (last --window turns) or summary (window + rolling extractive summary).")] = "window",
     window: Annotated[int, typer.Option(help="Turns the retention policy keeps verbatim.")] = 20,
     summary_sentences: Annotated[int, typer.Option(help="Sentences the summary policy keeps of older turns.")] = 8,
     recall_k: Annotated[int, typer.Option(help="Memories recalled per probe.")] = 5,
+    abstain_below: Annotated[Optional[float], typer.Option(help="The memory's abstention threshold: a first recalled memory scoring below it is no answer (default: the system never abstains).")] = None,
     cases: Annotated[Optional[Path], typer.Option(help="Folder with cases.json and filler.json (default: the bundled corpora/recall).")] = None,
     filler_dataset: Annotated[Optional[Path], typer.Option(help="A LoCoMo JSON file (locomo10.json) to draw filler turns from.")] = None,
     base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint (ending before /chat/completions) to answer with a model.")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Model name for --base-url; without both, the offline extractive reader answers.")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Model name for --base-url; without both, the offline reader answers with the memory's first recalled memory.")] = None,
     samples: Annotated[int, typer.Option(help="Model answers per question; the majority verdict counts.")] = 1,
-    temperature: Annotated[float, typer.Option(help="Model sampling temperature (0 for one deterministic answer).")] = 0.0,
+    temperature: Annotated[float, typer.Option(help="Model sampling temperature (0 for one deterministic answer; above 0 needs --samples 3 or more).")] = 0.0,
+    budget: Annotated[Optional[Path], typer.Option(help="Budget guard config checked before the model's first request (required unless --base-url is on 127.0.0.1).")] = None,
     knee_drop: Annotated[float, typer.Option(help="Recall drop in points below the shortest length that marks the knee.")] = 20.0,
     min_score: Annotated[Optional[float], typer.Option(help="Gate: exit 1 if recall at any length is below this (0..1).")] = None,
     max_staleness: Annotated[Optional[float], typer.Option(help="Gate: exit 1 if staleness at any length is above this (0..1).")] = None,
@@ -55,7 +64,8 @@ def recall(
     as_json: JsonFlag = False,
 ) -> None:
     """Plant facts, bury them under real dialogue, probe; print recall, staleness, false recall and
-    abstention per length (never one blended score), with 95% Wilson intervals and the knee.
+    abstention per length (never one blended score), each also read off the memory's ranking, with
+    95% Wilson intervals and the knee.
     A memory-backed --sweep stores about 10,000 turns: half a minute to two minutes on a loaded 2-core machine."""
     from pydantic import ValidationError
 
@@ -67,15 +77,17 @@ def recall(
         config = SweepConfig(
             lengths=_lengths(lengths) if sweep else (length,), seed=seed, memory=memory, embedder=embedder,
             policy=policy, window=window, summary_sentences=summary_sentences, recall_k=recall_k,  # type: ignore[arg-type]
+            abstain_below=abstain_below,
             knee_drop_points=knee_drop, cases_dir=str(cases) if cases else None,
             filler_dataset=str(filler_dataset) if filler_dataset else None,
-            model=ModelConfig(base_url=base_url, model=model, samples=samples, temperature=temperature) if base_url and model else None,
+            model=ModelConfig(base_url=base_url, model=model, samples=samples, temperature=temperature,
+                              budget_config=str(budget) if budget else None) if base_url and model else None,
         )
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
-        option = {"knee_drop_points": "knee_drop"}.get(field.split(".")[-1], field.split(".")[-1])
-        raise MemtrialError(f"--{option.replace('_', '-')}: {first['msg']}") from None
+        option = {"knee_drop_points": "knee_drop", "": "temperature", "model": "temperature", "budget_config": "budget"}.get(field.split(".")[-1], field.split(".")[-1])
+        raise MemtrialError(f"--{option.replace('_', '-')}: {first['msg'].removeprefix('Value error, ')}") from None
     for name, bar in (("--min-score", min_score), ("--max-staleness", max_staleness), ("--max-false-recall", max_false_recall)):
         if bar is not None and not 0.0 <= bar <= 1.0:
             raise MemtrialError(f"{name} {bar}: give a rate between 0 and 1")
@@ -97,17 +109,19 @@ def recall(
         emit_json({**result.model_dump(mode="json"), "gate_failures": failures, "trend": trend})
     else:
         table = Table(title=f"recall suite: memory {memory}, policy {policy}, seed {seed} ({result.filler} filler)")
-        for column in ("length", "recall", "staleness", "false recall", "abstention"):
+        for column in ("length", *(name.replace("_", " ") for name in TABLE_METRICS)):
             table.add_column(column)
         for n, metrics in sorted(result.metrics_by_length.items()):
-            table.add_row(str(n), *(_cell(getattr(metrics, m)) for m in ("recall", "staleness", "false_recall", "abstention")))
+            table.add_row(str(n), *(_cell(getattr(metrics, m)) for m in TABLE_METRICS))
         out.print(table)
-        knee = result.knee
-        if knee is not None:
-            out.print(f"knee: between {knee.previous} and {knee.length} turns (recall {knee.baseline_recall:.2f} -> {knee.recall:.2f}, "
-                      f"a drop of {knee.drop_points:.1f} points > {knee.threshold_points:g})")
-        elif len(result.metrics_by_length) > 1:
-            out.print(f"knee: none (recall never drops more than {config.knee_drop_points:g} points below the shortest length)")
+        out.print("answer level: what the reader asserted; retrieval level: the ranking itself (recall = the fact in the top "
+                  f"{config.recall_k}, staleness = the old value above its correction, false recall = a hit at or above the abstention threshold)")
+        for label, knee in (("knee", result.knee), ("retrieval knee", result.retrieval_knee)):
+            if knee is not None:
+                out.print(f"{label}: between {knee.previous} and {knee.length} turns (recall {knee.baseline_recall:.2f} -> {knee.recall:.2f}, "
+                          f"a drop of {knee.drop_points:.1f} points > {knee.threshold_points:g})")
+            elif len(result.metrics_by_length) > 1:
+                out.print(f"{label}: none (recall never drops more than {config.knee_drop_points:g} points below the shortest length)")
         for key, count in sorted(result.filler_dropped.items()):
             out.print(f"filler skipped: {count} ({key})")
         if trend:

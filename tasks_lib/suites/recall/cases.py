@@ -6,13 +6,20 @@ Three kinds of case:
   the answer must assert one of `accept`.
 - `stale`: one of `phrasings` (the old value) is planted, then one of `corrections`; the answer
   must assert `accept` (the corrected value) and must not assert any of `reject` (the old one).
-- `false-memory`: nothing is planted; `probe` asks about what was never said. Only an
-  abstention passes; `reject` lists plausible concrete answers (asserting one is a failure too).
+- `false-memory`: the fact is never planted; `probe` asks about an attribute that was never
+  given. Only an abstention passes; `reject` lists plausible concrete answers (asserting one is a
+  failure too). Its `distractors` make the probe in-domain: the entity exists, other things
+  about it were said.
+
+Every kind may carry `distractors`: facts planted in the same store that compete with the answer
+(the same attribute of another person or thing, or other attributes of the probed entity).
 
 Beyond the field types, `load_cases` checks what makes a case measure what it claims: every
 phrasing of a recall case asserts an accepted value, a stale case's phrasings assert a rejected
-value and its corrections the accepted one (and no rejected one), the probe gives neither away,
-ids are unique, and no filler turn asserts any case's values. Every problem is reported as
+value and its corrections the accepted one (and no rejected one), the probe gives neither away
+and shares at most `MAX_SHARED_WORDS` content word with any phrasing or correction (a probe that
+repeats the fact's words measures word matching, not memory), no distractor states the case's
+own values, ids are unique, and no filler turn asserts any case's values. Every problem is reported as
 `<file>: field '<path>': <what is wrong and what to do>`.
 """
 
@@ -26,6 +33,7 @@ from pydantic import Field, StrictInt, StrictStr, StringConstraints, model_valid
 
 from tasks_lib.contracts import ContractModel, Document, load_document
 from tasks_lib.errors import ContractError, Violation
+from tasks_lib.suites.recall.reader import content_terms
 from tasks_lib.suites.recall.scoring import asserts, tokens, value_tokens
 
 CASES_FILE = "cases.json"
@@ -36,6 +44,10 @@ FILLER_FILE = "filler.json"
 
 MIN_PHRASINGS = 2
 """Fewest seed phrasings a planted fact must have (one wording lets pattern-matching pass)."""
+
+MAX_SHARED_WORDS = 1
+"""Most content words (reader.content_terms: stemmed, stop words removed) a probe may share with any
+phrasing or correction of its fact."""
 
 Text = Annotated[str, StringConstraints(min_length=1, max_length=2000, strip_whitespace=False)]
 CaseKind = Literal["recall", "stale", "false-memory"]
@@ -59,6 +71,9 @@ class RecallCase(ContractModel):
     """Values that make the answer right; empty for false-memory."""
     reject: tuple[StrictStr | StrictInt, ...] = ()
     """Stale values (stale cases) or plausible invented answers (false-memory); asserting one fails."""
+    distractors: tuple[Text, ...] = ()
+    """Facts planted in the same store that must not be answered: the same attribute of another
+    person or thing, or (false-memory) other attributes of the probed entity."""
 
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> RecallCase:
@@ -134,6 +149,30 @@ def _case_violations(cases: Sequence[RecallCase], source: str) -> list[Violation
         leaked = [v for v in (*case.accept, *case.reject) if asserts(case.probe, v)]
         if leaked:
             problems.append(Violation(source, f"{where}.probe", f"gives away {leaked}; the question must not contain the answer"))
+        problems += _shared_word_violations(case, where, source)
+        for j, text in enumerate(case.distractors):
+            stated = [v for v in (*case.accept, *case.reject) if asserts(text, v)]
+            if stated:
+                problems.append(Violation(source, f"{where}.distractors[{j}]", f"states the case's own value {stated}; a distractor gives another thing's value"))
+    return problems
+
+
+def shared_words(probe: str, text: str) -> frozenset[str]:
+    """The content words (stemmed, stop words removed) `probe` and `text` have in common."""
+    return content_terms(probe) & content_terms(text)
+
+
+def _shared_word_violations(case: RecallCase, where: str, source: str) -> list[Violation]:
+    problems = []
+    for field, texts in (("phrasings", case.phrasings), ("corrections", case.corrections)):
+        for j, text in enumerate(texts):
+            common = shared_words(case.probe, text)
+            if len(common) > MAX_SHARED_WORDS:
+                problems.append(Violation(
+                    source, f"{where}.{field}[{j}]",
+                    f"shares {len(common)} content words with the probe ({', '.join(sorted(common))}); at most "
+                    f"{MAX_SHARED_WORDS} allowed: paraphrase the probe or the fact so recall is not word matching",
+                ))
     return problems
 
 

@@ -3,15 +3,25 @@
 The prompt holds the retained conversation and the recalled memories, each line marked with its
 turn number, then the question, and tells the model to answer briefly or say it does not know.
 Each sample is one request; the caller scores every sample and takes the majority verdict.
+
+`guard_model_reader` puts the budget guard (tasks_lib.budget preflight: key identity, per-key
+ceiling, shared headroom) in front of the first request. Only a loopback endpoint (a local model,
+which costs nothing) runs without a budget configuration.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tasks_lib.budget import BudgetStop, GuardDecision, load_budget_config, open_source, preflight
 
 from tasks_lib.suites.recall.errors import RecallModelError
 from tasks_lib.suites.recall.retention import Turn
@@ -23,6 +33,41 @@ SYSTEM_PROMPT = (
     "If the information is not there, answer exactly: I don't know."
 )
 """The instruction sent with every question."""
+
+
+def is_loopback(base_url: str) -> bool:
+    """Whether the endpoint is this machine (`localhost` or a loopback address): a local model spends no money."""
+    host = urllib.parse.urlsplit(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def guard_model_reader(base_url: str, budget_config: str | None, env: Mapping[str, str] | None = None,
+                       now: datetime | None = None) -> GuardDecision | None:
+    """The budget guard's preflight before a model reader's first request; None for a loopback endpoint.
+
+    Raises RecallModelError when a non-loopback endpoint has no budget configuration, BudgetStop
+    (carrying the decision) when the guard refuses, and the budget's config errors for a bad file.
+    """
+    if is_loopback(base_url):
+        return None
+    if not budget_config:
+        raise RecallModelError(
+            f"model base URL {base_url!r} is not on this machine, so it may cost money: give a budget guard "
+            "config (--budget FILE, see `memtrial budget check`) or use a local endpoint on 127.0.0.1"
+        )
+    env = os.environ if env is None else env
+    now = now or datetime.now(timezone.utc)
+    path = Path(budget_config)
+    config = load_budget_config(path)
+    decision = preflight(config, open_source(config, path.parent, env, now), env.get(config.key_env), now)
+    if not decision.allowed:
+        raise BudgetStop(decision, f"budget guard refused the recall sweep's model reader: {decision.reason} ({decision.source})")
+    return decision
 
 
 def render_prompt(question: str, retained: Sequence[Turn], recalled: Sequence[Turn]) -> str:

@@ -1,30 +1,22 @@
-"""The offline `ask` step: an extractive reader that answers with a remembered turn or abstains.
+"""The offline `ask` step: answer with the first memory of a ranking, or abstain.
 
-Relevance of a candidate turn to the probe is its IDF-weighted coverage of the probe's content
-terms: the probe's tokens minus `STOP_WORDS`, lightly stemmed (`stem`); IDF is computed over the
-candidates themselves, `idf(t) = ln((N + 1) / (df(t) + 1)) + 1`, so a term no candidate contains
-weighs most. Coverage is the summed IDF of the probe terms the candidate contains over the summed
-IDF of all probe terms, from 0 to 1.
+`ranked_answer`: the first recalled turn, in the ranking's own order, unless its own score is
+below the abstention threshold. With a memory system the ranking is the memory's (its recalled
+memories and scores); the reader adds nothing, so the curve measures the memory. Without memory
+(`context_ranking`) it is the retained context ranked by the embedder's cosine similarity to the
+probe, the stand-in for a reader that reads its window.
 
-The answer is the text of the most recent candidate whose coverage is at least `threshold` and
-within `RECENCY_MARGIN` of the best coverage (a correction said later wins over the value it
-replaced when both are equally relevant). When no candidate reaches `threshold`, the reader
-abstains with `ABSTAIN_ANSWER`.
+`content_terms` gives a text's stemmed content words (stop words removed); the case contract uses
+it to keep probes from repeating their fact's words.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
+from tasks_lib.memory.embeddings import Embedder
 from tasks_lib.suites.recall.retention import Turn
 from tasks_lib.suites.recall.scoring import CLAUSE_BREAK, tokens
-
-DEFAULT_THRESHOLD = 0.6
-"""Least coverage of the probe's terms for a turn to count as an answer."""
-
-RECENCY_MARGIN = 0.1
-"""Candidates this close to the best coverage tie; the most recent of them is the answer."""
 
 ABSTAIN_ANSWER = "I don't know; nothing I remember answers that."
 """What the reader says when nothing relevant was recalled."""
@@ -55,24 +47,20 @@ def content_terms(text: str) -> frozenset[str]:
     return frozenset(stem(t) for t in tokens(text) if t != CLAUSE_BREAK and t not in STOP_WORDS)
 
 
-def coverages(probe: str, candidates: Sequence[Turn]) -> list[float]:
-    """Each candidate's IDF-weighted coverage of the probe's content terms (0 when the probe has none)."""
-    wanted = content_terms(probe)
-    terms = [content_terms(c.text) for c in candidates]
-    n = len(candidates)
-    idf = {t: math.log((n + 1) / (sum(t in have for have in terms) + 1)) + 1 for t in wanted}
-    total = sum(idf.values())
-    if not total:
-        return [0.0] * n
-    return [sum(idf[t] for t in wanted & have) / total for have in terms]
+def context_ranking(probe: str, retained: Sequence[Turn], embedder: Embedder, k: int) -> tuple[tuple[Turn, ...], tuple[float, ...]]:
+    """Without memory: the retained turns ranked by cosine similarity to `probe` under `embedder`, best
+    first (newer first on a tie), at most `k`, only those at or above the embedder's `min_similarity`."""
+    if not retained:
+        return (), ()
+    vectors = embedder.embed([probe, *(t.text for t in retained)])
+    similarity = vectors[1:] @ vectors[0]
+    order = sorted(range(len(retained)), key=lambda i: (-float(similarity[i]), -retained[i].index))
+    kept = [i for i in order if similarity[i] >= embedder.min_similarity][:k]
+    return tuple(retained[i] for i in kept), tuple(float(similarity[i]) for i in kept)
 
 
-def extract_answer(probe: str, candidates: Sequence[Turn], threshold: float = DEFAULT_THRESHOLD) -> str:
-    """The most recent sufficiently relevant candidate's text, or ABSTAIN_ANSWER."""
-    unique = list({(c.index, c.text): c for c in candidates}.values())
-    scores = coverages(probe, unique)
-    if not scores or max(scores) < threshold:
+def ranked_answer(recalled: Sequence[Turn], scores: Sequence[float], abstain_below: float | None = None) -> str:
+    """The text of the memory's first recalled turn; ABSTAIN_ANSWER when there is none or its score is below `abstain_below`."""
+    if not recalled or (abstain_below is not None and scores[0] < abstain_below):
         return ABSTAIN_ANSWER
-    best = max(scores)
-    chosen = [c for c, s in zip(unique, scores) if s >= threshold and s >= best - RECENCY_MARGIN]
-    return max(chosen, key=lambda c: c.index).text
+    return recalled[0].text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tasks_lib.contracts import ContractModel, Document
 from tasks_lib.suites.recall.cases import CaseKind
@@ -17,9 +17,12 @@ DEFAULT_LENGTHS = (10, 40, 100, 250)
 METRICS = ("recall", "staleness", "false_recall", "abstention")
 """The four published metrics, in table order; never blended into one score."""
 
+RETRIEVAL_METRICS = ("retrieval_recall", "retrieval_staleness", "retrieval_false_recall")
+"""The same failures read off the ranking itself (the memory's recall, or the ranked retained context)."""
+
 
 class ModelConfig(ContractModel):
-    """An OpenAI-compatible model used as the ask step instead of the extractive reader."""
+    """An OpenAI-compatible model used as the ask step instead of the offline reader."""
 
     base_url: str = Field(pattern=r"^https?://")
     """Endpoint base, ending before `/chat/completions`."""
@@ -28,7 +31,18 @@ class ModelConfig(ContractModel):
     samples: int = Field(default=1, ge=1, le=9)
     """Answers per question; the majority verdict counts (ties: the worse verdict)."""
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    """Sampling temperature (0 for a deterministic single answer)."""
+    """Sampling temperature (0 for a deterministic single answer; above 0 needs at least 3 samples)."""
+    budget_config: str | None = None
+    """Budget guard configuration file; required unless `base_url` is on loopback (a local model)."""
+
+    @model_validator(mode="after")
+    def _sampling_is_not_a_coin_flip(self) -> ModelConfig:
+        if self.temperature > 0 and self.samples < 3:
+            raise ValueError(
+                f"temperature {self.temperature:g} with {self.samples} sample(s) makes the same run pass or fail by chance; "
+                "use temperature 0, or 3 or more samples (the majority verdict counts)"
+            )
+        return self
 
 
 class SweepConfig(ContractModel):
@@ -51,7 +65,11 @@ class SweepConfig(ContractModel):
     recall_k: int = Field(default=5, ge=1, le=100)
     """Memories recalled per probe."""
     threshold: float = Field(default=0.6, gt=0.0, le=1.0)
-    """The extractive reader's least probe-term coverage for an answer."""
+    """Unused: the lexical reader it tuned is gone (kept so results written before still read)."""
+    abstain_below: float | None = None
+    """The memory system's abstention threshold: its first recalled memory scoring below it is no
+    answer, and a false-memory probe's hit counts only at or above it. None: every recalled memory
+    counts (the system never abstains)."""
     knee_drop_points: float = Field(default=20.0, gt=0.0, le=100.0)
     """Recall drop, in percentage points below the shortest length, that marks the knee."""
     cases_dir: str | None = None
@@ -59,7 +77,7 @@ class SweepConfig(ContractModel):
     filler_dataset: str | None = None
     """A LoCoMo JSON file to draw filler from instead of the authored filler."""
     model: ModelConfig | None = None
-    """Ask a model instead of the offline extractive reader."""
+    """Ask a model instead of the offline reader (the ranking's first memory)."""
 
 
 class Rate(ContractModel):
@@ -90,6 +108,15 @@ class LengthMetrics(ContractModel):
     """False-memory cases answered with anything but an abstention."""
     abstention: Rate
     """Answerable (recall and stale) cases where the session abstained."""
+    miss: Rate | None = None
+    """Stale cases answered with neither the old nor the corrected value (None in results written before it)."""
+    retrieval_recall: Rate | None = None
+    """Recall cases whose planted fact is among the ranking's top k (the memory's recall; without
+    memory the retained context ranked by the embedder). None in results written before it."""
+    retrieval_staleness: Rate | None = None
+    """Stale cases whose superseded value is ranked above its correction (or the correction is not recalled)."""
+    retrieval_false_recall: Rate | None = None
+    """False-memory cases with a recalled memory at or above the abstention threshold."""
 
 
 class Knee(ContractModel):
@@ -128,6 +155,15 @@ class CaseOutcome(ContractModel):
     """The (first sample's) answer, at most 500 characters."""
     sample_verdicts: tuple[Verdict, ...]
     """Each sample's verdict."""
+    recalled: int | None = None
+    """Turns in the ranking the reader read (the memory's recall, or the ranked retained context)."""
+    fact_rank: int | None = None
+    """1-based rank of the turn holding the accepted value (the planted fact, or a stale case's
+    correction) among the recalled memories; None when not recalled."""
+    stale_rank: int | None = None
+    """1-based rank of a stale case's superseded turn among the recalled memories; None when not recalled."""
+    top_score: float | None = None
+    """The memory's own score of its first recalled memory; None when nothing was recalled."""
 
 
 class SweepResult(Document):
@@ -149,11 +185,22 @@ class SweepResult(Document):
     """The four metrics per length."""
     knee: Knee | None
     """Where recall falls off, or None (flat curve or a single length)."""
+    retrieval_knee: Knee | None = None
+    """Where retrieval recall (the fact among the top k) falls off, same rule."""
     outcomes: tuple[CaseOutcome, ...]
     """Every case at every length."""
     model_calls: int = Field(ge=0)
-    """Requests made to the configured model (0 with the extractive reader)."""
+    """Requests made to the configured model (0 with the offline reader)."""
 
     def curve(self, metric: str = "recall") -> dict[int, float | None]:
-        """`metric`'s rate per length."""
-        return {n: getattr(m, metric).rate for n, m in sorted(self.metrics_by_length.items())}
+        """`metric`'s rate per length (None where the metric was not measured)."""
+        return metric_curve(self.metrics_by_length, metric)
+
+
+def metric_curve(metrics_by_length: dict[int, LengthMetrics], metric: str) -> dict[int, float | None]:
+    """`metric`'s rate per length, shortest first (None where the metric was not measured)."""
+    out: dict[int, float | None] = {}
+    for n, m in sorted(metrics_by_length.items()):
+        value = getattr(m, metric)
+        out[n] = value.rate if value is not None else None
+    return out

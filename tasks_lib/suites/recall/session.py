@@ -22,7 +22,9 @@ class ProbeContext:
     retained: tuple[Turn, ...]
     """The retention policy's context, oldest first."""
     recalled: tuple[Turn, ...]
-    """The turns memory recalled for the probe, best first."""
+    """The turns memory recalled for the probe, in the memory's own order (best first)."""
+    scores: tuple[float, ...] = ()
+    """The memory's own score of each recalled turn (same order as `recalled`)."""
 
 
 class RecallSession:
@@ -62,8 +64,10 @@ class RecallSession:
         """Write pending turns to memory, recall for `question`, and return what the ask step sees."""
         self._flush()
         recalled: Sequence[Turn] = ()
+        scores: tuple[float, ...] = ()
         if self.memory is not None:
             hits = self.memory.recall(self.realm, question, k=self.recall_k)
             by_text = {t.text: t for t in self.turns}  # the latest turn with that text
             recalled = [self._by_id.get(h.id) or by_text.get(h.text) or Turn(-1, h.speaker or "memory", h.text) for h in hits]
-        return ProbeContext(self.policy.retained(), tuple(recalled))
+            scores = tuple(h.score for h in hits)
+        return ProbeContext(self.policy.retained(), tuple(recalled), scores)

@@ -1,4 +1,4 @@
-"""A recall-sweep result as a trend snapshot: four metrics per length, three of them gated, and the knee."""
+"""A recall-sweep result as a trend snapshot: every metric per length (answer and retrieval level), six gated, and the knee."""
 
 from __future__ import annotations
 
@@ -11,18 +11,24 @@ from tasks_lib.suites.recall.results import SweepResult
 
 SUITE = "recall"
 
-GATED: dict[str, Direction] = {"recall": "higher", "staleness": "lower", "false_recall": "lower"}
-"""Metrics (at every length) a nightly run may not let fall (or rise, for `lower`); abstention is kept, not gated."""
+GATED: dict[str, Direction] = {"recall": "higher", "staleness": "lower", "false_recall": "lower",
+                               "retrieval_recall": "higher", "retrieval_staleness": "lower", "retrieval_false_recall": "lower"}
+"""Metrics (at every length) a nightly run may not let fall (or rise, for `lower`); abstention and miss are kept, not gated."""
+
+SCORED = ("recall", "staleness", "false_recall", "abstention", "miss", "retrieval_recall", "retrieval_staleness",
+          "retrieval_false_recall")
+"""Metrics a snapshot records per length (those a result does not hold are left out)."""
 
 
 def recall_scores(result: SweepResult) -> dict[str, float]:
     """`<metric>_at_<length>` for every measured metric and length."""
-    return {
-        f"{name}_at_{length}": float(getattr(metrics, name).rate)
-        for length, metrics in sorted(result.metrics_by_length.items())
-        for name in ("recall", "staleness", "false_recall", "abstention")
-        if getattr(metrics, name).rate is not None
-    }
+    scores = {}
+    for length, metrics in sorted(result.metrics_by_length.items()):
+        for name in SCORED:
+            value = getattr(metrics, name)
+            if value is not None and value.rate is not None:
+                scores[f"{name}_at_{length}"] = float(value.rate)
+    return scores
 
 
 def config_digest(result: SweepResult) -> str:
@@ -31,6 +37,7 @@ def config_digest(result: SweepResult) -> str:
     config = result.config.model_dump(mode="json", exclude={"cases_dir", "filler_dataset", "memory"})
     if config.get("model"):
         config["model"].pop("base_url", None)
+        config["model"].pop("budget_config", None)
     payload = json.dumps({"config": config, "filler": result.filler_digest}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 

@@ -139,6 +139,8 @@ def test_task_try_says_when_the_memory_never_reaches_the_agent(tmp_path: Path, c
     manifest_path = tasks / "logship-partial-exit" / "task.json"
     data = json.loads(manifest_path.read_text())
     data["memories"] = [{"text": "Quarterly offsite venues are booked by facilities in January.", "lane": "keyword", "kind": "convention"}]
+    for state in ("placebo_memories", "harm"):  # the optional cells built from the original memories
+        data.pop(state, None)
     manifest_path.write_text(json.dumps(data, indent=2))
     assert main(["task", "try", "logship-partial-exit", "--tasks-root", str(tasks), "--json"]) == 0
     rows = {row["condition"]: row for row in json.loads(capsys.readouterr().out)["conditions"]}

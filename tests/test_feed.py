@@ -96,17 +96,19 @@ def test_a_transcript_whose_bytes_changed_is_refused(tmp_path: Path) -> None:
 
 def test_feed_and_grep_refuse_a_task_without_transcripts_by_name(tmp_path: Path) -> None:
     """A task without transcripts stays valid, but the feed arms say they cannot run it instead of running it empty."""
+    from tasks_lib.arm.steps import ArmsError
+
     bare = without_transcripts(select_tasks(TASKS, ["logship-partial-exit"])[0])
     for condition in ("feed", "grep"):
         root = tmp_path / condition
         root.mkdir()
-        with pytest.raises(FeedError, match=rf"task 'logship-partial-exit' has no transcripts, so condition '{condition}' cannot run it"):
+        with pytest.raises(ArmsError, match=rf"task 'logship-partial-exit' carries no planted state for '{condition}' \(its task.json has no transcripts\)"):
             provision_memory(Attempt(bare, condition, 0, 0), "r", root)
         assert list(root.iterdir()) == [], "nothing is left behind"
 
 
 def test_manifest_without_transcripts_is_still_valid() -> None:
-    data = json.loads((TASKS[0].root / "task.json").read_text())
+    data = json.loads((select_tasks(TASKS, ["logship-partial-exit"])[0].root / "task.json").read_text())
     data.pop("transcripts")
     assert TaskManifest.model_validate(data).transcripts == ()
 
@@ -298,10 +300,14 @@ def test_the_feed_reaches_a_provisioner_as_its_evidence_corpus(tmp_path: Path) -
     assert list((state / "projects").iterdir()) == [], "a project outlived its attempt"
 
 
-def test_a_run_asking_feed_of_a_task_without_transcripts_is_refused_before_anything_runs() -> None:
-    from tasks_lib.arm.steps import ArmsError
+def test_a_run_asking_feed_of_a_task_without_transcripts_skips_and_lists_its_cells() -> None:
+    """A feed arm never runs empty on a task without transcripts: the matrix has no such cell and names it."""
+    from tasks_lib.arm.steps import skipped_cells
 
     bare = without_transcripts(select_tasks(TASKS, ["logship-partial-exit"])[0])
-    with pytest.raises(ArmsError, match="conditions feed, grep need the tasks' recorded transcripts, and logship-partial-exit have none"):
-        schedule([bare, TASKS[0]], ["off", "feed", "grep"], 1)
+    fed = select_tasks(TASKS, ["auditq-since-default"])[0]
+    cells = {(a.task.task_id, a.condition) for a in schedule([bare, fed], ["off", "feed", "grep"], 1)}
+    assert cells == {("logship-partial-exit", "off"), ("auditq-since-default", "off"), ("auditq-since-default", "feed"),
+                     ("auditq-since-default", "grep")}
+    assert skipped_cells([bare, fed], ["off", "feed", "grep"]) == [("logship-partial-exit", "feed"), ("logship-partial-exit", "grep")]
     assert len(schedule([bare], ["off", "on"], 1)) == 2, "without the feed conditions the task runs as before"

@@ -236,8 +236,8 @@ def memory_env(condition: str, realm: str, socket_path: Path | None, history: Pa
 
 
 def skipped_cells(tasks: Sequence[LoadedTask], conditions: Sequence[str]) -> list[tuple[str, str]]:
-    """(task, condition) cells the matrix skips: placebo and harm conditions on a task that carries no
-    planted state for them (`tasks_lib.conditions.applies`); every other cell runs."""
+    """(task, condition) cells the matrix skips: placebo, harm, feed and grep conditions on a task that
+    carries no planted state (or transcripts) for them (`tasks_lib.conditions.applies`); every other cell runs."""
     return [(t.task_id, c) for t in tasks for c in conditions if not applies(t.manifest, c)]
 
 
@@ -247,7 +247,7 @@ def schedule(tasks: Sequence[LoadedTask], conditions: Sequence[str], trials: int
     if trials < 1:
         raise ArmsError(f"trials: must be at least 1, got {trials}")
     if not conditions:
-        raise ArmsError("conditions: name at least one (off, on, notes, placebo, harm:<state>, ablate:<lane>, ablate:all)")
+        raise ArmsError("conditions: name at least one (off, on, notes, placebo, harm:<state>, feed, grep, ablate:<lane>, ablate:all)")
     plan: list[Attempt] = []
     for task in tasks:
         order = 0

@@ -452,7 +452,7 @@ def make_agent(name: str, task: LoadedTask, options: Mapping[str, object], condi
             key_texts=key_texts(task),
             stale_texts=[m.text for m in memories if m.kind == "superseded"],
             correction_texts=[m.text for m in memories if m.kind == "correction"],
-            misleading_texts=misleading_texts(planted_memories(task.manifest, condition)),
+            misleading_texts=misleading_texts(planted_memories(task.manifest, condition)) if applies(task.manifest, condition) else (),
             feed_texts=feed_key_texts(task),
         )
     return get_agent(name, **options)

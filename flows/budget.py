@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 
 from flows.settings import configure_prefect
@@ -92,9 +93,6 @@ class PairGuard:
     spend with the next arm. With one arm in flight at a time this is the sequential guard exactly."""
 
     def __init__(self, budget_config: str | Path, artifact_root: str, run_id: str, agent: str) -> None:
-        config, _ = _load(str(budget_config))
-        self.arm_ceiling_usd = config.arm_ceiling_usd
-        self.pair_cap_usd = config.pair_cap_usd
         self.budget_config = str(budget_config)
         self.artifact_root = artifact_root
         self.run_id = run_id
@@ -112,6 +110,16 @@ class PairGuard:
         decision = budget_between_arms(self.budget_config, self.artifact_root, self.run_id, label, self.start, declared_spent_usd)
         self.arms += 1
         return decision
+
+    @cached_property
+    def arm_ceiling_usd(self) -> float:
+        """The budget's most one arm may spend (what an arm in flight reserves)."""
+        return _load(self.budget_config)[0].arm_ceiling_usd
+
+    @cached_property
+    def pair_cap_usd(self) -> float:
+        """The budget's most the pair may spend."""
+        return _load(self.budget_config)[0].pair_cap_usd
 
     def fits_another(self, finished_spent_usd: float, in_flight: int) -> bool:
         """Whether one more arm's reservation fits the pair cap beside `in_flight` reserved arms; when

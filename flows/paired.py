@@ -28,6 +28,7 @@ from tasks_lib.arm.steps import check_conditions, schedule, select_tasks, skippe
 from tasks_lib.artifacts import run_key
 from tasks_lib.contracts import PreparedCorpus, RunRecord
 from tasks_lib.arm.comparability import source_commit_of
+from tasks_lib.arm.pinned import committed_manifest
 from tasks_lib.corpus.build import resolve_commit
 from tasks_lib.corpus.packs import CorpusPack, publish_corpus_pack
 from tasks_lib.corpus.prepare import fixture_tree_oid
@@ -36,7 +37,7 @@ from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.provenance import run_provenance, write_provenance
 from tasks_lib.runconfig import RUN_CONFIG_JSON, AgentSpec, ArmSpec, RunConfig
-from tasks_lib.trees import sha256_file
+from tasks_lib.trees import sha256_bytes, sha256_file
 
 PREPARE, INVARIANTS = "prepare", "corpus invariants"
 
@@ -108,7 +109,9 @@ def arm_specs(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, *, run_
     conditions = check_conditions(list(config.conditions), LANES)
     repo, commit = tasks.repo, tasks.commit
     trees = {t.task_id: fixture_tree_oid(repo, commit, f"{tasks.tasks_subdir}/{t.root.name}")[1] for t in tasks.runnable}
-    manifests = {t.task_id: sha256_file(t.root / "task.json") for t in tasks.runnable}
+    # the arm reads the committed task from the pack: refuse here, by name, a checkout whose task.json differs
+    manifests = {t.task_id: sha256_bytes(committed_manifest(t, repo, commit, f"{tasks.tasks_subdir}/{t.root.name}")[0])
+                 for t in tasks.runnable}
     origins = {t.task_id: source_commit_of(t.root) for t in tasks.runnable}
     specs = []
     for attempt in schedule(tasks.runnable, conditions, config.trials):

@@ -194,3 +194,36 @@ def test_a_scheduler_that_would_wait_forever_without_workers_is_refused(tmp_path
             check_cluster(address, 60)
     finally:
         stop([worker, scheduler])
+
+
+def test_a_worker_killed_mid_run_leaves_exactly_one_record_per_cell(
+        dask_cluster: tuple[str, list[subprocess.Popen[bytes]]], s3_env: str, tmp_path: Path) -> None:
+    """The failure prevented: a lost worker's arms lost (a hole in the matrix) or run twice (two records
+    for one cell). One worker is SIGKILLed as soon as the first arm's record is stored."""
+    import threading
+
+    address, (doomed, survivor) = dask_cluster
+    bucket = f"kill-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3", endpoint_url=s3_env, region_name="us-east-1").create_bucket(Bucket=bucket)
+    client = s3_client(s3_env)
+    stop_watching = threading.Event()
+
+    def kill_on_first_record() -> None:
+        while not stop_watching.is_set():
+            listed = client.list_objects_v2(Bucket=bucket, Prefix="dask/runs/").get("Contents", [])
+            if any(o["Key"].endswith("/record.json") for o in listed):
+                doomed.kill()
+                return
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=kill_on_first_record, daemon=True)
+    watcher.start()
+    try:
+        _, records = nightly_on(bucket, "dask", tmp_path, f"{{kind: dask, address: '{address}'}}")
+    finally:
+        stop_watching.set()
+        watcher.join(timeout=10)
+    assert doomed.poll() is not None, "the worker was never killed"
+    cells = [(r["task_id"], r["condition"], r["trial"]) for r in records]
+    assert len(cells) == len(TASKS) * 2 * 2 and len(set(cells)) == len(cells), cells
+    assert str(survivor.pid) in {r["worker"].rsplit(":", 1)[1] for r in records}

@@ -44,17 +44,24 @@ def _blob(repo: Path, commit: str, path: str) -> bytes:
     return done.stdout
 
 
+def committed_manifest(task: LoadedTask, repo: Path, commit: str, task_subdir: str) -> tuple[bytes, TaskManifest]:
+    """`task`'s task.json as committed (bytes and model). Raises PinnedTaskError when the checkout's
+    task.json differs from it (the flow checks this before it sends an arm the committed task)."""
+    manifest_bytes = _blob(repo, commit, f"{task_subdir}/task.json")
+    manifest = parse_document(TaskManifest, json.loads(manifest_bytes), f"{commit[:12]}:{task_subdir}/task.json")
+    if manifest != task.manifest:
+        raise PinnedTaskError(f"{task.root / 'task.json'}: differs from commit {commit[:12]}, whose git objects the invariants "
+                              "certified; commit the change (and re-check the corpus) or revert it")
+    return manifest_bytes, manifest
+
+
 def pin_task(task: LoadedTask, repo: Path, commit: str, task_subdir: str, dest: Path) -> PinnedTask:
     """Write `task`'s task.json, verifier and hidden/ from `commit` into `dest` (must not exist).
 
     Raises PinnedTaskError when the checkout's task.json differs from the commit's, or a runner-owned
     file is missing from the commit.
     """
-    manifest_bytes = _blob(repo, commit, f"{task_subdir}/task.json")
-    manifest = parse_document(TaskManifest, json.loads(manifest_bytes), f"{commit[:12]}:{task_subdir}/task.json")
-    if manifest != task.manifest:
-        raise PinnedTaskError(f"{task.root / 'task.json'}: differs from commit {commit[:12]}, whose git objects the invariants "
-                              "certified; commit the change (and re-check the corpus) or revert it")
+    manifest_bytes, manifest = committed_manifest(task, repo, commit, task_subdir)
     dest.mkdir(parents=True)
     (dest / "task.json").write_bytes(manifest_bytes)
     verifier = dest / manifest.verifier.asset.path

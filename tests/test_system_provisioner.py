@@ -62,6 +62,11 @@ def test_paired_arms_measure_a_third_party_system_through_its_provisioner(tmp_pa
         return "".join(step.text for step in steps if step.source == "hook")
 
     convention = "logship-partial-exit"
+    if system == "mcp-memory":  # AGENT_SEARCH: the hook's query (the prompt) is never a substring of a memory
+        assert not any(text in context(convention) for text in key_texts(tasks[convention])), "search_nodes began to match a prompt"
+        assert by[(convention, "on")].outcome == "fail" and by[(convention, "on")].injection == "no"
+        assert list((state / "projects").iterdir()) == [], "a project outlived its attempt"
+        return
     assert any(text in context(convention) for text in key_texts(tasks[convention])), f"{system} missed the convention"
     assert (by[(convention, "off")].outcome, by[(convention, "on")].outcome) == ("fail", "pass")
     assert (by[(convention, "off")].injection, by[(convention, "on")].injection) == ("no", "yes")

@@ -239,7 +239,8 @@ def record_provenance(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks,
     provenance = run_provenance(
         run_id, agent=agent.name, conditions=config.conditions, trials=config.trials, corpus_commit=tasks.commit,
         tasks_root=tasks.tasks_subdir, embedder=config.embedder, sandbox=config.sandbox,
-        provisioner_argv=config.provisioner.argv if config.provisioner else (), config_name=config.name,
+        provisioner_argv=config.provisioner.argv if config.provisioner else (),
+        provisioner_env=config.provisioner.env if config.provisioner else None, config_name=config.name,
         config_digest=config.config_digest(), parent_run_id=parent_run_id,
         config_key=run_key(parent_run_id, RUN_CONFIG_JSON) if parent_run_id else None,
     )

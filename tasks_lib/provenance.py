@@ -19,7 +19,7 @@ import json
 import platform
 import socket
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -29,6 +29,7 @@ from pydantic import Field
 
 from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.contracts import Condition, Document, GitOid, Identifier, NonEmptyText, RelPath, Sha256
+from tasks_lib.memory.adapter_config import AdapterConfig
 
 PROVENANCE_JSON = "provenance.json"
 """The run's provenance, `runs/<run_id>/provenance.json`."""
@@ -65,7 +66,10 @@ class RunProvenance(Document):
     provisioner_argv: tuple[NonEmptyText, ...] = ()
     """The provisioner's command, when a provisioner held the memories."""
     memory_config_digest: Sha256
-    """sha256 of what configures the memory system (memory system, embedder, provisioner command)."""
+    """sha256 of what configures the memory system (memory system, embedder, provisioner command, adapter config)."""
+    adapter_config: AdapterConfig | None = None
+    """The frozen, reviewable config of the memory system measured (packages, settings, note), when memtrial
+    knows it: the reference store, or a bundled system through `memtrial-system-provisioner`."""
     embedder: NonEmptyText
     """Embedder of the reference memory system."""
     sandbox: NonEmptyText
@@ -108,16 +112,37 @@ def memtrial_build(code_root: Path = CODE_ROOT) -> tuple[str, str | None, bool |
     return release, commit, bool(dirty)
 
 
-def memory_config_digest(memory_system: str, embedder: str, provisioner_argv: Sequence[str] = ()) -> str:
-    """sha256 of the memory system's configuration as canonical JSON, including a registered
-    system's frozen adapter config digest (package versions and settings, `memory.adapter_config`)."""
+def memory_config_digest(memory_system: str, embedder: str, provisioner_argv: Sequence[str] = (),
+                         adapter: AdapterConfig | None = None) -> str:
+    """sha256 of the memory system's configuration as canonical JSON, including the frozen adapter
+    config's digest (package versions and settings, `memory.adapter_config`): given, or a registered
+    system's own."""
     from tasks_lib.memory.adapter_config import adapter_config
     from tasks_lib.memory.registry import MEMORY_SYSTEMS
 
     identity: dict[str, object] = {"memory_system": memory_system, "embedder": embedder, "provisioner_argv": list(provisioner_argv)}
-    if memory_system in MEMORY_SYSTEMS:
-        identity["adapter_config"] = adapter_config(memory_system, embedder).digest
+    if adapter is None and memory_system in MEMORY_SYSTEMS:
+        adapter = adapter_config(memory_system, embedder)
+    if adapter is not None:
+        identity["adapter_config"] = adapter.digest
     return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def measured_adapter_config(embedder: str, provisioner_argv: Sequence[str], provisioner_env: Mapping[str, str]) -> AdapterConfig | None:
+    """The adapter config of what a run measures: the reference store's, or the bundled system the
+    system provisioner serves (MEMTRIAL_PROVISIONER_SYSTEM, MEMTRIAL_PROVISIONER_EMBEDDER); None for any other provisioner."""
+    from tasks_lib.memory.adapter_config import adapter_config
+    from tasks_lib.memory.provisioner.system import SYSTEM_ENV
+    from tasks_lib.memory.provisioner.verbs import EMBEDDER_ENV
+    from tasks_lib.memory.registry import MEMORY_SYSTEMS
+
+    if not provisioner_argv:
+        return adapter_config("reference", embedder)
+    system = provisioner_env.get(SYSTEM_ENV, "")
+    runs_system_provisioner = any(a.endswith(("memtrial-system-provisioner", "tasks_lib.memory.provisioner.system")) for a in provisioner_argv)
+    if not runs_system_provisioner or system not in MEMORY_SYSTEMS:
+        return None
+    return adapter_config(system, provisioner_env.get(EMBEDDER_ENV) or "hashed")
 
 
 def run_provenance(
@@ -131,6 +156,7 @@ def run_provenance(
     embedder: str,
     sandbox: str,
     provisioner_argv: Sequence[str] = (),
+    provisioner_env: Mapping[str, str] | None = None,
     config_name: str | None = None,
     config_digest: str | None = None,
     config_key: str | None = None,
@@ -139,12 +165,14 @@ def run_provenance(
     """The provenance of `run_id` as recorded now, on this machine, by this memtrial."""
     release, commit, dirty = memtrial_build()
     memory_system = "provisioner" if provisioner_argv else "reference"
+    adapter = measured_adapter_config(embedder, provisioner_argv, provisioner_env or {})
     return RunProvenance(
         run_id=run_id, parent_run_id=parent_run_id, recorded_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         hostname=socket.gethostname() or "unknown", platform=f"{platform.system()} {platform.release()} {platform.machine()}, "
         f"Python {platform.python_version()}", memtrial_version=release, memtrial_commit=commit, memtrial_dirty=dirty,
         agent=agent, memory_system=memory_system, provisioner_argv=tuple(provisioner_argv),
-        memory_config_digest=memory_config_digest(memory_system, embedder, provisioner_argv), embedder=embedder,
+        memory_config_digest=memory_config_digest(memory_system, embedder, provisioner_argv, adapter), adapter_config=adapter,
+        embedder=embedder,
         sandbox=sandbox, conditions=tuple(dict.fromkeys(conditions)), trials=trials, corpus_commit=corpus_commit,
         tasks_root=tasks_root, config_name=config_name, config_digest=config_digest, config_key=config_key,
     )

@@ -39,3 +39,21 @@ def test_a_changed_setting_or_embedder_changes_the_memory_config_digest(monkeypa
 def test_an_unknown_system_has_no_config() -> None:
     with pytest.raises(UnknownMemorySystemError, match="known memory systems"):
         adapter_config("redis", "minilm")
+
+
+def test_a_run_names_the_config_of_the_system_it_measured() -> None:
+    """The provenance of a paired run through the system provisioner carries that system's frozen config
+    (so the report names it); a third party's own provisioner is 'not known', never the reference's."""
+    from tasks_lib.memory.provisioner.system import SYSTEM_ENV
+    from tasks_lib.provenance import run_provenance
+
+    common = {"agent": "calibration", "conditions": ["off", "on"], "trials": 1, "corpus_commit": "0" * 40,
+              "tasks_root": "corpora/tasks", "embedder": "hashed", "sandbox": "local"}
+    argv = ("python", "-m", "tasks_lib.memory.provisioner.system")
+    mem0 = run_provenance("r1", provisioner_argv=argv, provisioner_env={SYSTEM_ENV: "mem0"}, **common)  # type: ignore[arg-type]
+    assert mem0.adapter_config == adapter_config("mem0", "hashed")
+    lancedb = run_provenance("r2", provisioner_argv=argv, provisioner_env={SYSTEM_ENV: "lancedb"}, **common)  # type: ignore[arg-type]
+    assert lancedb.memory_config_digest != mem0.memory_config_digest
+    foreign = run_provenance("r3", provisioner_argv=("./their-provisioner",), provisioner_env={SYSTEM_ENV: "mem0"}, **common)  # type: ignore[arg-type]
+    assert foreign.adapter_config is None
+    assert run_provenance("r4", **common).adapter_config == adapter_config("reference", "hashed")  # type: ignore[arg-type]

@@ -62,6 +62,11 @@ def test_paired_arms_measure_a_third_party_system_through_its_provisioner(tmp_pa
         return "".join(step.text for step in steps if step.source == "hook")
 
     convention = "logship-partial-exit"
+    if system == "mcp-memory":  # AGENT_SEARCH: the hook's query (the prompt) is never a substring of a memory
+        assert not any(text in context(convention) for text in key_texts(tasks[convention])), "search_nodes began to match a prompt"
+        assert by[(convention, "on")].outcome == "fail" and by[(convention, "on")].injection == "no"
+        assert list((state / "projects").iterdir()) == [], "a project outlived its attempt"
+        return
     assert any(text in context(convention) for text in key_texts(tasks[convention])), f"{system} missed the convention"
     assert (by[(convention, "off")].outcome, by[(convention, "on")].outcome) == ("fail", "pass")
     assert (by[(convention, "off")].injection, by[(convention, "on")].injection) == ("no", "yes")
@@ -105,17 +110,24 @@ def test_snapshot_reads_the_live_system_and_its_lanes(tmp_path: Path, system: st
     assert not snapshot_sync(provisioner, restored.project).state.exists
 
 
-def test_the_check_reports_the_lane_a_system_lacks(tmp_path: Path) -> None:
-    """Chroma has no graph lane and keeps no edges: the conformance check fails exactly the checks
-    that need them, each naming the graph, and passes the rest."""
-    require("chroma")
+CHECKED = ("chroma", "chroma+memtrial-keyword", "lancedb", "txtai", "mem0")
+
+
+@pytest.mark.parametrize("system", CHECKED)
+def test_the_check_reports_the_lane_a_system_lacks(tmp_path: Path, system: str) -> None:
+    """None of these systems has a graph lane or keeps edges: the conformance check fails exactly the
+    checks that need them, each naming the graph, and passes the rest; the full-text probes are
+    missed exactly by the systems without a full-text lane (chroma and mem0 as shipped)."""
+    require(system)
     results = check_provisioner(list(ARGV), tmp_path / "fixture", timeout_seconds=180,
-                                env={SYSTEM_ENV: "chroma+memtrial-keyword", STATE_ENV: str(tmp_path / "state")})
+                                env={SYSTEM_ENV: system, STATE_ENV: str(tmp_path / "state")})
     failed = {r.name: r.why for r in results if not r.passed}
     assert set(failed) == {"snapshot-finds-planted-probes", "restore-isolates-run-identity", "restore-isolates-trials",
                            "destroy-is-scoped"}, \
         format_results(results)
     assert all("graph" in why or "0 edges" in why for why in failed.values()), failed
+    fulltext = any(lane == "keyword" or "keyword" in HOLDS.get(lane, ()) for lane in MEMORY_SYSTEMS[system].lanes)
+    assert ("alpha-fulltext" not in failed["restore-isolates-run-identity"]) == fulltext, failed
     assert list((tmp_path / "state" / "projects").iterdir()) == []
 
 

@@ -147,11 +147,17 @@ def compare_systems(systems: Sequence[str], embedder: str, *, suites: Sequence[S
     return CompareResult(embedder=embedder, load_average=os.getloadavg(), cells=tuple(cells))
 
 
+FLOOR = "reference"
+"""The system whose wall time, measured in the same run, the others' are a ratio of (when it ran)."""
+
+
 def markdown_table(result: CompareResult) -> str:
-    """The comparison as a Markdown table: one row per system, per suite its headline, wall time and peak memory."""
+    """The comparison as a Markdown table: one row per system, per suite its headline, wall time (and its
+    ratio to FLOOR's in the same run) and peak memory."""
     suites = [s for s in SUITES if any(c.suite == s for c in result.cells)]
     systems = list(dict.fromkeys(c.system for c in result.cells))
-    lines = ["| system | " + " | ".join(f"{s}: {HEADLINES[s]} (wall, peak)" for s in suites) + " |",
+    floor = {c.suite: c.wall_seconds for c in result.cells if c.system == FLOOR and c.value is not None}
+    lines = ["| system | " + " | ".join(f"{s}: {HEADLINES[s]} (wall, peak RSS)" for s in suites) + " |",
              "|---|" + "---|" * len(suites)]
     for system in systems:
         row = []
@@ -163,6 +169,7 @@ def markdown_table(result: CompareResult) -> str:
                 row.append(f"failed: {cell.error}")
             else:
                 ci = f" [{cell.interval[0]:.2f}, {cell.interval[1]:.2f}]" if cell.interval else ""
-                row.append(f"{cell.value:.3f}{ci} ({cell.wall_seconds:.1f} s, {cell.peak_rss_mb:.0f} MiB)")
+                ratio = f" = {cell.wall_seconds / floor[suite]:.1f}x {FLOOR}" if floor.get(suite) else ""
+                row.append(f"{cell.value:.3f}{ci} ({cell.wall_seconds:.1f} s{ratio}, {cell.peak_rss_mb:.0f} MiB)")
         lines.append(f"| `{system}` | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"

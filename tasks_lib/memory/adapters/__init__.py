@@ -1,9 +1,15 @@
 """Adapters that put third-party memory systems behind `MemoryAdapter`, found by name in `tasks_lib.memory.registry`.
 
-- `chroma.ChromaMemoryAdapter`: Chroma, embedded (`chromadb`, the `chroma` extra); lanes keyword, semantic.
-- `mcp_memory.McpMemoryAdapter`: the MCP knowledge-graph memory server from npm
-  (`@modelcontextprotocol/server-memory`, installed by `scripts/install_mcp_memory.sh`) over
-  stdio; lanes keyword, graph.
+Each measures its system as shipped (docs/ADAPTERS.md); memtrial's helping layers are named variants.
+
+- `chroma.ChromaMemoryAdapter` (`chroma`): Chroma embedded, `collection.query`; lane semantic.
+- `chroma_keyword.ChromaKeywordVariant` (`chroma+memtrial-keyword`): variant, memtrial keyword lane + RRF + floor.
+- `lancedb.LanceDbMemoryAdapter` (`lancedb`): LanceDB FTS / vector / RRF hybrid; lanes keyword, semantic.
+- `txtai.TxtaiMemoryAdapter` (`txtai`): txtai hybrid index with content; lane hybrid.
+- `mem0.Mem0MemoryAdapter` (`mem0`): mem0 open source, `infer=False`, embedded qdrant; lane semantic.
+- `mcp_search_nodes.McpSearchNodesAdapter` (`mcp-memory`): the MCP knowledge-graph memory server from npm
+  (`@modelcontextprotocol/server-memory`, `scripts/install_mcp_memory.sh`), one `search_nodes` call; lane keyword.
+- `mcp_memory.McpMemoryAdapter` (`mcp-memory+memtrial-terms`): variant, per-term search, IDF ranking, graph lane.
 
 Each passes the conformance suite in `tasks_lib.memory.conformance`. Their third-party parts
 are imported or started only when an adapter is opened, so this package imports without them.

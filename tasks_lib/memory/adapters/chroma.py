@@ -34,13 +34,9 @@ from tasks_lib.memory.adapters.common import (
     POOL,
     AdapterUnavailableError,
     dir_size,
-    fuse,
     hit_from_record,
     plan_records,
-    query_terms,
-    rank_by_terms,
     realm_key,
-    text_has_term,
 )
 from tasks_lib.memory.embeddings import Embedder, get_embedder
 from tasks_lib.memory.errors import (

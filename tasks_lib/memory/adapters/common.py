@@ -17,7 +17,7 @@ from typing import Any
 from tasks_lib.memory.adapter import MemoryHit, MemoryItem, normalize_subject
 from tasks_lib.memory.entities import COMMON_WORDS
 from tasks_lib.memory.embeddings import Embedder
-from tasks_lib.memory.errors import EmbedderMismatchError, MemoryStoreError, UnknownMemoryIdError
+from tasks_lib.memory.errors import EmbedderMismatchError, MemoryStoreError, RealmExistsError, UnknownMemoryIdError, UnknownRealmError
 
 RRF_K = 60
 """The constant of reciprocal rank fusion: a hit at rank r in a lane adds 1 / (RRF_K + r)."""
@@ -170,6 +170,31 @@ def write_realms(folder: Path, book: Mapping[str, Mapping[str, Any]]) -> None:
     temporary = file.with_suffix(".tmp")
     temporary.write_text(json.dumps(book, indent=2, sort_keys=True) + "\n")
     temporary.replace(file)
+
+
+def realm_entry(folder: Path, realm: str, embedder: str) -> dict[str, Any]:
+    """The realm book's entry of `realm`; raises UnknownRealmError, or EmbedderMismatchError when it was built with another embedder."""
+    entry = read_realms(folder).get(realm)
+    if entry is None:
+        raise UnknownRealmError(f"realm: {realm!r} was never created in {folder}; create it (no default realm is used)")
+    embedder_matches(realm, folder, entry["embedder"], embedder)
+    return entry
+
+
+def book_realm(folder: Path, realm: str, embedder: str, **extra: Any) -> None:
+    """Add `realm` to the realm book (stored count 0); raises RealmExistsError when it is there already."""
+    book = read_realms(folder)
+    if realm in book:
+        raise RealmExistsError(f"realm: {realm!r} already exists in {folder}; realms are unique per trial, name a new one")
+    book[realm] = {"stored": 0, "embedder": embedder, **extra}
+    write_realms(folder, book)
+
+
+def count_stored(folder: Path, realm: str, added: int) -> None:
+    """Add `added` to the realm's stored-memories counter (the id counter) in the realm book."""
+    book = read_realms(folder)
+    book[realm]["stored"] = int(book[realm]["stored"]) + added
+    write_realms(folder, book)
 
 
 def embedder_matches(realm: str, folder: Path, recorded: str, embedder: str) -> None:

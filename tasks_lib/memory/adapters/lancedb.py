@@ -28,13 +28,14 @@ from tasks_lib.memory.adapters.common import (
     POOL,
     AdapterUnavailableError,
     CountingEmbedder,
+    book_realm,
+    count_stored,
     dir_size,
-    embedder_matches,
     hit_from_record,
     plan_records,
     read_realms,
+    realm_entry,
     realm_key,
-    write_realms,
 )
 from tasks_lib.memory.embeddings import Embedder, get_embedder
 from tasks_lib.memory.errors import (
@@ -42,7 +43,6 @@ from tasks_lib.memory.errors import (
     MemoryStoreError,
     RealmExistsError,
     UnknownMemoryIdError,
-    UnknownRealmError,
 )
 from tasks_lib.memory.realms import validate_realm
 
@@ -93,19 +93,13 @@ class LanceDbMemoryAdapter(MemoryAdapter):
     def _book(self) -> dict[str, dict[str, Any]]:
         return read_realms(self.path)
 
-    def _save_book(self, book: dict[str, dict[str, Any]]) -> None:
-        write_realms(self.path, book)
-
     def _embed(self, texts: list[str]) -> list[list[float]]:
         return [list(map(float, v)) for v in self._counter(texts)]
 
     def _table(self, realm: str) -> Any:
         if realm in self._tables:
             return self._tables[realm]
-        entry = self._book().get(realm)
-        if entry is None:
-            raise UnknownRealmError(f"realm: {realm!r} was never created in {self.path}; create it (no default realm is used)")
-        embedder_matches(realm, self.path, entry["embedder"], self.embedder.name)
+        entry = realm_entry(self.path, realm, self.embedder.name)
         self._tables[realm] = self._db.open_table(entry["table"])
         return self._tables[realm]
 
@@ -116,16 +110,14 @@ class LanceDbMemoryAdapter(MemoryAdapter):
         import pyarrow as pa
         from lancedb.index import FTS
 
-        book = self._book()
-        if realm in book:
+        if realm in self._book():
             raise RealmExistsError(f"realm: {realm!r} already exists in {self.path}; realms are unique per trial, name a new one")
         name = TABLE_PREFIX + realm_key(realm)
         fields = [pa.field("id", pa.string()), pa.field("text", pa.string()), pa.field("vector", pa.list_(pa.float32(), self.embedder.dim))]
         fields += [pa.field(f, pa.int64() if f == "seq" else pa.string()) for f in METADATA_FIELDS]
         table = self._db.create_table(name, schema=pa.schema(fields), mode="overwrite")
         table.create_index("text", config=FTS(), replace=True)
-        book[realm] = {"table": name, "stored": 0, "embedder": self.embedder.name}
-        self._save_book(book)
+        book_realm(self.path, realm, self.embedder.name, table=name)
         self._tables[realm] = table
 
     def check_realm(self, realm: str) -> None:
@@ -144,8 +136,7 @@ class LanceDbMemoryAdapter(MemoryAdapter):
         validate_realm(realm)
         checked = coerce_items(items)
         table = self._table(realm)
-        book = self._book()
-        stored = int(book[realm]["stored"])
+        stored = int(realm_entry(self.path, realm, self.embedder.name)["stored"])
         wanted = sorted({old for item in checked for old in item.supersedes})
         named = {r["id"]: r["superseded_by"] for r in self._rows(table, f"id IN ({', '.join(map(sql_text, wanted))})")} if wanted else {}
         by_subject = {
@@ -161,8 +152,7 @@ class LanceDbMemoryAdapter(MemoryAdapter):
             added = True
             for old, new in sorted(marks.items()):
                 table.update(where=f"id = {sql_text(old)}", values={"superseded_by": new})
-            book[realm]["stored"] = stored + len(records)
-            self._save_book(book)
+            count_stored(self.path, realm, len(records))
         except Exception as error:  # noqa: BLE001 - undo, then report the LanceDB failure with context
             for old in marks:
                 table.update(where=f"id = {sql_text(old)}", values={"superseded_by": ""})

@@ -33,15 +33,16 @@ from tasks_lib.memory.adapters.common import (
     POOL,
     AdapterUnavailableError,
     CountingEmbedder,
+    book_realm,
+    count_stored,
     dir_size,
-    embedder_matches,
     hit_from_record,
     plan_records,
     read_realms,
-    write_realms,
+    realm_entry,
 )
 from tasks_lib.memory.embeddings import Embedder, get_embedder
-from tasks_lib.memory.errors import MemoryInputError, MemoryStoreError, RealmExistsError, UnknownMemoryIdError, UnknownRealmError
+from tasks_lib.memory.errors import MemoryInputError, MemoryStoreError, UnknownMemoryIdError
 from tasks_lib.memory.realms import validate_realm
 
 MEM0_PACKAGE = "mem0ai==2.2.1"
@@ -117,19 +118,11 @@ class Mem0MemoryAdapter(MemoryAdapter):
     # ------------------------------------------------------------------ realms
 
     def _entry(self, realm: str) -> dict[str, Any]:
-        entry = read_realms(self.path).get(realm)
-        if entry is None:
-            raise UnknownRealmError(f"realm: {realm!r} was never created in {self.path}; create it (no default realm is used)")
-        embedder_matches(realm, self.path, entry["embedder"], self.embedder.name)
-        return entry
+        return realm_entry(self.path, realm, self.embedder.name)
 
     def create_realm(self, realm: str) -> None:
         validate_realm(realm)
-        book = read_realms(self.path)
-        if realm in book:
-            raise RealmExistsError(f"realm: {realm!r} already exists in {self.path}; realms are unique per trial, name a new one")
-        book[realm] = {"stored": 0, "embedder": self.embedder.name}
-        write_realms(self.path, book)
+        book_realm(self.path, realm, self.embedder.name)
 
     def check_realm(self, realm: str) -> None:
         self._entry(realm)
@@ -171,9 +164,7 @@ class Mem0MemoryAdapter(MemoryAdapter):
                 for r in self._records(realm, memtrial_id=old):
                     self._memory.update(r["id"], metadata={**r["metadata"], "superseded_by": new})
                     marked.append((r["id"], r["metadata"]))
-            book = read_realms(self.path)
-            book[realm]["stored"] = stored + len(records)
-            write_realms(self.path, book)
+            count_stored(self.path, realm, len(records))
         except Exception as error:  # noqa: BLE001 - undo, then report the mem0 failure with context
             for mem0_id, metadata in marked:
                 self._memory.update(mem0_id, metadata=metadata)

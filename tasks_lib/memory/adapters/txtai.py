@@ -27,16 +27,17 @@ from tasks_lib.memory.adapters.common import (
     POOL,
     AdapterUnavailableError,
     CountingEmbedder,
+    book_realm,
+    count_stored,
     dir_size,
-    embedder_matches,
     hit_from_record,
     plan_records,
     read_realms,
+    realm_entry,
     realm_key,
-    write_realms,
 )
 from tasks_lib.memory.embeddings import Embedder, get_embedder
-from tasks_lib.memory.errors import MemoryInputError, MemoryStoreError, RealmExistsError, UnknownMemoryIdError, UnknownRealmError
+from tasks_lib.memory.errors import MemoryInputError, MemoryStoreError, UnknownMemoryIdError
 from tasks_lib.memory.realms import validate_realm
 
 TXTAI_PACKAGE = "txtai==9.14.0"
@@ -85,10 +86,7 @@ class TxtaiMemoryAdapter(MemoryAdapter):
         """The realm's index (loaded once); raises UnknownRealmError / EmbedderMismatchError."""
         if realm in self._indexes:
             return self._indexes[realm]
-        entry = read_realms(self.path).get(realm)
-        if entry is None:
-            raise UnknownRealmError(f"realm: {realm!r} was never created in {self.path}; create it (no default realm is used)")
-        embedder_matches(realm, self.path, entry["embedder"], self.embedder.name)
+        realm_entry(self.path, realm, self.embedder.name)
         index = self._new_index()
         if self._folder(realm).exists():
             index.load(str(self._folder(realm)), config={"transform": self._transform})
@@ -97,11 +95,7 @@ class TxtaiMemoryAdapter(MemoryAdapter):
 
     def create_realm(self, realm: str) -> None:
         validate_realm(realm)
-        book = read_realms(self.path)
-        if realm in book:
-            raise RealmExistsError(f"realm: {realm!r} already exists in {self.path}; realms are unique per trial, name a new one")
-        book[realm] = {"stored": 0, "embedder": self.embedder.name}
-        write_realms(self.path, book)
+        book_realm(self.path, realm, self.embedder.name)
         self._indexes[realm] = self._new_index()
 
     def check_realm(self, realm: str) -> None:
@@ -125,8 +119,7 @@ class TxtaiMemoryAdapter(MemoryAdapter):
         validate_realm(realm)
         checked = coerce_items(items)
         index = self._index(realm)
-        book = read_realms(self.path)
-        stored = int(book[realm]["stored"])
+        stored = int(realm_entry(self.path, realm, self.embedder.name)["stored"])
         named: dict[str, str] = {}
         for old in sorted({old for item in checked for old in item.supersedes}):
             named.update({r["id"]: r["superseded_by"] for r in self._select(index, "id = :id", {"id": old})})
@@ -142,8 +135,7 @@ class TxtaiMemoryAdapter(MemoryAdapter):
         try:
             index.upsert([(mem_id, {k: v for k, v in row.items() if k != "id"}) for mem_id, row in rows])
             self._save(realm, index)
-            book[realm]["stored"] = stored + len(records)
-            write_realms(self.path, book)
+            count_stored(self.path, realm, len(records))
         except Exception as error:  # noqa: BLE001 - drop the unsaved index, then report the txtai failure
             self._indexes.pop(realm, None)
             raise MemoryStoreError(f"txtai: storing {len(records)} memories in realm {realm!r} failed ({type(error).__name__}: {error}); nothing was stored") from error

@@ -299,6 +299,9 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
     task's own, its placebo set or a harm variant). Under `notes` they are written as the notes file the
     agent's harness loads from its HOME (`tasks_lib.memory.delivery.notes`), with no memory system; the
     HOME is certified before the agent starts in every arm (`check_home`: a notes file only there).
+    Under `grep` the task's transcripts are copied into a read-only runner-owned folder named only in
+    the arm's environment (`tasks_lib.arm.history`), with no memory system; under `feed` the memory
+    system holds what its own write path kept of them (`provision_feed`).
     Under `off` and `ablate:all` (or with no memories) nothing is planted, no store file is made, no
     witness runs and the environment names no store. Under `ablate:<lane>` the reference store is
     planted, then stripped of that lane's data (see `strip_lanes`), and the witness drops the lane

@@ -22,7 +22,7 @@ from flows.cli.main import app
 ROOT = Path(__file__).resolve().parents[1]
 CLI = ROOT / "flows" / "cli"
 
-COMMANDS = {"validate", "certify", "prereg", "admit", "publish", "compare", "report", "run", "rerun", "paired", "trend", "runs", "show"}
+COMMANDS = {"validate", "certify", "prereg", "admit", "publish", "compare", "report", "run", "rerun", "paired", "trend", "runs", "show", "power"}
 """The top-level commands."""
 GROUPS = {
     "corpus": {"build", "redact", "check", "fetch"},
@@ -30,6 +30,7 @@ GROUPS = {
     "provisioner": {"check"},
     "suite": {"recall", "retrieval", "locomo", "longmemeval", "compare"},
     "budget": {"check", "fingerprint"},
+    "task": {"new", "check", "try"},
 }
 """The command groups and their commands."""
 SHARED = {"__init__", "main", "common"}

@@ -19,7 +19,11 @@ import tasks_lib
 
 ROOT = Path(__file__).resolve().parents[1]
 
-KNOWN_CYCLES: set[frozenset[str]] = set()
+KNOWN_CYCLES: set[frozenset[str]] = {
+    # Both are annotation-only (under TYPE_CHECKING): at run time each import goes one way.
+    frozenset({"tasks_lib.conditions", "tasks_lib.contracts"}),  # conditions annotates with MemorySpec/TaskManifest
+    frozenset({"tasks_lib.corpus.key_lanes", "tasks_lib.corpus.tasks"}),  # key_lanes annotates with LoadedTask
+}
 """Import cycles that exist today; the test requires exactly these, so a new one fails and a removed one must be deleted here."""
 
 

@@ -10,7 +10,7 @@ from flows.cli.main import main
 
 CASES = {
     "unknown-agent": (["--agent", "clod-code"], "field 'agents[1].name': unknown agent 'clod-code'; known agents: calibration"),
-    "unknown-task": (["--tasks", "logship-partial-exi"], "field 'tasks': unknown task(s) logship-partial-exi; known tasks: auditq"),
+    "unknown-task": (["--tasks", "logship-partial-exi"], "field 'tasks': unknown task(s) logship-partial-exi; known tasks: alertfan-sms-channel, auditq"),
     "duplicate-condition": (["--conditions", "off,on,off"], "field 'conditions': off listed more than once"),
     "unknown-lane": (["--conditions", "off,ablate:graf"], "ablate:graf: no such lane of the reference memory system"),
     "unknown-sandbox": (["--sandbox", "podman"], "field 'sandbox': Input should be 'local' or 'docker'"),

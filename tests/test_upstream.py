@@ -23,6 +23,7 @@ from upstream_index import PackageIndex, serving, sha256, tar_gz
 
 from tasks_lib.contracts import GitCommit, NpmTarball, PypiSdist, TaskManifest
 from tasks_lib.corpus.build import build_tree
+from tasks_lib.corpus.key_lanes import measure_manifest_lanes
 from tasks_lib.corpus.tasks import check_corpus
 from tasks_lib.corpus.upstream import FIXTURE_FOLDER, UpstreamError, compose_fixture, upstream_cache_root
 from tasks_lib.trees import sha256_file, walk_files
@@ -254,7 +255,9 @@ def _upstream_task(digest: str) -> dict[str, str]:
         "upstream": {"kind": "npm-tarball", "name": "nicklabel", "version": "2.0.0", "sha256": digest},
     }
     prefix = "corpora/tasks/nicklabel-prefix"
+    lanes = measure_manifest_lanes(TaskManifest.model_validate(manifest))
     return {
+        "corpora/tasks/key_lanes.json": json.dumps({"schema_version": 1, "tasks": {"nicklabel-prefix": list(lanes)}}),
         f"{prefix}/task.json": json.dumps(manifest, indent=2),
         f"{prefix}/verifier.sh": VERIFIER,
         f"{prefix}/fixture/test/basic.test.js": "'use strict';\nconst test = require('node:test');\ntest('loads', () => { require('../index.js'); });\n",

@@ -364,7 +364,10 @@ def test_agents_are_told_to_hide_the_corpus_the_checkout_and_the_artifact_root(m
     solution, the checkout with its git history and .memtrial/, and a local artifact root; never an S3 root."""
     monkeypatch.setenv("MEMTRIAL_ARTIFACT_ROOT", str(tmp_path / "artifacts"))
     monkeypatch.delenv("MEMTRIAL_HOME", raising=False)
+    monkeypatch.setenv("MEMTRIAL_PACK_CACHE", str(tmp_path / "packs"))  # none fetched yet: nothing to hide
     task = TASKS[0]
     assert runner_owned_paths(task) == (task.root.parent.absolute(), REPO.absolute(), (tmp_path / "artifacts").absolute())
     monkeypatch.setenv("MEMTRIAL_ARTIFACT_ROOT", "s3://bucket/prefix")
     assert runner_owned_paths(task) == (task.root.parent.absolute(), REPO.absolute())
+    (tmp_path / "packs").mkdir()  # once a worker has materialized corpus packs (every task's hidden tests), they are hidden too
+    assert runner_owned_paths(task) == (task.root.parent.absolute(), REPO.absolute(), (tmp_path / "packs"))

@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.memtrial-installed
-EXTRAS := test,embeddings,chroma,dask
+EXTRAS := test,embeddings,chroma,dask,lancedb,txtai,mem0
 
 .PHONY: demo test test-deps bench clean-venv
 

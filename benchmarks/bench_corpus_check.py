@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tasks_lib.corpus.tasks import check_corpus, load_tasks, task_folders
+from tasks_lib.corpus.upstream import FixtureOrigin, fixture_origin
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "corpora" / "tasks"
@@ -70,25 +71,33 @@ def cpu_seconds() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def run_bare(repo: Path, task_root: Path, stage: str, scratch: Path) -> int:
+def run_bare(origin: FixtureOrigin, task_root: Path, stage: str, scratch: Path) -> int:
     """Unpack the fixture from git, copy hidden/ (and solution/), run the verifier; return its exit status."""
     work = scratch / stage
     work.mkdir(parents=True)
-    rel = task_root.relative_to(repo).as_posix()
-    archive = subprocess.run(["git", "-C", str(repo), "archive", "HEAD", f"{rel}/fixture"], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "--strip-components", str(rel.count("/") + 2), "-C", str(work)], input=archive, check=True)
+    archive = subprocess.run(["git", "-C", str(origin.repo), "archive", origin.commit, origin.subdir], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "--strip-components", str(origin.subdir.count("/") + 1), "-C", str(work)], input=archive, check=True)
     for part in (("solution", "hidden") if stage == "solution" else ("hidden",)):
         shutil.copytree(task_root / part, work, dirs_exist_ok=True)
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     return subprocess.run(["sh", str(task_root / "verifier.sh")], cwd=work, env=env, capture_output=True, check=False).returncode
 
 
-def floor(repo: Path, workers: int) -> list[tuple[str, int, int]]:
+def origins(repo: Path) -> dict[str, FixtureOrigin]:
+    """Each task's fixture origin (an upstream task's composed commit in the source cache, which the
+    check uses too); resolved before timing, as the sources are already cached."""
+    commit = git(repo, "rev-parse", "HEAD")
+    return {task.task_id: fixture_origin(repo, commit, task.root.relative_to(repo).as_posix(), task.manifest)
+            for task in load_tasks(repo / "corpora" / "tasks")}
+
+
+def floor(repo: Path, workers: int, where: dict[str, FixtureOrigin]) -> list[tuple[str, int, int]]:
     tasks = load_tasks(repo / "corpora" / "tasks")
 
     def one(task) -> tuple[str, int, int]:  # type: ignore[no-untyped-def]
+        origin = where[task.task_id]
         with tempfile.TemporaryDirectory(prefix="bench-floor-") as tmp:
-            return task.task_id, run_bare(repo, task.root, "fixture", Path(tmp)), run_bare(repo, task.root, "solution", Path(tmp))
+            return task.task_id, run_bare(origin, task.root, "fixture", Path(tmp)), run_bare(origin, task.root, "solution", Path(tmp))
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one, tasks))
@@ -111,8 +120,9 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-corpus-") as tmp:
         repo = make_corpus(Path(tmp), args.tasks)
+        where = origins(repo)
         for round_ in range(args.rounds):
-            bare, f_wall, f_cpu, f_load0, f_load1 = timed(lambda: floor(repo, args.workers))
+            bare, f_wall, f_cpu, f_load0, f_load1 = timed(lambda: floor(repo, args.workers, where))
             broken = [t for t, fixture, solution in bare if fixture == 0 or solution != 0]
             report, m_wall, m_cpu, m_load0, m_load1 = timed(lambda: check_corpus(repo / "corpora" / "tasks", repo, workers=args.workers))
             rows.append({"round": round_, "tasks": len(report.tasks), "ok": report.ok, "floor_broken": broken,

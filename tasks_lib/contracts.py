@@ -626,6 +626,11 @@ class RunRecord(Document):
     """What the check's sandbox could not enforce for this attempt (the opt-out first, when it was used)."""
     build_under_test: NonEmptyText
     """The memory-system build measured; recorded per data point, not in the comparability key."""
+    memory_config_digest: Sha256 | None = None
+    """Comparability: the configuration of the memory system the arm measured (system, embedder,
+    provisioner command, frozen adapter config; the run provenance's `memory_config_digest`). None in
+    an arm that reaches no memory system (`off`, `ablate:all`, `notes`, `grep`), and on records made
+    before memtrial recorded it (an arm with memory is then incomparable)."""
     model: NonEmptyText | None = None
     """Comparability: the agent adapter and the model it ran (`<agent>/<model>`, or the agent alone
     when it takes no model); None on records made before memtrial recorded it."""

@@ -145,6 +145,16 @@ def measured_adapter_config(embedder: str, provisioner_argv: Sequence[str], prov
     return adapter_config(system, provisioner_env.get(EMBEDDER_ENV) or "hashed")
 
 
+def arm_memory_config(embedder: str, provisioner_argv: Sequence[str] = (),
+                      provisioner_env: Mapping[str, str] | None = None) -> tuple[str, AdapterConfig | None]:
+    """(memory config digest, adapter config) of the memory system an arm with memory measures: the
+    embedded reference store with `embedder`, or the provisioner `provisioner_argv` run with
+    `provisioner_env`. The run's provenance and every record of an arm with memory carry this digest."""
+    memory_system = "provisioner" if provisioner_argv else "reference"
+    adapter = measured_adapter_config(embedder, provisioner_argv, provisioner_env or {})
+    return memory_config_digest(memory_system, embedder, provisioner_argv, adapter), adapter
+
+
 def run_provenance(
     run_id: str,
     *,
@@ -165,13 +175,13 @@ def run_provenance(
     """The provenance of `run_id` as recorded now, on this machine, by this memtrial."""
     release, commit, dirty = memtrial_build()
     memory_system = "provisioner" if provisioner_argv else "reference"
-    adapter = measured_adapter_config(embedder, provisioner_argv, provisioner_env or {})
+    digest, adapter = arm_memory_config(embedder, provisioner_argv, provisioner_env)
     return RunProvenance(
         run_id=run_id, parent_run_id=parent_run_id, recorded_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         hostname=socket.gethostname() or "unknown", platform=f"{platform.system()} {platform.release()} {platform.machine()}, "
         f"Python {platform.python_version()}", memtrial_version=release, memtrial_commit=commit, memtrial_dirty=dirty,
         agent=agent, memory_system=memory_system, provisioner_argv=tuple(provisioner_argv),
-        memory_config_digest=memory_config_digest(memory_system, embedder, provisioner_argv, adapter), adapter_config=adapter,
+        memory_config_digest=digest, adapter_config=adapter,
         embedder=embedder,
         sandbox=sandbox, conditions=tuple(dict.fromkeys(conditions)), trials=trials, corpus_commit=corpus_commit,
         tasks_root=tasks_root, config_name=config_name, config_digest=config_digest, config_key=config_key,

@@ -19,7 +19,7 @@ import boto3
 
 from tasks_lib.analysis.prereg import Preregistration, create_prereg
 from tasks_lib.arm.audit import AuditReceipt, Change, SnapshotEntry
-from tasks_lib.arm.comparability import record_fields
+from tasks_lib.arm.comparability import arm_memory_config_digest, record_fields
 from tasks_lib.artifacts import ArtifactStore, S3Settings, open_store, run_key
 from tasks_lib.contracts import RunRecord
 from tasks_lib.corpus.tasks import LoadedTask, load_tasks
@@ -66,7 +66,7 @@ def record(task_id: str, condition: str, trial: int, run: str, **overrides: Any)
             "delivery_nonce": hashlib.sha256(f"{run}/{task_id}/{trial}".encode()).hexdigest()[:32]} if condition == "on" else {}),
         "build_under_test": "memtrial-reference/0.1.0", "transcript": run_key(run, "attempts", task_id, condition, f"t{trial}", "transcript.json"),
         "audit_receipt": run_key(run, "attempts", task_id, condition, f"t{trial}", "audit.json"), "audit_passed": True,
-        **record_fields(task(task_id), AGENT),
+        **record_fields(task(task_id), AGENT), "memory_config_digest": arm_memory_config_digest(condition, "hashed"),
     }
     fields.update(overrides)
     return RunRecord(**fields)

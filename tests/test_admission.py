@@ -87,6 +87,19 @@ def test_a_record_whose_verifier_differs_is_excluded_naming_the_verifier(store: 
     assert sum(v[0] == "admitted" for v in result.values()) == 7
 
 
+def test_an_arm_with_memory_that_did_not_record_its_memory_config_is_excluded(store: LocalStore) -> None:
+    """Fail closed: an `on` record without its memory config could have measured any adapter config, and no
+    comparison could hold it; the `off` arm measured no memory system and is admitted without one."""
+    prereg = make_prereg(store)
+    records = [r.model_copy(update={"memory_config_digest": None}) if r.condition == "on" and r.trial == 0 else r for r in matrix(RUN)]
+    store_records(store, records)
+    result = decided_after(store, prereg)
+    excluded = {cell: v for cell, v in result.items() if v[0] == "excluded"}
+    assert sorted(excluded) == sorted((t, "on", 0) for t in (TASK_A, TASK_B))
+    assert all(v[1] == "prereg_mismatch" and v[2].startswith("memory config: unrecorded") for v in excluded.values())
+    assert all(result[(t, "off", i)][0] == "admitted" for t in (TASK_A, TASK_B) for i in (0, 1))
+
+
 def test_a_run_that_started_before_its_preregistration_is_excluded(store: LocalStore) -> None:
     prereg = make_prereg(store)
     early = run_id(stamp="20261201-085959")

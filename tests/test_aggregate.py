@@ -181,10 +181,11 @@ def test_a_bad_admissions_row_names_the_table_and_field(tmp_path: Path) -> None:
 
 def test_two_comparability_keys_for_one_task_are_refused(tmp_path: Path) -> None:
     """Records of one task run by two models would share a line of the report: refused, naming the field."""
-    from tasks_lib.arm.comparability import IncomparableError
+    from tasks_lib.arm.comparability import IncomparableError, arm_memory_config_digest
 
     pinned = {"manifest_digest": "a" * 64, "verifier_digest": "b" * 64, "prompts_digest": "c" * 64, "source_commit": "d" * 40}
-    records = [r.model_copy(update={**pinned, "corpus_id": "e" * 64, "model": f"scripted/{'m2' if (r.task_id, r.trial) == ('alpha', 1) else 'm1'}"})
+    records = [r.model_copy(update={**pinned, "corpus_id": "e" * 64, "model": f"scripted/{'m2' if (r.task_id, r.trial) == ('alpha', 1) else 'm1'}",
+                                    "memory_config_digest": arm_memory_config_digest(r.condition, "hashed")})
                for r in scenario_records(RUN)]
     store = LocalStore(tmp_path / "artifacts")
     store_scenario(store, records)
@@ -195,3 +196,8 @@ def test_two_comparability_keys_for_one_task_are_refused(tmp_path: Path) -> None
     same = [r.model_copy(update={"model": "scripted/m1"}) for r in records]
     store_scenario(store, same)
     assert aggregate_run(store, RUN, TEXTS).summary.run_id == RUN
+    mixed = [r.model_copy(update={"memory_config_digest": "9" * 64}) if (r.task_id, r.condition, r.trial) == ("alpha", "on", 1) else r
+             for r in same]
+    store_scenario(store, mixed)
+    with pytest.raises(IncomparableError, match=f"memory_config_digest: [0-9a-f]{{64}} != {'9' * 64}"):
+        aggregate_run(store, RUN, TEXTS)

@@ -14,6 +14,7 @@ from gitrepo import MakeRepo
 
 from tasks_lib.arm.comparability import (
     IncomparableError,
+    arm_memory_config_digest,
     MissingKeyError,
     comparison_key,
     manifest_digest,
@@ -28,6 +29,11 @@ from tasks_lib.arm.steps import run_matrix, schedule
 from tasks_lib.artifacts import LocalStore, new_run_id
 from tasks_lib.contracts import RunRecord, parse_document
 from tasks_lib.corpus.tasks import load_task
+from tasks_lib.memory import adapter_config as frozen
+from tasks_lib.memory.provisioner.system import SYSTEM_ENV
+from tasks_lib.provenance import load_provenance
+
+SYSTEM_ARGV = ("python", "-m", "tasks_lib.memory.provisioner.system")
 
 
 def copy_task(tmp_path: Path, task_id: str = TASK_A) -> Path:
@@ -93,12 +99,62 @@ def test_model_label() -> None:
 def test_records_stored_before_the_key_fields_still_load_but_cannot_be_compared() -> None:
     """Regression: adding the fields must not break reading old records, and an old record must not pass as comparable."""
     old = record(TASK_A, "on", 0, "run-old").model_dump(mode="json")
-    for name in ("model", "manifest_digest", "verifier_digest", "prompts_digest", "source_commit"):
+    for name in ("model", "manifest_digest", "verifier_digest", "prompts_digest", "source_commit", "memory_config_digest"):
         del old[name]
     loaded = parse_document(RunRecord, old, "record.json")
     assert loaded.model is None
-    with pytest.raises(MissingKeyError, match="has no manifest_digest, model, source_commit, verifier_digest"):
+    with pytest.raises(MissingKeyError, match="has no manifest_digest, memory_config_digest, model, source_commit, verifier_digest"):
         record_key(loaded)
+
+
+def test_an_arm_with_memory_lacking_its_memory_config_is_incomparable_but_an_off_arm_is_not() -> None:
+    """Fail closed: a record of an arm with memory made before memtrial recorded its memory config could
+    have measured any system, so it joins no view; an `off` arm measured none, so it needs none."""
+    old_on = record(TASK_A, "on", 0, "run-old").model_copy(update={"memory_config_digest": None})
+    with pytest.raises(MissingKeyError, match="has no memory_config_digest"):
+        record_key(old_on)
+    with pytest.raises(MissingKeyError, match="has no memory_config_digest"):
+        comparison_key([record(TASK_A, "off", 0, "run-old"), old_on], "run-old")
+    off = record(TASK_A, "off", 0, "run-old")
+    assert off.memory_config_digest is None and record_key(off).memory_config_digest is None
+
+
+def system_config(system: str, embedder: str = "hashed") -> str | None:
+    """An `on` arm's memory config through the bundled system provisioner, as `run_matrix` computes it."""
+    return arm_memory_config_digest("on", embedder, SYSTEM_ARGV, {SYSTEM_ENV: system})
+
+
+def test_records_of_different_adapter_configs_cannot_share_a_view() -> None:
+    """Regression: chroma as shipped and memtrial's keyword variant over Chroma's storage had the same key,
+    so their pass rates could share one trend line or compare view as if one question."""
+    chroma, variant = system_config("chroma"), system_config("chroma+memtrial-keyword")
+    assert chroma and variant and chroma != variant
+    a = comparison_key([record(TASK_A, "off", 0, "run-a"), record(TASK_A, "on", 0, "run-a", memory_config_digest=chroma)], "run-a")
+    b = comparison_key([record(TASK_A, "off", 0, "run-b"), record(TASK_A, "on", 0, "run-b", memory_config_digest=variant)], "run-b")
+    assert a.memory_config_digest == chroma, "the off arm takes its run's memory config"
+    with pytest.raises(IncomparableError) as caught:
+        require_same_key([("run-a", a), ("run-b", b)])
+    assert str(caught.value).endswith(f"memory_config_digest: {chroma} != {variant}")
+
+
+def test_a_changed_adapter_setting_or_embedder_splits_a_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same system with a setting edited, or opened with another embedder, is another configuration."""
+    base = system_config("lancedb")
+    assert system_config("lancedb", "minilm") != base
+    monkeypatch.setitem(frozen.SETTINGS, "lancedb", {**frozen.SETTINGS["lancedb"], "fusion": "linear"})
+    edited = system_config("lancedb")
+    assert edited != base
+    with pytest.raises(IncomparableError, match="memory_config_digest"):
+        require_same_key([("a", record_key(record(TASK_A, "on", 0, "a", memory_config_digest=base))),
+                          ("b", record_key(record(TASK_A, "on", 0, "b", memory_config_digest=edited)))])
+
+
+def test_one_run_with_two_memory_configs_for_a_task_is_refused() -> None:
+    """Two arms with memory of one task must measure one configuration (an ablation is the same system)."""
+    records = [record(TASK_A, "on", 0, "run-a"), record(TASK_A, "ablate:keyword", 0, "run-a", memory_config_digest=system_config("mem0"))]
+    with pytest.raises(IncomparableError, match=f"memory_config_digest: {records[0].memory_config_digest} != "):
+        comparison_key(records, "run-a")
+    assert comparison_key([record(TASK_A, "off", 0, "run-a"), record(TASK_A, "off", 1, "run-a")], "run-a").memory_config_digest is None
 
 
 def test_different_keys_are_refused_naming_every_field_and_both_values() -> None:
@@ -151,3 +207,8 @@ def test_the_arms_record_the_key_fields(tmp_path: Path) -> None:
     assert all(v is not None for v in expected.values())
     key = comparison_key(records, rid)
     assert key.model == "calibration" and key.conditions == ("off", "on") and key.fixture == records[0].corpus_id
+    provenance = load_provenance(LocalStore(tmp_path / "artifacts"), rid)
+    assert provenance is not None and provenance.adapter_config is not None
+    by = {r.condition: r for r in records}
+    assert by["off"].memory_config_digest is None
+    assert by["on"].memory_config_digest == key.memory_config_digest == provenance.memory_config_digest

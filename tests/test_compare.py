@@ -20,12 +20,13 @@ from admission_fixtures import (
 )
 
 from flows.cli.main import main
-from tasks_lib.analysis.admission import AdmissionError, admit_run
+from tasks_lib.analysis.admission import AdmissionError, admit_run, load_records
 from tasks_lib.analysis.compare import compare_runs
 from tasks_lib.analysis.stats import wilson
 from tasks_lib.arm.comparability import IncomparableError
 from tasks_lib.arm.steps import run_matrix, schedule
 from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id
+from tasks_lib.memory import adapter_config as frozen
 
 RUN_A, RUN_B = run_id(tag="aaaaaa"), run_id(stamp="20261202-120000", tag="bbbbbb")
 
@@ -80,8 +81,9 @@ def test_excluded_records_do_not_count(store: LocalStore) -> None:
         ({"corpus_id": "d" * 64}, "fixture"),
         ({"source_commit": "6" * 40}, "source_commit"),
         ({"manifest_digest": "7" * 64}, "manifest_digest"),
+        ({"memory_config_digest": "8" * 64}, "memory_config_digest"),
     ],
-    ids=["verifier", "model", "fixture", "source-commit", "manifest"],
+    ids=["verifier", "model", "fixture", "source-commit", "manifest", "memory-config"],
 )
 def test_different_keys_are_refused_naming_the_field_and_both_values(store: LocalStore, overrides: dict[str, str], field: str) -> None:
     store_records(store, matrix(RUN_A))
@@ -130,6 +132,27 @@ def test_two_real_calibration_runs_compare_on_completed_records_only(store: Loca
     assert rates == {("off", 0.0, 0.0, 0.0), ("on", 1.0, 1.0, 0.0)}
 
 
+def test_two_real_runs_differing_only_in_adapter_config_are_refused(store: LocalStore, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression: runs of one memory system under two adapter configs (here the reference store's settings
+    edited between them) compared as the same question; now `memtrial compare` refuses, naming both configs."""
+    runs = []
+    for fusion in ("memtrial weighted fusion", "plain RRF"):
+        monkeypatch.setitem(frozen.SETTINGS, "reference", {**frozen.SETTINGS["reference"], "fusion": fusion})
+        rid = new_run_id("paired")
+        run_matrix(schedule([task(TASK_A)], ["off", "on"], 1), run_id=rid, repo_root=REPO, commit=HEAD,
+                   tasks_subdir="corpora/tasks", agent_name="calibration", store=store)
+        runs.append(rid)
+    configs = [next(r.memory_config_digest for r in load_records(store, rid) if r.condition == "on") for rid in runs]
+    assert configs[0] and configs[1] and configs[0] != configs[1]
+    with pytest.raises(IncomparableError) as caught:
+        compare_runs(store, *runs, basis="completed")
+    assert f"memory_config_digest: {configs[0]} != {configs[1]}" in str(caught.value)
+    assert main(["compare", *runs, "--artifacts", str(store.root), "--completed"]) == 2
+    err = capsys.readouterr().err
+    assert "memory_config_digest" in err and len(err.splitlines()) == 1
+
+
 def test_compare_on_s3(s3_env: str) -> None:
     store = s3_store(s3_env)
     two_admitted_runs(store)
@@ -141,6 +164,7 @@ def test_cli_compare_table_json_and_refusal(store: LocalStore, capsys: pytest.Ca
     assert main(["compare", RUN_A, RUN_B, "--artifacts", str(store.root)]) == 0
     text = capsys.readouterr().out
     assert "2/2 1.00 [0.34, 1.00]" in text and "-0.50" in text and "builds under test" in text
+    assert f"memory config (same in both runs): {matrix(RUN_A)[-1].memory_config_digest[:12]}" in text  # type: ignore[index]
     assert main(["compare", RUN_A, RUN_B, "--artifacts", str(store.root), "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["basis"] == "admitted" and len(payload["cells"]) == 4

@@ -24,7 +24,7 @@ from PIL import Image
 from test_grading import scenario_records, store_scenario
 
 from flows.cli.main import main
-from tasks_lib.analysis.admission import AdmissionDecision, admissions_key, decisions_table
+from tasks_lib.analysis.admission import AdmissionDecision, admissions_key, decisions_table, load_records
 from tasks_lib.artifacts import LocalStore, open_store, run_key
 from tasks_lib.report import REPORT_HTML, build_report
 
@@ -297,6 +297,9 @@ def test_a_real_runs_report_names_where_its_numbers_come_from(real_report: tuple
                  "(corpora/tasks)", socket.gethostname(), "logship-partial-exit: <code>"):
         assert fact in block, fact
     assert "not recorded" in block, "the library run has no run config: said so, never invented"
+    store, _ = real_report
+    on = next(r for r in load_records(store, REAL_RUN) if r.condition == "on")
+    assert on.memory_config_digest and f"memory config digest (comparability key)</th><td><code>{on.memory_config_digest}</code>" in block
 
 
 def test_a_run_stored_without_provenance_says_not_recorded(tmp_path: Path) -> None:

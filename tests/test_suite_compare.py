@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -37,7 +38,18 @@ def test_a_suite_run_that_crashes_is_a_failed_cell_not_a_score(tmp_path: Path) -
     (cell,) = result.cells
     assert cell.value is None and cell.exit_code not in (0, 1) and "no-such-embedder" in cell.error
     assert "failed: " in markdown_table(result)
-    assert main(["suite", "compare", "--memory", "reference", "--suites", "retrieval", "--embedder", "no-such-embedder"]) == 1
+
+
+def test_an_unknown_or_unavailable_embedder_runs_nothing(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """One line before any of the system x suite runs, not one failed cell per run. The machine without the
+    embeddings extra is a stand-in: `find_spec` monkeypatched to hide torch (the venv has it installed)."""
+    assert main(["suite", "compare", "--memory", "reference", "--suites", "retrieval", "--embedder", "no-such-embedder"]) == 2
+    assert "--embedder: unknown embedder 'no-such-embedder'" in capsys.readouterr().err
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    assert main(["suite", "compare", "--memory", "reference,chroma", "--embedder", "minilm"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "missing module(s): torch" in err and "pip install -e '.[embeddings]'" in err
 
 
 def test_unknown_system_or_suite_runs_nothing(capsys: pytest.CaptureFixture[str]) -> None:

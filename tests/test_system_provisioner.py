@@ -28,6 +28,7 @@ from tasks_lib.memory.provisioner.client import Probe, ProvisionerExitError, Pro
 from tasks_lib.memory.provisioner.system import HOLDS, SYSTEM_ENV
 from tasks_lib.memory.provisioner.verbs import SERVE_ENV, SERVE_FILE, STATE_ENV
 from tasks_lib.memory.registry import MEMORY_SYSTEMS
+from tasks_lib.provenance import load_provenance
 from tests.test_memory_adapters import alive, require
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,6 +57,11 @@ def test_paired_arms_measure_a_third_party_system_through_its_provisioner(tmp_pa
     records = run_matrix(plan, run_id="sys-run", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
                          agent_name="calibration", store=store, provisioner=spec(system, state))
     by = {(r.task_id, r.condition): r for r in records}
+    provenance = load_provenance(store, "sys-run")
+    assert provenance is not None and provenance.adapter_config is not None and provenance.adapter_config.system == system
+    assert {r.memory_config_digest for r in records if r.condition == "on"} == {provenance.memory_config_digest}, \
+        "the records' comparability key names the system's adapter config, as the provenance does"
+    assert {r.memory_config_digest for r in records if r.condition == "off"} == {None}
 
     def context(task_id: str) -> str:
         steps = store.get_json(by[(task_id, "on")].transcript or "", Transcript).steps

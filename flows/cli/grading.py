@@ -153,4 +153,6 @@ def compare(
     out.print(table)
     builds = sorted({b for c in result.cells for b in c.b.builds}), sorted({b for c in result.cells for b in c.a.builds})
     out.print(f"builds under test: {run_a}: {', '.join(builds[1])}; {run_b}: {', '.join(builds[0])}")
+    configs = sorted({k.memory_config_digest[:12] for k in result.keys if k.memory_config_digest})
+    out.print(f"memory config (same in both runs): {', '.join(configs) or 'none (no arm with memory)'}")
 

@@ -24,6 +24,7 @@ def compare(
 ) -> None:
     """Run each suite on each system in its own process; print one table of headlines with wall time and peak memory.
     Exit 1 when any run failed (its cell names why)."""
+    from tasks_lib.memory.embeddings import embedder_available
     from tasks_lib.memory.registry import get_memory_system
     from tasks_lib.suites.compare import SUITES, compare_systems, markdown_table
 
@@ -36,6 +37,8 @@ def compare(
     unknown = [s for s in chosen if s not in SUITES]
     if unknown:
         raise MemtrialError(f"--suites: unknown suite(s) {', '.join(unknown)}; use {', '.join(SUITES)}")
+    if (problem := embedder_available(embedder)) is not None:  # before any of the runs, not once per cell
+        raise MemtrialError(f"--embedder: {problem}; install the embeddings extra (pip install -e '.[embeddings]') or use hashed")
     for path in [locomo, *(longmemeval or [])]:
         if path is not None and not path.is_file():
             raise MemtrialError(f"{path}: no such data file; give the path of the JSON file")

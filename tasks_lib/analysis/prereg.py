@@ -24,6 +24,7 @@ from tasks_lib.arm.comparability import (
     verifier_digest,
 )
 from tasks_lib.artifacts import ArtifactStore, check_key
+from tasks_lib.conditions import NO_MEMORY_SYSTEM
 from tasks_lib.contracts import (
     Condition,
     ContractModel,
@@ -248,4 +249,6 @@ def record_mismatches(prereg: Preregistration, record: RunRecord) -> list[str]:
         ran, frozen = getattr(record, field), getattr(freeze, field)
         if ran != frozen:
             problems.append(f"{label}: ran {_short(ran)}, preregistered {_short(frozen)}")
+    if record.memory_config_digest is None and record.condition not in NO_MEMORY_SYSTEM:
+        problems.append("memory config: unrecorded (made before memtrial recorded it), so no comparison can hold it")
     return problems

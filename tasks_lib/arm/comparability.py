@@ -2,9 +2,13 @@
 
 A score only moves for a reason worth reading when everything that defines the question stayed the
 same. The key of a record is its challenge (task id), fixture (corpus id of the built tree), model
-(agent adapter and model name), manifest digest, verifier digest and source commit; a comparison
-adds the pair of conditions it compares. The build under test is deliberately not in the key: it
-is the thing whose effect a trend should show, so it is recorded per data point instead.
+(agent adapter and model name), manifest digest, verifier digest, source commit and memory config
+digest; a comparison adds the pair of conditions it compares. The build under test is deliberately
+not in the key: it is the thing whose effect a trend should show, so it is recorded per data point
+instead. The memory system's *configuration* is in it: which system, which embedder, which
+provisioner command and which frozen adapter config (the third-party packages' versions and the
+adapter's settings, `tasks_lib.memory.adapter_config`), so `chroma` and `chroma+memtrial-keyword`,
+or one system before and after a settings change or a package upgrade, never share a line.
 
 Digests, precisely:
 
@@ -15,6 +19,12 @@ Digests, precisely:
   sha256, timeout}, "hidden": [[path, sha256], ...]}`, the hidden test files listed by relative
   POSIX path in sorted order. It changes when anything that decides pass/fail changes.
 - `prompts_digest`: sha256 of canonical JSON of the list `[instruction, *follow_up_prompts]`.
+- `memory_config_digest`: `tasks_lib.provenance.memory_config_digest` of the arm's memory system (the
+  run provenance carries the same value): sha256 of canonical JSON of the memory system kind, the
+  embedder, the provisioner command and the adapter config's digest. None on a record of an arm that
+  reaches no memory system (`off`, `ablate:all`, `notes`, `grep`: `NO_MEMORY_SYSTEM`), whose
+  key then takes the config of its run's arms with memory; an arm with memory whose record lacks it
+  (made before memtrial recorded it) is incomparable (MissingKeyError), like any other missing field.
 - `source_commit`: the last commit of the checkout the task was loaded from that changed the
   task's folder (`git -C <task folder> rev-list -1 HEAD -- .`), so an unrelated commit elsewhere in
   the repository does not split a trend. The fixture tree itself is pinned by `fixture` (its corpus
@@ -31,10 +41,11 @@ import hashlib
 import json
 import os
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tasks_lib.conditions import NO_MEMORY_SYSTEM
 from tasks_lib.contracts import (
     Condition,
     ContractModel,
@@ -49,7 +60,7 @@ from tasks_lib.corpus.tasks import LoadedTask
 from tasks_lib.errors import MemtrialError
 from tasks_lib.trees import sha256_bytes, sha256_file, walk_files
 
-RECORD_KEY_FIELDS = ("challenge", "fixture", "model", "manifest_digest", "verifier_digest", "source_commit")
+RECORD_KEY_FIELDS = ("challenge", "fixture", "model", "manifest_digest", "verifier_digest", "source_commit", "memory_config_digest")
 """Key fields every record carries (a comparison adds `conditions`)."""
 
 
@@ -78,6 +89,9 @@ class ComparabilityKey(ContractModel):
     """sha256 of the check command, the verifier and the hidden tests."""
     source_commit: GitOid
     """Last commit that changed the task's sources."""
+    memory_config_digest: Sha256 | None = None
+    """The memory system's configuration (system, embedder, provisioner command, adapter config); None
+    only when no compared arm reaches a memory system."""
 
 
 def canonical_json(value: Any) -> bytes:
@@ -157,6 +171,15 @@ def model_label(agent_name: str, model: str | None) -> str:
     return f"{agent_name}/{model}" if model else agent_name
 
 
+def arm_memory_config_digest(condition: str, embedder: str, provisioner_argv: Sequence[str] = (),
+                             provisioner_env: Mapping[str, str] | None = None) -> str | None:
+    """A record's `memory_config_digest`: None under a condition that reaches no memory system, else the
+    digest of the embedded store with `embedder` or of the provisioner `provisioner_argv` (`provisioner_env`)."""
+    from tasks_lib.provenance import arm_memory_config
+
+    return None if condition in NO_MEMORY_SYSTEM else arm_memory_config(embedder, provisioner_argv, provisioner_env)[0]
+
+
 def record_key(record: RunRecord) -> ComparabilityKey:
     """The key of one record (no conditions). Raises MissingKeyError naming the missing fields."""
     values = {
@@ -167,12 +190,15 @@ def record_key(record: RunRecord) -> ComparabilityKey:
         "source_commit": record.source_commit,
     }
     missing = sorted(name for name, value in values.items() if value is None)
+    if record.memory_config_digest is None and record.condition not in NO_MEMORY_SYSTEM:
+        missing = sorted([*missing, "memory_config_digest"])
     if missing:
         raise MissingKeyError(
             f"record {record.run_id}/{record.task_id}/{record.condition}/t{record.trial} has no {', '.join(missing)}: "
             "it was made before memtrial recorded comparability fields and cannot be compared; re-run it"
         )
-    return ComparabilityKey(challenge=record.task_id, conditions=(), **values)  # type: ignore[arg-type]
+    return ComparabilityKey(challenge=record.task_id, conditions=(), memory_config_digest=record.memory_config_digest,
+                            **values)  # type: ignore[arg-type]
 
 
 def key_differences(a: ComparabilityKey, b: ComparabilityKey) -> list[str]:
@@ -181,7 +207,7 @@ def key_differences(a: ComparabilityKey, b: ComparabilityKey) -> list[str]:
     for name in ("challenge", *RECORD_KEY_FIELDS[1:], "conditions"):
         left, right = getattr(a, name), getattr(b, name)
         if left != right:
-            show = (lambda v: ",".join(v)) if name == "conditions" else str
+            show = (lambda v: ",".join(v)) if name == "conditions" else (lambda v: "none" if v is None else str(v))
             lines.append(f"{name}: {show(left)!s} != {show(right)!s}")
     return lines
 
@@ -205,7 +231,11 @@ def require_same_key(keys: Iterable[tuple[str, ComparabilityKey]]) -> Comparabil
 
 
 def comparison_key(records: Sequence[RunRecord], label: str) -> ComparabilityKey:
-    """The key of one task's records in one run: every record must share it; conditions are the set present."""
+    """The key of one task's records in one run: every record must share it; conditions are the set present.
+    A record of an arm without memory takes the memory config of the first record with one (its arm
+    measured no memory system; the pair it belongs to is defined by the other arm's)."""
     keyed = [(f"{label} {r.task_id}/{r.condition}/t{r.trial}", record_key(r)) for r in records]
-    shared = require_same_key(keyed)
+    config = next((k.memory_config_digest for _, k in keyed if k.memory_config_digest is not None), None)
+    shared = require_same_key([(name, k if k.memory_config_digest is not None else k.model_copy(update={"memory_config_digest": config}))
+                               for name, k in keyed])
     return shared.model_copy(update={"conditions": tuple(sorted({r.condition for r in records}))})

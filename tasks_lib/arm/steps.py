@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, ParamSpec, Protocol, TypeVar, get_args
 
@@ -57,7 +57,7 @@ from tasks_lib.agents.calibration import CalibrationAgent
 from tasks_lib.agents.calibration_plan import feed_key_texts, ingest_feed, key_texts, misleading_texts
 from tasks_lib.agents.registry import get_agent
 from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
-from tasks_lib.arm.comparability import record_fields
+from tasks_lib.arm.comparability import arm_memory_config_digest, record_fields
 from tasks_lib.arm.injection import confirm_delivery
 from tasks_lib.arm.pinned import PinnedTask, PinnedTaskError, check_pinned, pin_task
 from tasks_lib.arm.provisioned import LiveArm, release, restore_arm, restore_feed
@@ -190,6 +190,8 @@ class ProvisionedMemory:
     """The provisioner's restored project, when a memory system's provisioner holds the memories."""
     build: str = REFERENCE_BUILD
     """The memory-system build measured."""
+    config_digest: str | None = None
+    """The memory config digest of the arm (`comparability.arm_memory_config_digest`; None without a memory system)."""
     witness: DeliveryWitness | NotesDelivery | None = None
     """The runner's delivery witness in front of the memory, or the notes arm's notes file (None in an
     arm without memory)."""
@@ -308,9 +310,19 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
     from every recall (the one enforcement a served system needs). Pair with `release_memory` in a
     finally.
 
+    The result carries the arm's memory config digest (`arm_memory_config_digest`), which its record
+    puts in the comparability key.
+
     Raises ArmsError when a provisioner exports neither a socket nor a store file (delivery could not
     be witnessed), and MemoryServerError when the witness cannot listen.
     """
+    config = arm_memory_config_digest(attempt.condition, embedder, provisioner.argv if provisioner else (),
+                                      provisioner.env if provisioner else None)
+    return replace(_provision(attempt, run_id, root, embedder, provisioner), config_digest=config)
+
+
+def _provision(attempt: Attempt, run_id: str, root: Path, embedder: str, provisioner: ProvisionerSpec | None) -> ProvisionedMemory:
+    """`provision_memory` without the config digest."""
     realm = trial_realm(run_id, attempt.task.task_id, attempt.condition, attempt.trial)
     build = REFERENCE_BUILD if provisioner is None else "provisioner: " + " ".join(provisioner.argv)
     try:
@@ -668,6 +680,7 @@ def record_attempt(
         check_sandbox=check.sandboxed.sandbox if check.sandboxed is not None else None,
         check_unenforced=check.sandboxed.unenforced if check.sandboxed is not None else (),
         build_under_test=memory.build,
+        memory_config_digest=memory.config_digest,
         worker=f"{socket.gethostname()}:{os.getpid()}",
         **{**record_fields(workspace.pinned.task, agent_name, run.model, source_root=task.root),
            **({"source_commit": source_commit} if source_commit else {})},

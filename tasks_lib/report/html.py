@@ -17,7 +17,7 @@ from tasks_lib.analysis.grading import COST_SAVING_FACTOR, HARNESS_GAP_LIMIT, LO
 from tasks_lib.analysis.headline import Comparison, Effect, MuiEffect
 from tasks_lib.contracts import RunRecord
 from tasks_lib.provenance import RunProvenance
-from tasks_lib.conditions import condition_summary
+from tasks_lib.conditions import NO_MEMORY_SYSTEM, condition_summary
 from tasks_lib.report import plots
 from tasks_lib.report.suites import SuiteResults
 from tasks_lib.suites.writepath import WritePathResult
@@ -422,9 +422,11 @@ def provenance_section(provenance: RunProvenance | None, records: Sequence[RunRe
         trials = max((r.trial for r in records), default=-1) + 1
         matrix = Markup(escape(f"{', '.join(_distinct([r.condition for r in records]))}; {trials} trial(s) (from the records)"))
     agents = _values([r.agent for r in records])
+    configs = [r.memory_config_digest for r in records if r.condition not in NO_MEMORY_SYSTEM]
     rows: list[tuple[object, object]] = [
         ("memtrial", build),
         ("memory system under test", Markup(str(_values([r.build_under_test for r in records])) + "; " + str(memory))),
+        ("memory config digest (comparability key)", _values(configs, code=True) if configs else "none (no arm with memory)"),
         ("embedder", fact(embedder)),
         ("agent and model", Markup(str(agents) + "; model " + str(_values([r.model for r in records], code=True)))),
         ("corpus revision (fixtures built from)", corpus),

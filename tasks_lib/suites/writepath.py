@@ -30,6 +30,7 @@ from pydantic import Field
 
 from tasks_lib.agents.base import AgentRun
 from tasks_lib.analysis.stats import StatsError, sign_flip_test
+from tasks_lib.arm.comparability import arm_memory_config_digest
 from tasks_lib.arm.steps import (
     MEMORY_FILE,
     REFERENCE_BUILD,
@@ -211,7 +212,7 @@ def learned_memory(attempt: Attempt, realm: str, root: Path, previous: bytes | N
     witness = DeliveryWitness(SqliteMemoryStore(path, create=False, read_only=True), realm, root,
                               served_by=REFERENCE_BUILD, planted_ids=live).start()
     return ProvisionedMemory(realm=realm, env=memory_env("feed", realm, witness.socket_path), planted_ids=live,
-                             store_path=path, witness=witness)
+                             store_path=path, witness=witness, config_digest=arm_memory_config_digest("feed", embedder))
 
 
 @dataclass(frozen=True)

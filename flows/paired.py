@@ -166,7 +166,8 @@ def prepare_tasks(config: RunConfig, repo_root: str, artifact_root: str, storage
     progress.start(PREPARE, len(committed))
     progress.start(INVARIANTS, 1)
     invariants = stages.check_invariants.with_options(result_storage=storage)
-    invariants_future = invariants.submit(pack, artifact_root, stages.code_digest(*stages.INVARIANTS_CODE))
+    only = sorted(t.root.name for t in committed) if config.tasks else None  # a chosen few: check only those
+    invariants_future = invariants.submit(pack, artifact_root, only, stages.code_digest(*stages.INVARIANTS_CODE))
     prepare = stages.prepare_task_corpus.with_options(result_storage=storage)
     prepare_code = stages.prepare_code_digest()
     futures = [prepare.submit(pack, artifact_root, task.root.name, fixture_tree_oid(repo, commit, f"{tasks_subdir}/{task.root.name}")[1],

@@ -141,4 +141,4 @@ def cluster_loss_named(what: str) -> Iterator[None]:
         waited = getattr(error, "timeout", None)
         after = f" for {waited:g}s" if isinstance(waited, (int, float)) else ""
         raise RunnerError(f"Dask scheduler {scheduler_address()} has had no worker{after}, so {what} could not finish; "
-                          "start workers (docs/DEPLOY.md section 4) and rerun: finished arms keep their records") from None
+                          "start workers (docs/DEPLOY.md section 4), then rerun: the finished arms keep their records") from None

@@ -267,13 +267,14 @@ def prepare_task_corpus(pack: CorpusPack, artifact_root: str, task_folder: str, 
     retry_delay_seconds=2,
     retry_condition_fn=retry_condition,
 )
-def check_invariants(pack: CorpusPack, artifact_root: str, code: str) -> CorpusCheckReport:
-    """Every task's invariants in the corpus pack (pure: builds in scratch folders; safe to retry); any
-    process that can open the artifact root runs it. Keyed on the pack (its commit is a digest of the
-    corpus folder's content, so an unrelated commit re-uses it) and the code digest. The one invariant
-    that reads the checkout itself, uncommitted task folders, is the flow's (`uncommitted_folders`)."""
+def check_invariants(pack: CorpusPack, artifact_root: str, only: list[str] | None, code: str) -> CorpusCheckReport:
+    """The invariants of every task in the corpus pack, or of the task folders in `only` (pure: builds
+    in scratch folders; safe to retry); any process that can open the artifact root runs it. Keyed on
+    the pack (its commit is a digest of the corpus folder's content, so an unrelated commit re-uses
+    it), `only` and the code digest. The one invariant that reads the checkout itself, uncommitted
+    task folders, is the flow's (`uncommitted_folders`)."""
     enter_stage("corpus-invariants")
-    return check_packed_corpus(artifact_store(artifact_root), pack)
+    return check_packed_corpus(artifact_store(artifact_root), pack, only)
 
 
 def _arm_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:

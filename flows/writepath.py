@@ -134,7 +134,7 @@ def run_write_path(config: RunConfig, run_id: str, artifact_root: str) -> list[W
         manifest, tasks = load_sequence(folder)
         subdir = f"{SEQUENCES_ROOT}/{folder.name}"
         pack = publish_corpus_pack(stages.artifact_store(artifact_root), PROJECT_ROOT, commit, subdir)
-        report = invariants(pack, artifact_root, stages.code_digest(*stages.INVARIANTS_CODE))
+        report = invariants(pack, artifact_root, None, stages.code_digest(*stages.INVARIANTS_CODE))
         failures = [*uncommitted_folders(folder, committed_folders(PROJECT_ROOT, commit, subdir)), *report.failures]
         if failures or not report.ok:
             raise WritePathError(f"sequence {manifest.sequence_id}: its tasks break the corpus invariants, so none runs: "

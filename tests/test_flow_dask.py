@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -226,6 +227,22 @@ def test_a_scheduler_that_would_wait_forever_without_workers_is_refused(tmp_path
         stop([worker, scheduler])
 
 
+def test_a_local_cluster_fails_tasks_left_without_workers_after_runner_no_workers_timeout() -> None:
+    """The failure prevented: a local cluster whose workers all die waiting forever, or for a bound the
+    run config cannot change. (Its scheduler runs in the flow process and reads this setting.)"""
+    import dask
+
+    from flows.runners import NO_WORKERS_TIMEOUT, task_runner
+    from tasks_lib.runconfig import RunnerSpec
+
+    before = dask.config.get(NO_WORKERS_TIMEOUT, None)
+    try:
+        task_runner(RunnerSpec(kind="dask", no_workers_timeout=7.5))
+        assert dask.config.get(NO_WORKERS_TIMEOUT) == "7.5s"
+    finally:
+        dask.config.set({NO_WORKERS_TIMEOUT: before})
+
+
 def test_a_worker_killed_mid_run_leaves_exactly_one_record_per_cell(
         dask_cluster: tuple[str, list[subprocess.Popen[bytes]]], s3_env: str, tmp_path: Path) -> None:
     """The failure prevented: a lost worker's arms lost (a hole in the matrix) or run twice (two records
@@ -276,7 +293,8 @@ def test_workers_that_cannot_see_the_checkout_prepare_check_and_run_its_tasks_fr
     """The failure prevented: the prepare and corpus-invariants stages sent the flow's checkout paths to
     Dask workers, so a worker on another machine failed them (or read whatever sat at that path), and
     the checkout's absolute path went into cache keys and stored results. The flow runs on a clone the
-    workers cannot see; both stages and the arms run in the workers; nothing stored names the clone."""
+    workers cannot see; both stages and the arms run in the workers; nothing stored names the clone.
+    The invariant that reads the working tree (a task folder the commit lacks) is the flow's own."""
     from conftest import unavailable
 
     if not can_hide():
@@ -296,11 +314,18 @@ def test_workers_that_cannot_see_the_checkout_prepare_check_and_run_its_tasks_fr
     bucket = f"hidden-{uuid.uuid4().hex[:10]}"
     boto3.client("s3", endpoint_url=s3_env, region_name="us-east-1").create_bucket(Bucket=bucket)
 
-    config = RunConfig(tasks=TASKS, conditions=["off", "on"], trials=1, suites=[], runner=RunnerSpec(kind="dask", address=address))
+    uncommitted = clone / "corpora" / "tasks" / "uncommitted-copy"
+    shutil.copytree(clone / "corpora" / "tasks" / TASKS[0], uncommitted)
+    manifest = json.loads((uncommitted / "task.json").read_text())
+    (uncommitted / "task.json").write_text(json.dumps({**manifest, "task_id": uncommitted.name}))
+
+    config = RunConfig(tasks=[*TASKS, uncommitted.name], conditions=["off", "on"], trials=1, suites=[],
+                       runner=RunnerSpec(kind="dask", address=address))
     result = paired_flow.with_options(task_runner=ready_task_runner(config.runner))(
         config, new_run_id("hidden"), str(clone), f"s3://{bucket}/hidden")
 
-    assert not result.excluded and sorted((r.task_id, r.condition) for r in result.records) == [(TASKS[0], "off"), (TASKS[0], "on")]
+    assert list(result.excluded) == [uncommitted.name] and result.excluded[uncommitted.name].startswith("invariants: layout (not committed")
+    assert sorted((r.task_id, r.condition) for r in result.records) == [(TASKS[0], "off"), (TASKS[0], "on")]
     ran = [line.split("\t")[0] for w in (1, 2) if (trace := tmp_path / "elsewhere" / f"worker{w}" / "stages.tsv").exists()
            for line in trace.read_text().splitlines()]
     assert {"prepare", "corpus-invariants", "run-arm"} <= set(ran), f"stages run in the workers: {sorted(set(ran))}"

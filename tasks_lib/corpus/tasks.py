@@ -814,12 +814,13 @@ def committed_folders(repo: Path, commit: str, subdir: str) -> set[str]:
     return {name for name in listed.stdout.decode().split("\0") if name and not name.startswith((".", "_"))}
 
 
-def check_packed_corpus(store: ArtifactStore, pack: CorpusPack) -> CorpusCheckReport:
-    """`check_corpus` on a corpus pack (fetched from `store` once per machine): what a process that has
-    only the artifact root can check. The report names the pack (`pack_label`), not this machine's
-    pack cache; folders the checkout holds uncommitted are not in a pack (see `uncommitted_folders`)."""
+def check_packed_corpus(store: ArtifactStore, pack: CorpusPack, only: Sequence[str] | None = None) -> CorpusCheckReport:
+    """`check_corpus` on a corpus pack (fetched from `store` once per machine), of every task or of the
+    task folders in `only`: what a process that has only the artifact root can check. The report names
+    the pack (`pack_label`), not this machine's pack cache; folders the checkout holds uncommitted are
+    not in a pack (see `uncommitted_folders`)."""
     checkout = open_corpus_pack(store, pack)
-    report = check_corpus(checkout / pack.tasks_subdir, checkout, pack.commit)
+    report = check_corpus(checkout / pack.tasks_subdir, checkout, pack.commit, only=only)
     return report.model_copy(update={"repository": pack_label(pack)})
 
 

@@ -2,8 +2,8 @@
 
 Each task's preparation is a cached, retryable Prefect task that reads the task from the corpus
 pack, keyed on what defines it (the task folder's git tree and the digest of the stage code), so a
-rerun re-uses every task whose inputs did not change. Receipts and a Parquet table go to the artifact store under
-`runs/<run_id>/prepare/`.
+rerun re-uses every task whose inputs did not change. Receipts and a Parquet table go to the
+artifact store under `runs/<run_id>/prepare/`.
 """
 
 from __future__ import annotations

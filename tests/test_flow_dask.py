@@ -340,9 +340,10 @@ def test_a_cluster_that_loses_every_worker_fails_the_run_in_bounded_time_with_on
         capsys: pytest.CaptureFixture[str]) -> None:
     """The failure prevented: every worker SIGKILLed mid-run leaving `memtrial run` waiting forever (or
     ending in a distributed traceback), and the arms it had finished lost. Both workers die as soon as
-    the first arm has finished (its cached result stored): the run exits 2 within the no-workers timeout (plus start-up
-    slack) with one line naming the scheduler; with a worker back, `memtrial rerun` takes the finished
-    arms from cache and leaves exactly one record per cell."""
+    the first arm has finished (its cached result stored): the run exits 2 within the no-workers
+    timeout (plus slack for a loaded machine) with one line naming the scheduler; with a worker back,
+    `memtrial rerun` takes the finished arms from cache and leaves exactly one record per cell. A
+    scheduler whose timeout exceeds `runner.no_workers_timeout` is refused before anything runs."""
     from flows.cli.main import main
     from flows.runners import RunnerError, check_cluster
     from prefect.settings import PREFECT_API_URL

@@ -1,6 +1,7 @@
 """The paired flow: prepare and check every task, run the matrix (arms fanned out), store the records.
 
-DAG: prepare (build, redact, certify; per task) and corpus invariants, in parallel -> only tasks
+DAG: the corpus pack published -> prepare (build, redact, certify; per task) and corpus
+invariants, in parallel, both reading the pack (like the arms, they may run on any worker) -> only tasks
 that certified clean and hold every invariant go on -> for each agent, the arms (task x condition x
 trial, conditions interleaved) fan out on the task runner -> the records table. A paid agent's
 arms pass the budget guard before each starts and run up to `runner.workers` at once, each in
@@ -23,6 +24,7 @@ from pydantic import BaseModel
 from flows import stages
 from flows.budget import PairGuard
 from flows.progress import reporter
+from flows.runners import cluster_loss_named
 from flows.status import run_marker
 from tasks_lib.arm.steps import check_conditions, schedule, select_tasks, skipped_cells, task_subdir_of
 from tasks_lib.artifacts import run_key
@@ -32,12 +34,12 @@ from tasks_lib.arm.pinned import committed_manifest
 from tasks_lib.corpus.build import resolve_commit
 from tasks_lib.corpus.packs import CorpusPack, publish_corpus_pack
 from tasks_lib.corpus.prepare import fixture_tree_oid
-from tasks_lib.corpus.tasks import CorpusCheckReport, LoadedTask, load_tasks
+from tasks_lib.corpus.tasks import CorpusCheckReport, LoadedTask, committed_folders, load_tasks, uncommitted_folders
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.provenance import run_provenance, write_provenance
 from tasks_lib.runconfig import RUN_CONFIG_JSON, AgentSpec, ArmSpec, RunConfig
-from tasks_lib.trees import sha256_bytes, sha256_file
+from tasks_lib.trees import sha256_bytes
 
 PREPARE, INVARIANTS = "prepare", "corpus invariants"
 
@@ -76,7 +78,8 @@ def _collect(futures: list[PrefectFuture], stage: str) -> tuple[list, int]:
         hit = future.state.is_completed() and future.state.name == "Cached"
         cached += hit
         progress.advance(stage, cached=hit)
-    return [f.result() for f in futures], cached
+    with cluster_loss_named(f"stage '{stage}'"):
+        return [f.result() for f in futures], cached
 
 
 def _gate(prepared: list[PreparedCorpus], report: CorpusCheckReport) -> dict[str, str]:
@@ -144,35 +147,39 @@ class PreparedTasks:
 
 
 def prepare_tasks(config: RunConfig, repo_root: str, artifact_root: str, storage: stages.ArtifactResultStorage) -> PreparedTasks:
-    """Stages prepare and corpus invariants (in parallel), then the gate, and the corpus pack published
-    for the arms (`tasks_lib.corpus.packs`). Call inside a flow."""
+    """The corpus pack published for the stages that follow (`tasks_lib.corpus.packs`), then stages
+    prepare and corpus invariants (in parallel, on the task runner: they read the pack, never the
+    checkout, so they run wherever the arms can), then the gate. Call inside a flow.
+
+    What reads the checkout itself stays in this process: the pack is built from its git objects, and
+    a chosen task folder the commit does not hold is left out here (`uncommitted_folders`)."""
     progress = reporter()
     repo = Path(repo_root).resolve()
     tasks_root = repo / config.tasks_root
     commit = resolve_commit(repo, config.revision, str(repo))
     tasks_subdir = task_subdir_of(tasks_root, repo)
     chosen = select_tasks(load_tasks(tasks_root), config.tasks)
-    progress.start(PREPARE, len(chosen))
+    uncommitted = {f.task_id: f"invariants: {f.invariant} (not committed at {commit[:12]})"
+                   for f in uncommitted_folders(tasks_root, committed_folders(repo, commit, tasks_subdir))}
+    committed = [t for t in chosen if t.root.name not in uncommitted]
+    pack = publish_corpus_pack(stages.artifact_store(artifact_root), repo, commit, tasks_subdir)
+    progress.start(PREPARE, len(committed))
     progress.start(INVARIANTS, 1)
-    _, tasks_tree = fixture_tree_oid(repo, commit, tasks_subdir)
     invariants = stages.check_invariants.with_options(result_storage=storage)
-    invariants_future = invariants.submit(str(tasks_root), str(repo), commit, tasks_tree, stages.code_digest(*stages.INVARIANTS_CODE))
+    only = sorted(t.root.name for t in committed) if config.tasks else None  # a chosen few: check only those
+    invariants_future = invariants.submit(pack, artifact_root, only, stages.code_digest(*stages.INVARIANTS_CODE))
     prepare = stages.prepare_task_corpus.with_options(result_storage=storage)
     prepare_code = stages.prepare_code_digest()
-    futures = []
-    for task in chosen:
-        manifest = task.root / "task.json"
-        _, tree = fixture_tree_oid(repo, commit, f"{tasks_subdir}/{task.root.name}/{task.manifest.fixture}")
-        futures.append(prepare.submit(str(repo), commit, str(manifest), tree, sha256_file(manifest), prepare_code))
+    futures = [prepare.submit(pack, artifact_root, task.root.name, fixture_tree_oid(repo, commit, f"{tasks_subdir}/{task.root.name}")[1],
+                              prepare_code) for task in committed]
     prepared, _ = _collect(futures, PREPARE)
     progress.finish(PREPARE)
     (report,), _ = _collect([invariants_future], INVARIANTS)
-    excluded = _gate(prepared, report)
+    excluded = {**{t.task_id: uncommitted[t.root.name] for t in chosen if t.root.name in uncommitted}, **_gate(prepared, report)}
     progress.finish(INVARIANTS, f"{len(excluded)} task(s) excluded" if excluded else "")
     return PreparedTasks(
-        repo=repo, commit=commit, tasks_subdir=tasks_subdir, runnable=[t for t in chosen if t.task_id not in excluded],
-        prepared={p.name: p for p in prepared}, excluded=excluded, code=stages.code_digest(*stages.ARM_CODE),
-        pack=publish_corpus_pack(stages.artifact_store(artifact_root), repo, commit, tasks_subdir),
+        repo=repo, commit=commit, tasks_subdir=tasks_subdir, runnable=[t for t in committed if t.task_id not in excluded],
+        prepared={p.name: p for p in prepared}, excluded=excluded, code=stages.code_digest(*stages.ARM_CODE), pack=pack,
     )
 
 
@@ -223,7 +230,8 @@ def paid_arms(specs: list[ArmSpec], arm: Task, guard: PairGuard, workers: int, s
             future = next(as_completed(list(in_flight)))
             future.wait()
             hit = future.state.is_completed() and future.state.name == "Cached"
-            results[in_flight.pop(future)] = future.result()
+            with cluster_loss_named(f"stage '{stage}'"):
+                results[in_flight.pop(future)] = future.result()
             cached += hit
             progress.advance(stage, cached=hit)
     finally:

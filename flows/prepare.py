@@ -1,9 +1,9 @@
 """The preparation flow: every bundled task's fixture built from git, redacted and certified.
 
-Each task's preparation is a cached, retryable Prefect task keyed on what defines it (the fixture's
-git tree, the manifest's digest and the digest of the stage code), so a rerun re-uses every task
-whose inputs did not change. Receipts and a Parquet table go to the artifact store under
-`runs/<run_id>/prepare/`.
+Each task's preparation is a cached, retryable Prefect task that reads the task from the corpus
+pack, keyed on what defines it (the task folder's git tree and the digest of the stage code), so a
+rerun re-uses every task whose inputs did not change. Receipts and a Parquet table go to the
+artifact store under `runs/<run_id>/prepare/`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ import pyarrow as pa
 from prefect import flow, task
 from pydantic import BaseModel
 
-from flows.stages import prepare_code_digest, prepare_task_corpus, retry_condition
+from flows.stages import artifact_store, prepare_code_digest, prepare_task_corpus, retry_condition
+from tasks_lib.arm.steps import task_subdir_of
 from tasks_lib.artifacts import open_store, run_key
 from tasks_lib.contracts import PreparedCorpus
-from tasks_lib.corpus.prepare import find_task_manifests, fixture_tree_oid, task_fixture_subdir
-from tasks_lib.trees import sha256_file
+from tasks_lib.corpus.build import resolve_commit
+from tasks_lib.corpus.packs import publish_corpus_pack
+from tasks_lib.corpus.prepare import find_task_manifests, fixture_tree_oid
 
 PREPARATION_TABLE = "preparation.parquet"
 
@@ -69,15 +71,19 @@ def store_preparation(artifact_root: str, run_id: str, prepared: list[PreparedCo
 
 @flow(name="prepare", log_prints=False)
 def prepare_flow(tasks_root: str, repo_root: str, artifact_root: str, run_id: str, revision: str = "HEAD") -> PreparationSummary:
-    """Prepare every task under `tasks_root` from the git objects of `repo_root` at `revision`."""
-    repo = Path(repo_root)
+    """Prepare every task under `tasks_root` from the git objects of `repo_root` at `revision`: the
+    corpus folder is published as a pack first, and each task is prepared from the pack (as in the
+    paired flow, so a Dask worker without the checkout can run it)."""
+    repo = Path(repo_root).resolve()
+    commit = resolve_commit(repo, revision, str(repo))
+    subdir = task_subdir_of(Path(tasks_root), repo)
+    pack = publish_corpus_pack(artifact_store(artifact_root), repo, commit, subdir)
     code = prepare_code_digest()
     futures = []
     for manifest in find_task_manifests(Path(tasks_root)):
-        commit, tree = fixture_tree_oid(repo, revision, task_fixture_subdir(repo, manifest))
-        futures.append(
-            prepare_task_corpus.submit(str(repo), commit, str(manifest), tree, sha256_file(manifest), code)
-        )
+        folder = manifest.parent.name
+        _, tree = fixture_tree_oid(repo, commit, f"{subdir}/{folder}")
+        futures.append(prepare_task_corpus.submit(pack, artifact_root, folder, tree, code))
     prepared = [f.result() for f in futures]
     cached = [bool(f.state.name == "Cached") for f in futures]
     table_key = store_preparation(artifact_root, run_id, prepared)

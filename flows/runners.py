@@ -3,15 +3,22 @@
 An external Dask cluster (`runner.address`) is checked before the flow submits anything
 (`ready_task_runner`): the scheduler answers, at least one worker joins within
 `MEMTRIAL_DASK_WORKER_TIMEOUT` seconds (default 60), the scheduler fails tasks left without any
-worker (`distributed.scheduler.no-workers-timeout`, so a cluster that loses every worker fails the
-run in bounded time; a local cluster gets 120 s), and every worker imports memtrial with the same
-arm code as the flow. Each failure is one line naming the worker and the fix, instead of a flow that
-hangs on tasks no worker can unpickle, or arms graded by other code than their cache key names.
+worker (`distributed.scheduler.no-workers-timeout`) within `runner.no_workers_timeout` seconds, and
+every worker imports memtrial with the same arm code as the flow. Each failure is one line naming the
+worker and the fix, instead of a flow that hangs on tasks no worker can unpickle, or arms graded by
+other code than their cache key names.
+
+A cluster that loses every worker mid-run fails the run once the no-workers timeout passes (a local
+cluster's scheduler gets `runner.no_workers_timeout`): `cluster_loss_named` turns Dask's error into
+one line naming the scheduler and what to do; the arms already finished keep their records and
+cached results, so a rerun with workers back runs only the rest.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -22,7 +29,8 @@ from tasks_lib.runconfig import RunnerSpec
 WORKER_TIMEOUT_ENV = "MEMTRIAL_DASK_WORKER_TIMEOUT"
 NO_WORKERS_TIMEOUT = "distributed.scheduler.no-workers-timeout"
 """Dask's setting that fails a task left without any worker for that long (default: wait forever)."""
-LOCAL_NO_WORKERS_TIMEOUT = "120s"
+NO_WORKER_ERRORS = frozenset({"NoWorkerError", "NoValidWorkerError"})
+"""Dask's errors for a task that waited `no-workers-timeout` without any worker (distributed.scheduler)."""
 
 
 class RunnerError(MemtrialError):
@@ -43,7 +51,7 @@ def task_runner(spec: RunnerSpec) -> Any:
         return DaskTaskRunner(address=spec.address)
     import dask
 
-    dask.config.set({NO_WORKERS_TIMEOUT: LOCAL_NO_WORKERS_TIMEOUT})  # the local cluster's scheduler runs in this process
+    dask.config.set({NO_WORKERS_TIMEOUT: f"{spec.no_workers_timeout:g}s"})  # the local cluster's scheduler runs in this process
     return DaskTaskRunner(cluster_kwargs={"n_workers": spec.workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None, "host": "127.0.0.1"})
 
 
@@ -51,7 +59,7 @@ def ready_task_runner(spec: RunnerSpec) -> Any:
     """`task_runner(spec)`, after checking an external Dask cluster can run the arms (`check_cluster`)."""
     runner = task_runner(spec)
     if spec.kind == "dask" and spec.address:
-        check_cluster(spec.address, float(os.environ.get(WORKER_TIMEOUT_ENV) or 60))
+        check_cluster(spec.address, float(os.environ.get(WORKER_TIMEOUT_ENV) or 60), spec.no_workers_timeout)
     return runner
 
 
@@ -62,9 +70,10 @@ def worker_code_digest() -> str:
     return stages.code_digest(*stages.ARM_CODE)
 
 
-def check_cluster(address: str, timeout: float) -> None:
+def check_cluster(address: str, timeout: float, no_workers_timeout: float = 120) -> None:
     """Raise RunnerError unless the scheduler at `address` answers, a worker joins within `timeout`
-    seconds and every worker runs the flow's arm code."""
+    seconds, the scheduler fails tasks left without workers within `no_workers_timeout` seconds, and
+    every worker runs the flow's arm code."""
     from distributed import Client
 
     try:
@@ -77,11 +86,7 @@ def check_cluster(address: str, timeout: float) -> None:
         except TimeoutError:
             raise RunnerError(f"runner.address {address}: no Dask worker joined within {timeout:g}s; start workers "
                               f"(see docs/DEPLOY.md) or raise {WORKER_TIMEOUT_ENV}") from None
-        import dask
-
-        if not client.run_on_scheduler(dask.config.get, NO_WORKERS_TIMEOUT, None):
-            raise RunnerError(f"runner.address {address}: the scheduler has no {NO_WORKERS_TIMEOUT}, so a cluster that loses "
-                              "every worker would hang the run; start it with DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT=120s")
+        _check_no_workers_timeout(client, address, no_workers_timeout)
         expected = worker_code_digest()
         for worker, answer in sorted(client.run(worker_code_digest, on_error="return").items()):
             if isinstance(answer, BaseException):
@@ -92,3 +97,48 @@ def check_cluster(address: str, timeout: float) -> None:
                                   f"{expected[:12]}); install the same memtrial build on every worker")
     finally:
         client.close()
+
+
+def _check_no_workers_timeout(client: Any, address: str, bound: float) -> None:
+    """RunnerError unless the scheduler fails tasks left without any worker within `bound` seconds."""
+    configured = client.run_on_scheduler(_scheduler_no_workers_timeout)
+    fix = f"start it with DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT={bound:g}s"
+    if not configured:
+        raise RunnerError(f"runner.address {address}: the scheduler has no {NO_WORKERS_TIMEOUT}, so a cluster that loses "
+                          f"every worker would hang the run; {fix}")
+    if configured > bound:
+        raise RunnerError(f"runner.address {address}: the scheduler's {NO_WORKERS_TIMEOUT} ({configured:g}s) is longer than "
+                          f"runner.no_workers_timeout ({bound:g}s); {fix} or raise runner.no_workers_timeout")
+
+
+def _scheduler_no_workers_timeout(dask_scheduler: Any) -> float | None:
+    """Run on the scheduler: the seconds it lets a task wait without any worker (None: forever)."""
+    return dask_scheduler.no_workers_timeout
+
+
+def scheduler_address() -> str:
+    """The Dask scheduler of the running flow's task runner ('the Dask cluster' when it cannot be read)."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    runner = context.task_runner if context else None
+    try:
+        return str(runner.client.scheduler.address)  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - only used to name the cluster in an error line
+        return str(getattr(runner, "address", None) or "the Dask cluster")
+
+
+@contextmanager
+def cluster_loss_named(what: str) -> Iterator[None]:
+    """Turn Dask's error for tasks that waited out the no-workers timeout (every worker lost) into one
+    RunnerError naming the scheduler, what was left undone and what to do. Other errors pass through."""
+    try:
+        yield
+    except Exception as error:
+        kind = type(error)
+        if kind.__name__ not in NO_WORKER_ERRORS or not kind.__module__.startswith("distributed"):
+            raise
+        waited = getattr(error, "timeout", None)
+        after = f" for {waited:g}s" if isinstance(waited, (int, float)) else ""
+        raise RunnerError(f"Dask scheduler {scheduler_address()} has had no worker{after}, so {what} could not finish; "
+                          "start workers (docs/DEPLOY.md section 4), then rerun: the finished arms keep their records") from None

@@ -45,9 +45,9 @@ from tasks_lib.arm import steps as arms
 from tasks_lib.arm.steps import ArmSetup, Attempt, StepName, StepWrapper, TaskSource
 from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, open_store, run_key
 from tasks_lib.contracts import PreparedCorpus, RunRecord
-from tasks_lib.corpus.packs import open_corpus_pack
-from tasks_lib.corpus.prepare import prepare_task
-from tasks_lib.corpus.tasks import CorpusCheckReport, check_corpus, load_task
+from tasks_lib.corpus.packs import CorpusPack, open_corpus_pack
+from tasks_lib.corpus.prepare import prepare_packed_task
+from tasks_lib.corpus.tasks import CorpusCheckReport, check_packed_corpus, load_task
 from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import seal_run
 from tasks_lib.runconfig import ArmSpec
@@ -225,8 +225,8 @@ def package_modules(package: str) -> tuple[str, ...]:
     return tuple(sorted("tasks_lib." + ".".join(p.relative_to(base).with_suffix("").parts) for p in folder.rglob("*.py")))
 
 
-PREPARE_CODE = ("tasks_lib.corpus.prepare", "tasks_lib.corpus.upstream")
-INVARIANTS_CODE = ("tasks_lib.corpus.tasks", "tasks_lib.corpus.upstream")
+PREPARE_CODE = ("tasks_lib.corpus.prepare", "tasks_lib.corpus.upstream", "tasks_lib.corpus.packs")
+INVARIANTS_CODE = ("tasks_lib.corpus.tasks", "tasks_lib.corpus.upstream", "tasks_lib.corpus.packs")
 ARM_CODE = ("tasks_lib.arm.steps", "tasks_lib.memory.delivery.hook", *package_modules("tasks_lib.agents"), *package_modules("tasks_lib.sandbox"))
 GRADING_CODE = ("tasks_lib.analysis.aggregate",)
 REPORT_CODE = ("tasks_lib.report", "tasks_lib.report.html", "tasks_lib.report.plots")
@@ -244,32 +244,37 @@ def prepare_code_digest() -> str:
 
 @task(
     name="prepare-task-corpus",
-    cache_policy=(INPUTS - "repo_root" - "manifest" - "commit") + TASK_SOURCE,
+    cache_policy=(INPUTS - "pack" - "artifact_root" - "task_folder") + TASK_SOURCE,
     persist_result=True,
     retries=1,
     retry_delay_seconds=2,
     retry_condition_fn=retry_condition,
 )
-def prepare_task_corpus(repo_root: str, commit: str, manifest: str, tree_oid: str, manifest_sha256: str, code_digest: str) -> PreparedCorpus:
-    """Build, redact and certify one task's fixture (pure; safe to retry). Keyed on the fixture's
-    tree id, the manifest digest and the preparation code digest."""
-    enter_stage("prepare", Path(manifest).parent.name)
-    return prepare_task(Path(repo_root), commit, Path(manifest))
+def prepare_task_corpus(pack: CorpusPack, artifact_root: str, task_folder: str, task_tree_oid: str, code_digest: str) -> PreparedCorpus:
+    """Build, redact and certify the fixture of the task folder `task_folder` of the corpus pack (pure;
+    safe to retry). Any process that can open the artifact root runs it (the pack holds the task), as
+    for the arms. Keyed on the task folder's git tree id (manifest and fixture) and the preparation
+    code digest, never on a location."""
+    enter_stage("prepare", task_folder)
+    return prepare_packed_task(artifact_store(artifact_root), pack, task_folder)
 
 
 @task(
     name="corpus-invariants",
-    cache_policy=(INPUTS - "tasks_root" - "repo_root" - "commit") + TASK_SOURCE,
+    cache_policy=(INPUTS - "artifact_root") + TASK_SOURCE,
     persist_result=True,
     retries=1,
     retry_delay_seconds=2,
     retry_condition_fn=retry_condition,
 )
-def check_invariants(tasks_root: str, repo_root: str, commit: str, tasks_tree_oid: str, code: str) -> CorpusCheckReport:
-    """Every task's invariants at `commit` (pure: builds in scratch folders; safe to retry). Keyed on
-    the corpus folder's git tree (its content), not the commit: an unrelated commit re-uses it."""
+def check_invariants(pack: CorpusPack, artifact_root: str, only: list[str] | None, code: str) -> CorpusCheckReport:
+    """The invariants of every task in the corpus pack, or of the task folders in `only` (pure: builds
+    in scratch folders; safe to retry); any process that can open the artifact root runs it. Keyed on
+    the pack (its commit is a digest of the corpus folder's content, so an unrelated commit re-uses
+    it), `only` and the code digest. The one invariant that reads the checkout itself, uncommitted
+    task folders, is the flow's (`uncommitted_folders`)."""
     enter_stage("corpus-invariants")
-    return check_corpus(Path(tasks_root), Path(repo_root), commit)
+    return check_packed_corpus(artifact_store(artifact_root), pack, only)
 
 
 def _arm_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:

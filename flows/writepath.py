@@ -35,8 +35,8 @@ from tasks_lib.arm.steps import ArmSetup, TaskSource
 from tasks_lib.artifacts import run_key, suite_key
 from tasks_lib.contracts import ContractModel
 from tasks_lib.corpus.build import resolve_commit
-from tasks_lib.corpus.prepare import fixture_tree_oid
-from tasks_lib.corpus.tasks import load_task
+from tasks_lib.corpus.packs import publish_corpus_pack
+from tasks_lib.corpus.tasks import committed_folders, load_task, uncommitted_folders
 from tasks_lib.runconfig import RunConfig
 from tasks_lib.suites.writepath import ARMS, WritePathArm, WritePathError, WritePathResult, WritePathStep, load_sequence, run_step, summarize
 from tasks_lib.trees import sha256_bytes
@@ -133,11 +133,12 @@ def run_write_path(config: RunConfig, run_id: str, artifact_root: str) -> list[W
     for folder in folders:
         manifest, tasks = load_sequence(folder)
         subdir = f"{SEQUENCES_ROOT}/{folder.name}"
-        report = invariants(str(folder), str(PROJECT_ROOT), commit, fixture_tree_oid(PROJECT_ROOT, commit, subdir)[1],
-                            stages.code_digest(*stages.INVARIANTS_CODE))
-        if not report.ok:
+        pack = publish_corpus_pack(stages.artifact_store(artifact_root), PROJECT_ROOT, commit, subdir)
+        report = invariants(pack, artifact_root, None, stages.code_digest(*stages.INVARIANTS_CODE))
+        failures = [*uncommitted_folders(folder, committed_folders(PROJECT_ROOT, commit, subdir)), *report.failures]
+        if failures or not report.ok:
             raise WritePathError(f"sequence {manifest.sequence_id}: its tasks break the corpus invariants, so none runs: "
-                                 + "; ".join(str(f) for f in report.failures))
+                                 + "; ".join(str(f) for f in failures or ["no task was checked"]))
         steps = []
         for arm in ARMS:
             previous: StepArtifact | None = None

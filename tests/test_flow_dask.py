@@ -1,14 +1,20 @@
 """Scale-out on an external Dask scheduler: two workers started from another folder, sharing with the
 flow only the S3-compatible bucket (moto's server on 127.0.0.1) and the Prefect API, run the default
-matrix's arms and produce the same records and headline as a local run."""
+matrix's arms and produce the same records and headline as a local run. Where this machine allows a
+mount namespace, the workers cannot see `<tmp_path>/checkout` (an empty read-only tmpfs over it), so
+a flow run on a clone there proves every stage sent to a worker is location-independent."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,13 +31,30 @@ COMPARED = ("task_id", "condition", "trial", "outcome", "infra_failure", "audit_
             "input_tokens", "output_tokens", "cost_usd", "source_commit", "manifest_digest")
 
 
-BOUNDED = {"DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT": "30s"}
-"""What docs/DEPLOY.md tells you to start a scheduler with: tasks without any worker fail after 30 s."""
+NO_WORKERS_SECONDS = 5
+BOUNDED = {"DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT": f"{NO_WORKERS_SECONDS}s"}
+"""What docs/DEPLOY.md tells you to start a scheduler with (short here): tasks left without any worker fail."""
+REPO = Path(__file__).resolve().parents[1]
+HIDE = ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount -t tmpfs -o ro,size=64k memtrial-hidden "$0" && exec "$@"']
+"""Prefix that runs a command in its own mount namespace with an empty read-only tmpfs over the folder given next.
+Not in a user namespace of its own (`unshare --map-root-user`): the check sandbox (bwrap) cannot start in one."""
 
 
-def start(argv: list[str], cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+@functools.cache
+def can_hide() -> bool:
+    """Whether this process may mount a tmpfs in a mount namespace of its own (root, or CAP_SYS_ADMIN)."""
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            return subprocess.run([*HIDE, folder, "true"], capture_output=True, timeout=20).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+
+
+def start(argv: list[str], cwd: Path, env: dict[str, str], log: Path, hide: Path | None = None) -> subprocess.Popen[bytes]:
+    """`python -m argv` in `cwd`; with `hide`, in a mount namespace where `hide` is an empty tmpfs (same PID)."""
+    prefix = [*HIDE, str(hide)] if hide is not None else []
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", *argv], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen([*prefix, sys.executable, "-m", *argv], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
 def wait_for(predicate, what: str, timeout: float = 90.0) -> None:  # type: ignore[no-untyped-def]
@@ -66,34 +89,43 @@ def start_scheduler(folder: Path, env: dict[str, str]) -> tuple[str, subprocess.
     return json.loads(scheduler_file.read_text())["address"], proc
 
 
-def start_worker(address: str, folder: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def start_worker(address: str, folder: Path, env: dict[str, str], hide: Path | None = None) -> subprocess.Popen[bytes]:
     """One single-threaded Dask worker without a nanny (its PID is the PID that runs the arms)."""
     return start(["distributed.cli.dask_worker", address, "--no-nanny", "--nthreads", "1", "--no-dashboard",
-                  "--host", "127.0.0.1"], folder, env, folder / "worker.log")
+                  "--host", "127.0.0.1"], folder, env, folder / "worker.log", hide)
+
+
+def worker_env(home: Path) -> dict[str, str]:
+    """A worker's environment: the flow's S3 endpoint and Prefect API, its own home, pack cache and stage trace."""
+    from prefect.settings import PREFECT_API_URL
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("MEMTRIAL_HOME", "MEMTRIAL_PACK", "PREFECT_HOME", "MEMTRIAL_STAGE"))}
+    home.mkdir(exist_ok=True)
+    return {**base, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "MEMTRIAL_HOME": str(home), "MEMTRIAL_PACK_CACHE": str(home / "packs"),
+            "PREFECT_HOME": str(home / "prefect"), "MEMTRIAL_STAGE_TRACE": str(home / "stages.tsv")}
+
+
+def wait_for_workers(address: str, count: int) -> None:
+    from distributed import Client
+
+    with Client(address, timeout=60) as client:
+        wait_for(lambda: len(client.scheduler_info()["workers"]) == count, f"{count} Dask worker(s)")
 
 
 @pytest.fixture
 def dask_cluster(prefect_harness: None, s3_env: str, tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
     """A Dask scheduler and two single-threaded workers, each started from its own folder with its own
-    memtrial home and pack cache; they share the S3 endpoint and the Prefect API, nothing else."""
-    from prefect.settings import PREFECT_API_URL
-
+    memtrial home and pack cache; they share the S3 endpoint and the Prefect API, nothing else. Where
+    the machine allows (`can_hide`), `<tmp_path>/checkout` is an empty read-only folder to the workers."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("MEMTRIAL_HOME", "MEMTRIAL_PACK", "PREFECT_HOME"))}
-    base["PREFECT_API_URL"] = str(PREFECT_API_URL.value())
-    address, scheduler = start_scheduler(elsewhere, {**base, **BOUNDED})
+    (tmp_path / "checkout").mkdir()
+    hide = tmp_path / "checkout" if can_hide() else None
+    address, scheduler = start_scheduler(elsewhere, {**worker_env(elsewhere / "scheduler"), **BOUNDED})
     procs = [scheduler]
     try:
-        for n in (1, 2):
-            home = elsewhere / f"worker{n}"
-            home.mkdir()
-            env = {**base, "MEMTRIAL_HOME": str(home), "MEMTRIAL_PACK_CACHE": str(home / "packs"), "PREFECT_HOME": str(home / "prefect")}
-            procs.append(start_worker(address, home, env))
-        from distributed import Client
-
-        with Client(address, timeout=60) as client:
-            wait_for(lambda: len(client.scheduler_info()["workers"]) == 2, "two Dask workers")
+        procs += [start_worker(address, elsewhere / f"worker{n}", worker_env(elsewhere / f"worker{n}"), hide) for n in (1, 2)]
+        wait_for_workers(address, 2)
         yield address, procs[1:]
     finally:
         stop(procs)
@@ -196,6 +228,22 @@ def test_a_scheduler_that_would_wait_forever_without_workers_is_refused(tmp_path
         stop([worker, scheduler])
 
 
+def test_a_local_cluster_fails_tasks_left_without_workers_after_runner_no_workers_timeout() -> None:
+    """The failure prevented: a local cluster whose workers all die waiting forever, or for a bound the
+    run config cannot change. (Its scheduler runs in the flow process and reads this setting.)"""
+    import dask
+
+    from flows.runners import NO_WORKERS_TIMEOUT, task_runner
+    from tasks_lib.runconfig import RunnerSpec
+
+    before = dask.config.get(NO_WORKERS_TIMEOUT, None)
+    try:
+        task_runner(RunnerSpec(kind="dask", no_workers_timeout=7.5))
+        assert dask.config.get(NO_WORKERS_TIMEOUT) == "7.5s"
+    finally:
+        dask.config.set({NO_WORKERS_TIMEOUT: before})
+
+
 def test_a_worker_killed_mid_run_leaves_exactly_one_record_per_cell(
         dask_cluster: tuple[str, list[subprocess.Popen[bytes]]], s3_env: str, tmp_path: Path) -> None:
     """The failure prevented: a lost worker's arms lost (a hole in the matrix) or run twice (two records
@@ -227,3 +275,130 @@ def test_a_worker_killed_mid_run_leaves_exactly_one_record_per_cell(
     cells = [(r["task_id"], r["condition"], r["trial"]) for r in records]
     assert len(cells) == len(TASKS) * 2 * 2 and len(set(cells)) == len(cells), cells
     assert str(survivor.pid) in {r["worker"].rsplit(":", 1)[1] for r in records}
+
+
+def bucket_holding(text: str, bucket: str, endpoint: str) -> list[str]:
+    """Keys of `bucket` whose name or content holds `text`."""
+    client = s3_client(endpoint)
+    found = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for item in page.get("Contents", []):
+            body = client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+            if text in item["Key"] or text.encode() in body:
+                found.append(item["Key"])
+    return found
+
+
+def test_workers_that_cannot_see_the_checkout_prepare_check_and_run_its_tasks_from_the_pack(
+        dask_cluster: tuple[str, list[subprocess.Popen[bytes]]], s3_env: str, tmp_path: Path) -> None:
+    """The failure prevented: the prepare and corpus-invariants stages sent the flow's checkout paths to
+    Dask workers, so a worker on another machine failed them (or read whatever sat at that path), and
+    the checkout's absolute path went into cache keys and stored results. The flow runs on a clone the
+    workers cannot see; both stages and the arms run in the workers; nothing stored names the clone.
+    The invariant that reads the working tree (a task folder the commit lacks) is the flow's own."""
+    from conftest import unavailable
+
+    if not can_hide():
+        unavailable("MEMTRIAL_REQUIRE_NAMESPACES", "no mount namespace here (needs root): cannot hide the checkout from the workers")
+    from distributed import Client
+
+    from flows.paired import paired_flow
+    from flows.runners import ready_task_runner
+    from tasks_lib.runconfig import RunConfig, RunnerSpec
+
+    address, workers = dask_cluster
+    clone = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(clone)], check=True)
+    with Client(address, timeout=30) as client:
+        seen = client.run(os.path.exists, str(clone / ".git"))
+    assert (clone / ".git").exists() and set(seen.values()) == {False}, f"the workers see the checkout: {seen}"
+    bucket = f"hidden-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3", endpoint_url=s3_env, region_name="us-east-1").create_bucket(Bucket=bucket)
+
+    uncommitted = clone / "corpora" / "tasks" / "uncommitted-copy"
+    shutil.copytree(clone / "corpora" / "tasks" / TASKS[0], uncommitted)
+    manifest = json.loads((uncommitted / "task.json").read_text())
+    (uncommitted / "task.json").write_text(json.dumps({**manifest, "task_id": uncommitted.name}))
+
+    config = RunConfig(tasks=[*TASKS, uncommitted.name], conditions=["off", "on"], trials=1, suites=[],
+                       runner=RunnerSpec(kind="dask", address=address))
+    result = paired_flow.with_options(task_runner=ready_task_runner(config.runner))(
+        config, new_run_id("hidden"), str(clone), f"s3://{bucket}/hidden")
+
+    assert list(result.excluded) == [uncommitted.name] and result.excluded[uncommitted.name].startswith("invariants: layout (not committed")
+    assert sorted((r.task_id, r.condition) for r in result.records) == [(TASKS[0], "off"), (TASKS[0], "on")]
+    assert [r.failure_reason for r in result.records if r.infra_failure or r.outcome == "ungradable"] == []
+    ran = [line.split("\t")[0] for w in (1, 2) if (trace := tmp_path / "elsewhere" / f"worker{w}" / "stages.tsv").exists()
+           for line in trace.read_text().splitlines()]
+    assert {"prepare", "corpus-invariants", "run-arm"} <= set(ran), f"stages run in the workers: {sorted(set(ran))}"
+    assert {r.worker.rsplit(":", 1)[1] for r in result.records} <= {str(w.pid) for w in workers}
+    assert bucket_holding(str(clone), bucket, s3_env) == [], "the checkout's path is in a stored key or object"
+
+
+def test_a_cluster_that_loses_every_worker_fails_the_run_in_bounded_time_with_one_line_and_a_rerun_resumes(
+        dask_cluster: tuple[str, list[subprocess.Popen[bytes]]], s3_env: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The failure prevented: every worker SIGKILLed mid-run leaving `memtrial run` waiting forever (or
+    ending in a distributed traceback), and the arms it had finished lost. Both workers die as soon as
+    the first arm has finished (its cached result stored): the run exits 2 within the no-workers
+    timeout (plus slack for a loaded machine) with one line naming the scheduler; with a worker back,
+    `memtrial rerun` takes the finished arms from cache and leaves exactly one record per cell. A
+    scheduler whose timeout exceeds `runner.no_workers_timeout` is refused before anything runs."""
+    from flows.cli.main import main
+    from flows.runners import RunnerError, check_cluster
+    from prefect.settings import PREFECT_API_URL
+
+    address, workers = dask_cluster
+    with pytest.raises(RunnerError, match=rf"no-workers-timeout \({NO_WORKERS_SECONDS}s\) is longer than runner.no_workers_timeout \(2s\)"):
+        check_cluster(address, 10, no_workers_timeout=2)
+    bucket = f"lost-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3", endpoint_url=s3_env, region_name="us-east-1").create_bucket(Bucket=bucket)
+    config = tmp_path / "lost.yaml"
+    config.write_text(f"tasks: {json.dumps(TASKS)}\nconditions: ['off', 'on']\ntrials: 2\nsuites: []\n"
+                      f"artifact_root: s3://{bucket}/lost\nrunner: {{kind: dask, address: '{address}', no_workers_timeout: {NO_WORKERS_SECONDS}}}\n")
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    flow = subprocess.Popen([sys.executable, "-c", "from flows.cli.main import entry; entry()", "run", "--config", str(config), "--plain"],
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    client = s3_client(s3_env)
+
+    def stored(suffix: str, prefix: str = "lost/runs/") -> list[str]:
+        return [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", []) if o["Key"].endswith(suffix)]
+
+    def finished_arms() -> int:
+        """Arms whose cached result is stored: every stored result but preparation's and the invariants' (one task each)."""
+        return len(stored("", "lost/prefect-results/")) - 2 if stored("/record.json") else 0
+
+    try:
+        wait_for(lambda: finished_arms() >= 1 or flow.poll() is not None, "the first finished arm", timeout=180)
+        for worker in workers:
+            worker.kill()
+        killed = time.monotonic()
+        finished = finished_arms()
+        _, err = flow.communicate(timeout=120)
+    finally:
+        if flow.poll() is None:
+            flow.kill()
+    waited = time.monotonic() - killed
+    kept = stored("/record.json")
+    lines = err.decode().strip().splitlines()
+    assert flow.returncode == 2, lines
+    assert waited < NO_WORKERS_SECONDS + 25, f"the run took {waited:.1f}s to fail after its last worker died"
+    assert "Traceback" not in err.decode() and [line for line in lines if "error" in line.lower()] == lines[-1:], lines
+    assert re.fullmatch(rf"memtrial: error: run (run-\S+) failed: Dask scheduler {re.escape(address)} has had no worker for "
+                        rf"{NO_WORKERS_SECONDS}s, so stage 'arms: calibration' could not finish; start workers .*", lines[-1]), lines[-1]
+    run_id = lines[-1].split()[3]
+    assert 1 <= finished <= len(kept) < len(TASKS) * 2 * 2, (finished, kept)
+
+    back = start_worker(address, tmp_path / "elsewhere" / "worker3", worker_env(tmp_path / "elsewhere" / "worker3"))
+    try:
+        wait_for_workers(address, 1)
+        capsys.readouterr()
+        status = main(["rerun", run_id, "--json"])
+    finally:
+        stop([back])
+    (agent,) = json.loads(capsys.readouterr().out)["agents"]
+    assert status == 0 or (status == 1 and agent["distrust"]), (status, agent)  # 1: the tiny matrix's distrust warnings
+    records = read_parquet(client, bucket, f"lost/runs/{run_id}-calibration/records.parquet").to_dict("records")
+    cells = [(r["task_id"], r["condition"], r["trial"]) for r in records]
+    assert len(cells) == len(TASKS) * 2 * 2 and len(set(cells)) == len(cells), cells
+    assert agent["arms_cached"] >= finished, f"{finished} arm(s) finished before the loss, {agent['arms_cached']} from cache"

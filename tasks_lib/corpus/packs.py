@@ -83,6 +83,12 @@ def publish_corpus_pack(store: ArtifactStore, repo: Path, commit: str, tasks_sub
     return CorpusPack(key=key, commit=pack_commit, tasks_subdir=tasks_subdir, tasks_tree_oid=tasks_tree)
 
 
+def pack_label(pack: CorpusPack) -> str:
+    """How a result built from `pack` names its repository: the pack's artifact key, the same on every
+    machine (never the local folder it was materialized in)."""
+    return f"corpus pack {pack.key}"
+
+
 def pack_cache_root() -> Path:
     """The local folder holding materialized packs (`MEMTRIAL_PACK_CACHE`, else one per user under the temp folder)."""
     configured = os.environ.get(PACK_CACHE_ENV)

@@ -8,9 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks_lib.artifacts import ArtifactStore
 from tasks_lib.contracts import PreparedCorpus, TaskManifest, load_document
 from tasks_lib.corpus.build import build_tree, reachable_repository, resolve_commit, resolve_tree
 from tasks_lib.corpus.certify import certify, challenge_surface
+from tasks_lib.corpus.packs import CorpusPack, open_corpus_pack, pack_label
 from tasks_lib.corpus.redact import redact_tree
 from tasks_lib.corpus.upstream import describe, fixture_origin
 from tasks_lib.errors import CorpusError, MemtrialError
@@ -86,6 +88,18 @@ def prepare_task(repo_root: Path, revision: str, manifest: Path) -> PreparedCorp
     )
 
 
+
+def prepare_packed_task(store: ArtifactStore, pack: CorpusPack, task_folder: str) -> PreparedCorpus:
+    """`prepare_task` on the task folder `task_folder` of a corpus pack (fetched from `store` once per
+    machine), so a process that has only the artifact root prepares it. A fixture built from the pack
+    names the pack (`pack_label`) as its repository, not this machine's pack cache."""
+    checkout = open_corpus_pack(store, pack)
+    prepared = prepare_task(checkout, pack.commit, checkout / pack.tasks_subdir / task_folder / TASK_MANIFEST)
+    source = prepared.build.source
+    if source.repository != str(checkout):
+        return prepared  # an upstream task's composed fixture: built from the upstream cache
+    build = prepared.build.model_copy(update={"source": source.model_copy(update={"repository": pack_label(pack)})})
+    return prepared.model_copy(update={"build": build})
 
 
 @dataclass(frozen=True)

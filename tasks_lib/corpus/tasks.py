@@ -59,10 +59,12 @@ from tasks_lib.contracts import (
     TaskManifest,
     load_document,
 )
+from tasks_lib.artifacts import ArtifactStore
 from tasks_lib.corpus.build import build_tree
 from tasks_lib.corpus.certify import certify, decode_text, fold_text
 from tasks_lib.corpus.feed import FeedError, TermTest, headline_problems, leak_problems, load_transcript
 from tasks_lib.corpus.key_lanes import KEY_LANES_NAME, CalibrationPlanError, KeyLanes, key_lane_problem, read_key_lanes
+from tasks_lib.corpus.packs import CorpusPack, open_corpus_pack, pack_label
 from tasks_lib.corpus.redact import redact_tree
 from tasks_lib.corpus.rules import within
 from tasks_lib.corpus.upstream import fixture_origin
@@ -789,15 +791,37 @@ def _tasks_subdir(tasks_root: Path, repo_root: Path) -> str:
         raise TaskCorpusError(f"{tasks_root}: the task corpus must live inside the repository {repo_root}") from None
 
 
-def _uncommitted(tasks_root: Path, built: Path) -> list[CorpusFailure]:
-    """Task folders present in the working tree but absent from the checked revision."""
+def uncommitted_folders(tasks_root: Path, committed: set[str]) -> list[CorpusFailure]:
+    """Task folders present in the working tree at `tasks_root` but not among the `committed` folder
+    names of the checked revision. Reads the checkout itself, so it runs where the checkout is (the
+    flow process), never on a worker that has only the corpus pack."""
     if not tasks_root.is_dir():
         return []
-    committed = {p.name for p in task_folders(built)}
     return [
         _failure(p.name, "layout", p.name, "the task folder is not committed at the checked revision; fixtures are built from git objects, so commit it")
         for p in task_folders(tasks_root) if p.name not in committed
     ]
+
+
+def committed_folders(repo: Path, commit: str, subdir: str) -> set[str]:
+    """Names of the task folders of `subdir` at `commit` (read from git objects). Raises TaskCorpusError
+    when the commit has no such folder."""
+    listed = subprocess.run(["git", "-C", str(repo), "ls-tree", "-d", "--name-only", "-z", f"{commit}:{subdir}"],
+                            capture_output=True, check=False)
+    if listed.returncode != 0:
+        raise TaskCorpusError(f"{repo}: commit {commit[:12]} has no folder {subdir} "
+                              f"({listed.stderr.decode(errors='replace').strip()}); commit the task corpus")
+    return {name for name in listed.stdout.decode().split("\0") if name and not name.startswith((".", "_"))}
+
+
+def check_packed_corpus(store: ArtifactStore, pack: CorpusPack, only: Sequence[str] | None = None) -> CorpusCheckReport:
+    """`check_corpus` on a corpus pack (fetched from `store` once per machine), of every task or of the
+    task folders in `only`: what a process that has only the artifact root can check. The report names
+    the pack (`pack_label`), not this machine's pack cache; folders the checkout holds uncommitted are
+    not in a pack (see `uncommitted_folders`)."""
+    checkout = open_corpus_pack(store, pack)
+    report = check_corpus(checkout / pack.tasks_subdir, checkout, pack.commit, only=only)
+    return report.model_copy(update={"repository": pack_label(pack)})
 
 
 def check_corpus(tasks_root: Path, repo_root: Path, revision: str = "HEAD", *, workers: int | None = None,
@@ -819,7 +843,7 @@ def check_corpus(tasks_root: Path, repo_root: Path, revision: str = "HEAD", *, w
         commit = build.source.commit
         folders = task_folders(scratch / "tasks")
         all_ids = [p.name for p in folders]
-        corpus_failures = _uncommitted(tasks_root, scratch / "tasks")
+        corpus_failures = uncommitted_folders(tasks_root, {p.name for p in folders})
         if only is not None:
             wanted = set(only)
             corpus_failures = [f for f in corpus_failures if f.task_id in wanted]

@@ -151,12 +151,15 @@ def prepare_tasks(config: RunConfig, repo_root: str, artifact_root: str, storage
     tasks_root = repo / config.tasks_root
     commit = resolve_commit(repo, config.revision, str(repo))
     tasks_subdir = task_subdir_of(tasks_root, repo)
-    chosen = select_tasks(load_tasks(tasks_root), config.tasks)
+    every = load_tasks(tasks_root)
+    chosen = select_tasks(every, config.tasks)
     progress.start(PREPARE, len(chosen))
     progress.start(INVARIANTS, 1)
     _, tasks_tree = fixture_tree_oid(repo, commit, tasks_subdir)
     invariants = stages.check_invariants.with_options(result_storage=storage)
-    invariants_future = invariants.submit(str(tasks_root), str(repo), commit, tasks_tree, stages.code_digest(*stages.INVARIANTS_CODE))
+    # Only the run's tasks: a task the run does not measure cannot change its numbers (`memtrial corpus check` checks them all).
+    only = None if len(chosen) == len(every) else sorted(t.task_id for t in chosen)
+    invariants_future = invariants.submit(str(tasks_root), str(repo), commit, tasks_tree, stages.code_digest(*stages.INVARIANTS_CODE), only)
     prepare = stages.prepare_task_corpus.with_options(result_storage=storage)
     prepare_code = stages.prepare_code_digest()
     futures = []

@@ -265,11 +265,13 @@ def prepare_task_corpus(repo_root: str, commit: str, manifest: str, tree_oid: st
     retry_delay_seconds=2,
     retry_condition_fn=retry_condition,
 )
-def check_invariants(tasks_root: str, repo_root: str, commit: str, tasks_tree_oid: str, code: str) -> CorpusCheckReport:
-    """Every task's invariants at `commit` (pure: builds in scratch folders; safe to retry). Keyed on
-    the corpus folder's git tree (its content), not the commit: an unrelated commit re-uses it."""
+def check_invariants(tasks_root: str, repo_root: str, commit: str, tasks_tree_oid: str, code: str,
+                     only: list[str] | None = None) -> CorpusCheckReport:
+    """The invariants at `commit` of the tasks named in `only` (the run's tasks), or of every task
+    (pure: builds in scratch folders; safe to retry). Keyed on the corpus folder's git tree (its
+    content) and `only`, not the commit: an unrelated commit re-uses it."""
     enter_stage("corpus-invariants")
-    return check_corpus(Path(tasks_root), Path(repo_root), commit)
+    return check_corpus(Path(tasks_root), Path(repo_root), commit, only=only)
 
 
 def _arm_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:

@@ -5,6 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.memtrial-installed
 EXTRAS := test,embeddings,chroma,dask,lancedb,txtai,mem0
+# Test processes; each test file runs whole on one of them (its module fixtures are built once).
+TEST_WORKERS ?= 2
 
 .PHONY: demo test test-deps bench clean-venv
 
@@ -25,7 +27,7 @@ test-deps:
 	-bash scripts/install_claude_code.sh >/dev/null
 
 test: $(STAMP) test-deps
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	command -v rg >/dev/null || apt-get install -y ripgrep

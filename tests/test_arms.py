@@ -19,9 +19,9 @@ from tasks_lib.agents.calibration_plan import (
     CalibrationPlanError,
     expected_attempt,
     expected_input_tokens,
+    feed_key_texts,
     key_texts,
     load_key_lanes,
-    measure_key_lanes,
 )
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.arm.steps import (
@@ -63,6 +63,7 @@ HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_out
 PICK = ["logship-partial-exit", "tabmill-delimiter", "rotlog-keep-count", "paybridge-tenant-header"]
 KEY_LANES = load_key_lanes(REPO / "corpora" / "tasks", TASKS)
 ALL_CONDITIONS = ["off", "on", "ablate:all", *(f"ablate:{lane}" for lane in LANES)]
+WHOLE_CORPUS_CONDITIONS = ["off", "on", "ablate:all", "feed", "grep"]
 
 
 def run(tasks: list[str], conditions: list[str], tmp_path: Path, agent: str = "calibration", trials: int = 1):  # type: ignore[no-untyped-def]
@@ -71,17 +72,30 @@ def run(tasks: list[str], conditions: list[str], tmp_path: Path, agent: str = "c
                       agent_name=agent, store=LocalStore(tmp_path / "artifacts"))
 
 
+def lanes_to_ablate(index: int, task) -> list[str]:  # type: ignore[no-untyped-def]
+    """Every lane for a task whose key memory at most one lane carries (where an ablation can flip the
+    outcome); one lane, rotating through them, for every other task (each lane is ablated on about a
+    quarter of the corpus: enough to show a lane's ablation leaves the other lanes' delivery intact)."""
+    if len(KEY_LANES.tasks[task.task_id]) <= 1:
+        return [f"ablate:{lane}" for lane in LANES]
+    return [f"ablate:{LANES[index % len(LANES)]}"]
+
+
 @pytest.fixture(scope="module")
 def full_matrix(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """Every bundled task under off, on, ablate:all and ablate:<each lane>, one trial each."""
+    """Every bundled task under off, on, ablate:all, feed and grep, and the lane ablations above, one
+    trial each: one matrix for this file's whole-corpus checks and the feed's (one run of off and on)."""
     where = tmp_path_factory.mktemp("full")
-    return run([t.task_id for t in TASKS], ALL_CONDITIONS, where), LocalStore(where / "artifacts")
+    plan = [a for index, task in enumerate(TASKS)
+            for a in schedule([task], [*WHOLE_CORPUS_CONDITIONS, *lanes_to_ablate(index, task)], 1)]
+    records = run_matrix(plan, run_id="test-run", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
+                         agent_name="calibration", store=LocalStore(where / "artifacts"))
+    return records, LocalStore(where / "artifacts")
 
 
-@pytest.mark.parametrize("task", TASKS, ids=[t.task_id for t in TASKS])
-def test_declared_key_lanes_are_the_lanes_that_retrieve_the_key_memory(task) -> None:  # type: ignore[no-untyped-def]
-    """The corpus declaration holds for the reference store, lane by lane (a retrieval change shows up here, by name)."""
-    assert measure_key_lanes(task) == KEY_LANES.tasks[task.task_id]
+# That the declared key lanes are the lanes that retrieve each task's key memory (measured lane by
+# lane in the reference store) is the corpus check's `key-lanes` invariant, run on every task by
+# tests/test_cli.py::test_corpus_check_reports_every_bundled_task_and_invariant.
 
 
 def test_the_corpus_has_tasks_whose_key_memory_only_one_lane_carries() -> None:
@@ -104,30 +118,63 @@ def test_every_task_and_condition_follows_from_the_corpus(full_matrix) -> None: 
     (kind, files, key-lane declaration); ablating the only lane that carries a key memory flips
     success, and ablate:all equals off."""
     records, store = full_matrix
+    records = [r for r in records if r.condition in ALL_CONDITIONS]
     by = {(r.task_id, r.condition): r for r in records}
-    assert len(by) == len(records) == len(TASKS) * len(ALL_CONDITIONS)
-    for task in TASKS:
-        for condition in ALL_CONDITIONS:
-            record = by[(task.task_id, condition)]
-            expected = expected_attempt(task, condition, KEY_LANES.tasks[task.task_id])
-            transcript = store.get_json(record.transcript or "", Transcript)
-            context = "".join(step.text for step in transcript.steps if step.source == "hook")
-            where = f"{task.task_id} under {condition}"
-            assert record.outcome == expected.outcome, where
-            assert any(text in context for text in key_texts(task)) == expected.delivered, where
-            assert record.output_tokens == expected.output_tokens, where
-            assert record.input_tokens == expected_input_tokens(task, expected, len(context.encode())), where
-            assert record.audit_passed and not record.infra_failure, where
-            if condition in ("off", "ablate:all"):
-                assert context == "" and record.injection == "no", where
-            else:
-                assert record.injection == ("yes" if context else "no"), where
+    assert len(by) == len(records) == sum(3 + len(lanes_to_ablate(i, t)) for i, t in enumerate(TASKS))
+    assert {c for _, c in by} == set(ALL_CONDITIONS), "every lane is ablated somewhere"
+    for (task_id, condition), record in by.items():
+        task = select_tasks(TASKS, [task_id])[0]
+        expected = expected_attempt(task, condition, KEY_LANES.tasks[task.task_id])
+        transcript = store.get_json(record.transcript or "", Transcript)
+        context = "".join(step.text for step in transcript.steps if step.source == "hook")
+        where = f"{task.task_id} under {condition}"
+        assert record.outcome == expected.outcome, where
+        assert any(text in context for text in key_texts(task)) == expected.delivered, where
+        assert record.output_tokens == expected.output_tokens, where
+        assert record.input_tokens == expected_input_tokens(task, expected, len(context.encode())), where
+        assert record.audit_passed and not record.infra_failure, where
+        if condition in ("off", "ablate:all"):
+            assert context == "" and record.injection == "no", where
+        else:
+            assert record.injection == ("yes" if context else "no"), where
     for task in TASKS:
         off, ablate_all = by[(task.task_id, "off")], by[(task.task_id, "ablate:all")]
         assert (ablate_all.outcome, ablate_all.input_tokens, ablate_all.output_tokens) == (off.outcome, off.input_tokens, off.output_tokens)
     flips = {(t, c.removeprefix("ablate:")) for (t, c), r in by.items()
              if c.startswith("ablate:") and c != "ablate:all" and r.outcome == "fail" and by[(t, "on")].outcome == "pass"}
     assert flips == {("diskwatch-critical-default", "graph"), ("paybridge-tenant-header", "corrections")}
+
+
+@pytest.mark.slow
+def test_calibration_pattern_under_feed_and_grep_is_recovered_exactly(full_matrix) -> None:  # type: ignore[no-untyped-def]
+    """Outcome, key delivery, injection and exact tokens of every record under off, on, feed and grep
+    follow from the corpus, for every bundled task (the feed's other tests: tests/test_feed.py)."""
+    records, store = full_matrix
+    feed_matrix = ["off", "on", "feed", "grep"]
+    by = {(r.task_id, r.condition): r for r in records if r.condition in feed_matrix}
+    assert len(by) == len(TASKS) * len(feed_matrix)
+    for task in TASKS:
+        for condition in feed_matrix:
+            record = by[(task.task_id, condition)]
+            expected = expected_attempt(task, condition, KEY_LANES.tasks[task.task_id])
+            transcript = store.get_json(record.transcript or "", Transcript)
+            context = "".join(step.text for step in transcript.steps if step.source == "hook")
+            where = f"{task.task_id} under {condition}"
+            assert record.outcome == expected.outcome, where
+            assert record.output_tokens == expected.output_tokens, where
+            assert record.input_tokens == expected_input_tokens(task, expected, len(context.encode()), condition), where
+            if condition == "feed":
+                assert any(t in context for t in feed_key_texts(task)), where
+                assert record.injection == "yes" and record.delivered_ids and set(record.delivered_ids) <= set(record.planted_ids), where
+            if condition == "grep":
+                assert context == "" and record.injection == "no" and record.delivery_receipt is None, where
+            read_history = any("(recorded session)" in step.text for step in transcript.steps)
+            assert read_history == (condition == "grep"), f"{where}: only the grep arm can read the recorded sessions"
+    # The feed helps exactly where curated memory helps: convention tasks flip from fail to pass.
+    flips = {t for (t, c), r in by.items() if c == "feed" and r.outcome == "pass" and by[(t, "off")].outcome == "fail"}
+    assert flips == {t for (t, c), r in by.items() if c == "on" and r.outcome == "pass" and by[(t, "off")].outcome == "fail"}
+    assert flips == {t for (t, c), r in by.items() if c == "grep" and r.outcome == "pass" and by[(t, "off")].outcome == "fail"}
+    assert flips, "the feed decides success on some task"
 
 
 def test_schedule_interleaves_conditions_across_trials() -> None:

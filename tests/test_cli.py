@@ -132,11 +132,15 @@ def test_usage_errors_exit_2_with_a_message(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_corpus_check_reports_every_bundled_task_and_invariant(capsys: pytest.CaptureFixture[str]) -> None:
-    """`memtrial corpus check --json` passes on the bundled corpus, per task and invariant."""
-    from tasks_lib.corpus.tasks import INVARIANTS
+    """`memtrial corpus check --json` passes on the bundled corpus, per task and invariant: every
+    committed task fails untouched, passes with its solution, leaks nothing and certifies clean (the
+    suite's one check of the whole corpus)."""
+    from tasks_lib.corpus.tasks import INVARIANTS, load_tasks
 
-    assert main(["corpus", "check", "--json"]) == 0
+    code = main(["corpus", "check", "--json"])
     result = json.loads(capsys.readouterr().out)
-    assert result["ok"] is True and result["failures"] == [] and result["split_problems"] == []
-    assert len(result["tasks"]) >= 12
+    assert result["failures"] == [] and result["split_problems"] == [], result["failures"]
+    assert code == 0 and result["ok"] is True
+    bundled = {t.task_id for t in load_tasks(Path(__file__).resolve().parents[1] / "corpora" / "tasks")}
+    assert {task["task"] for task in result["tasks"]} == bundled and len(bundled) >= 40
     assert all(task[name] == "ok" for task in result["tasks"] for name in INVARIANTS)

@@ -50,3 +50,18 @@ def test_an_uncommitted_task_manifest_stops_the_arm_by_name(prefect_harness: Non
     manifest.write_text(manifest.read_text().replace('"logship",', '"logship", "tests",'))
     with pytest.raises(Exception, match=r"task.json: differs from commit [0-9a-f]{12}, whose git objects the invariants certified"):
         _run(clone, tmp_path)
+
+
+def test_a_run_gates_each_of_its_own_tasks_and_no_other(prefect_harness: None, clone: Path, tmp_path: Path) -> None:
+    """The run checks the invariants of the tasks it measures (not the whole corpus, which made every
+    small run pay for all of it): a committed verifier that no longer matches its pinned digest
+    excludes that task by name, the other task runs, and a broken task outside the run stops nothing."""
+    for task in (TASK, "rotlog-keep-count"):
+        verifier = clone / "corpora" / "tasks" / task / "verifier.sh"
+        verifier.write_text(verifier.read_text() + "exit 0\n")
+    subprocess.run(["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qam", "break two verifiers"],
+                   check=True)
+    config = RunConfig(tasks=[TASK, "tabmill-delimiter"], conditions=["off"], trials=1, suites=[])
+    result = paired_flow(config, "gate-own-tasks", str(clone), str(tmp_path / "artifacts"))
+    assert result.excluded == {TASK: "invariants: digests-match"}
+    assert [(r.task_id, r.condition) for r in result.records] == [("tabmill-delimiter", "off")]

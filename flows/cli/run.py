@@ -1,6 +1,7 @@
 """`memtrial run`, `memtrial paired` and `memtrial rerun`: the commands that run Prefect flows.
 
-Each starts Prefect in its local mode (no server to start; analytics off; a patient startup),
+Each uses one Prefect API (`flows.localserver.ensure_api`: PREFECT_API_URL, else a running
+`memtrial server`, else a local server it starts and that dies with it; analytics off),
 shows a live progress bar with stage and task counts on a terminal (plain lines otherwise), and
 ends by saying where the records and reports are. A failed run names the command that reruns it
 from cache.
@@ -27,7 +28,7 @@ PlainOpt = Annotated[bool, typer.Option("--plain", help="Plain progress lines in
 
 
 def _start_prefect() -> None:
-    """Prefect's local mode, quiet enough for a live progress bar."""
+    """Prefect's local mode with one API (said on stderr), quiet enough for a live progress bar."""
     # The progress display and the one-line error say what happened; Prefect's own log lines
     # (tracebacks of failed stages included) stay in the Prefect database, shown only when asked for.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
@@ -36,6 +37,9 @@ def _start_prefect() -> None:
     from flows.settings import configure_prefect
 
     configure_prefect()
+    from flows.localserver import describe, ensure_api
+
+    err.print(describe(ensure_api()), markup=False, highlight=False)
     logging.getLogger("prefect").setLevel(os.environ["PREFECT_LOGGING_LEVEL"])
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # a local Dask cluster's workers
     # The ephemeral server's database pool reports a cancelled rollback at shutdown as an ERROR traceback.
@@ -56,7 +60,7 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
 
     config, path = resolve_config(config_path, artifacts)
     preflight(config, PROJECT_ROOT, str(path))
-    err.print(f"memtrial: run {run_id} ({config.name}); Prefect's local server can take ~20 s to start")
+    err.print(f"memtrial: run {run_id} ({config.name})")
     try:
         with reporting(err, live=False if plain or as_json else None):
             result = nightly.with_options(retries=config.flow_retries)(config_path=config_path, run_id=run_id, artifact_root=artifacts)

@@ -41,8 +41,6 @@ WATCH_SECONDS = 0.2
 """How often an owned server checks that the process that started it is alive."""
 STOP_GRACE_SECONDS = 5.0
 """How long a server gets to shut down cleanly before it is killed."""
-PORT_ATTEMPTS = 3
-"""Fresh ports tried when the server's port was taken between choosing it and binding it."""
 
 
 class LocalServerError(MemtrialError):
@@ -56,7 +54,8 @@ class Api:
     url: str
     """The API's base URL (ends in /api)."""
     source: str
-    """'environment' (PREFECT_API_URL), 'memtrial server' (a running one reused) or 'owned' (started for this process)."""
+    """'environment' (PREFECT_API_URL), 'memtrial server' (a running one reused), 'owned' (started for this
+    process) or 'prefect' (Prefect was imported first: its settings, maybe its temporary server)."""
 
 
 def prefect_home() -> Path:
@@ -111,14 +110,23 @@ def _server_env(ephemeral: bool) -> dict[str, str]:
     return env
 
 
-def _spawn(port: int) -> subprocess.Popen[bytes]:
-    """The owned server's process: this module's `main`, watching this process."""
+def _spawn() -> tuple[int, subprocess.Popen[bytes]]:
+    """The owned server's process (this module's `main`, watching this process) and the port it bound:
+    the child binds a free port before anything else and prints it, so no other process can take it."""
     log = open(prefect_home() / SERVER_LOG, "ab")  # noqa: SIM115 - the child holds it; ours closes below
     try:
-        return subprocess.Popen([sys.executable, "-m", "flows.localserver", "--port", str(port), "--parent", str(os.getpid())],
-                                env=_server_env(ephemeral=True), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        process = subprocess.Popen([sys.executable, "-m", "flows.localserver", "--parent", str(os.getpid())],
+                                   env=_server_env(ephemeral=True), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
     finally:
         log.close()
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    process.stdout.close()
+    if not line.strip().isdigit():
+        stop(process)
+        raise LocalServerError(f"the local Prefect server did not report its port (exit status {process.returncode}; "
+                               f"log: {prefect_home() / SERVER_LOG})")
+    return int(line), process
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
@@ -133,56 +141,72 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def start_owned(timeout: float) -> tuple[str, subprocess.Popen[bytes]]:
-    """Start a server owned by this process; return its URL once healthy. It stops when this process
-    exits (atexit) or dies (its watchdog)."""
-    for _ in range(PORT_ATTEMPTS):
-        port = free_port()
-        process = _spawn(port)
-        atexit.register(stop, process)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if healthy(api_url(port), timeout=1.0):
-                return api_url(port), process
-            if process.poll() is not None:
-                break
-            time.sleep(0.1)
-        else:
+def start_owned() -> tuple[str, subprocess.Popen[bytes]]:
+    """Start a server owned by this process, without waiting for it (`ready()` waits); it stops when this
+    process exits (atexit) or dies (its watchdog)."""
+    port, process = _spawn()
+    atexit.register(stop, process)
+    return api_url(port), process
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float) -> None:
+    """Return once the owned server at `url` answers; LocalServerError if it exits or stays silent."""
+    deadline = time.monotonic() + timeout
+    while not healthy(url, timeout=1.0):
+        if process.poll() is not None:
+            raise LocalServerError(f"the local Prefect server exited with status {process.returncode} before answering "
+                                   f"(log: {prefect_home() / SERVER_LOG}); rerun, or start one with 'memtrial server'")
+        if time.monotonic() > deadline:
             stop(process)
             raise LocalServerError(f"the local Prefect server did not answer within {timeout:g} s (log: {prefect_home() / SERVER_LOG}); "
                                    "raise PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS or start one with 'memtrial server'")
-        if _port_taken(port):
-            continue
-        raise LocalServerError(f"the local Prefect server exited with status {process.returncode} before answering "
-                               f"(log: {prefect_home() / SERVER_LOG})")
-    raise LocalServerError(f"no free port for a local Prefect server after {PORT_ATTEMPTS} tries")
+        time.sleep(0.1)
 
 
-def _port_taken(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+_chosen: Api | None = None
+_owned: subprocess.Popen[bytes] | None = None
 
 
 def ensure_api() -> Api:
-    """The Prefect API this command uses, set in PREFECT_API_URL, with temporary servers switched off.
-    Call after `configure_prefect()` and before `import prefect`."""
+    """The Prefect API this process uses, set in PREFECT_API_URL, with temporary servers switched off;
+    an owned server is started here and waited for in `ready()` (it starts while the command checks
+    its input). Call after `configure_prefect()` and before `import prefect`. In a process that imported
+    Prefect already (a library caller, a test), Prefect's own settings decide and nothing is started."""
+    global _chosen, _owned
+    if _chosen is not None:
+        return _chosen
     if "prefect" in sys.modules:
-        raise RuntimeError("ensure_api() must run before prefect is imported (Prefect reads PREFECT_API_URL at import)")
+        from prefect.settings import PREFECT_API_URL
+
+        current = PREFECT_API_URL.value()
+        _chosen = Api(current or "", "prefect")
+        return _chosen
     url = os.environ.get("PREFECT_API_URL")
     if url:
-        api = Api(url, "environment")
+        _chosen = Api(url, "environment")
     elif found := running_server(prefect_home()):
-        api = Api(found, "memtrial server")
+        _chosen = Api(found, "memtrial server")
     else:
-        timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS") or 180)
-        api = Api(start_owned(timeout)[0], "owned")
-    os.environ["PREFECT_API_URL"] = api.url
+        owned_url, _owned = start_owned()
+        _chosen = Api(owned_url, "owned")
+    os.environ["PREFECT_API_URL"] = _chosen.url
     os.environ["PREFECT_SERVER_EPHEMERAL_ENABLED"] = "false"
-    return api
+    return _chosen
 
 
-def describe(api: Api) -> str:
-    """One line for the user: which Prefect API this command uses."""
+def ready() -> str | None:
+    """Wait for the API `ensure_api()` chose to answer (an owned server's start); return the line that
+    tells the user which API it is (None when Prefect's own settings decide)."""
+    api = ensure_api()
+    if api.source == "owned" and _owned is not None:
+        wait_healthy(api.url, _owned, float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS") or 180))
+    return describe(api)
+
+
+def describe(api: Api) -> str | None:
+    """One line for the user: which Prefect API this command uses (None when Prefect's settings decide)."""
+    if api.source == "prefect":
+        return None
     if api.source == "owned":
         return (f"memtrial: started a local Prefect server at {api.url} for this command (stops with it); "
                 "'memtrial server' keeps one running and saves that start")
@@ -191,12 +215,21 @@ def describe(api: Api) -> str:
     return f"memtrial: using the Prefect API at {api.url} (PREFECT_API_URL)"
 
 
-def serve(port: int) -> None:
-    """Run Prefect's API server on 127.0.0.1:`port` in this process until SIGTERM or SIGINT."""
+def bind(port: int) -> socket.socket:
+    """A listening socket on 127.0.0.1:`port` (0: a free port)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(2048)
+    return sock
+
+
+def serve(sock: socket.socket) -> None:
+    """Run Prefect's API server on `sock` in this process until SIGTERM or SIGINT."""
     import uvicorn
 
-    uvicorn.run("prefect.server.api.server:create_app", factory=True, host="127.0.0.1", port=port,
-                log_level="error", lifespan="on")
+    config = uvicorn.Config("prefect.server.api.server:create_app", factory=True, log_level="error", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 def watch_parent(parent: int) -> None:
@@ -217,26 +250,31 @@ def run_standing(port: int) -> None:
     found = running_server(home)
     if found:
         raise LocalServerError(f"a memtrial server already runs at {found} ({home / SERVER_FILE}); use it: export PREFECT_API_URL={found}")
-    if _port_taken(port):
-        raise LocalServerError(f"--port {port}: 127.0.0.1:{port} is in use; pick another port")
+    try:
+        sock = bind(port)
+    except OSError as error:
+        raise LocalServerError(f"--port {port}: cannot listen on 127.0.0.1:{port} ({error.strerror}); pick another port") from None
     os.environ.update(_server_env(ephemeral=False))
     os.environ.pop("PREFECT_API_URL", None)
     record = home / SERVER_FILE
     record.write_text(json.dumps({"url": api_url(port), "pid": os.getpid()}) + "\n", encoding="utf-8")
     try:
-        serve(port)
+        serve(sock)
     finally:
         record.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The owned server's process: `python -m flows.localserver --port P --parent PID`."""
+    """The owned server's process: `python -m flows.localserver --parent PID` binds a free port, prints
+    it on stdout (then stdout joins stderr, the log), and serves until PID dies."""
     parser = argparse.ArgumentParser(prog="python -m flows.localserver", description=__doc__.split("\n")[0])
-    parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--parent", type=int, required=True, help="stop when this process dies")
     args = parser.parse_args(argv)
     watch_parent(args.parent)
-    serve(args.port)
+    sock = bind(0)
+    print(sock.getsockname()[1], flush=True)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    serve(sock)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,9 @@ from flows.localserver import SERVER_FILE, free_port, healthy, running_server
 
 CLI = [sys.executable, "-c", "import sys; from flows.cli.main import main; sys.exit(main(sys.argv[1:]))"]
 PROBE = """
-from flows.cli.run import _start_prefect
+from flows.cli.run import _api_ready, _start_prefect
 _start_prefect()  # what run, rerun and paired do first
+_api_ready()  # and once their input is checked
 from prefect import flow
 from prefect.runtime import flow_run
 print(flow(name="probe")(lambda: flow_run.name)())
@@ -84,17 +85,14 @@ def test_a_sigkilled_flow_process_leaves_no_prefect_server_running(tmp_path: Pat
     """The failure prevented: `kill -9` of a `memtrial run` orphaning the Prefect server it started
     (a uvicorn process holding a port and the database until someone finds it)."""
     flow = subprocess.Popen([*CLI, "run", "--config", str(one_task_config(tmp_path)), "--plain"], env=env_for(tmp_path),
-                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    groups.append(flow)
-    deadline = time.monotonic() + 120
-    while not (servers := servers_under(flow.pid)):
-        assert flow.poll() is None and time.monotonic() < deadline, "the run started no server"
-        time.sleep(0.05)
-    (server,) = servers
-    port = server.cmdline()[server.cmdline().index("--port") + 1]
-    while not healthy(f"http://127.0.0.1:{port}/api", timeout=0.5):
-        assert flow.poll() is None and time.monotonic() < deadline, "the server never answered"
-        time.sleep(0.1)
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    groups.append(flow)  # type: ignore[arg-type]
+    assert flow.stderr is not None
+    line = flow.stderr.readline()  # said once the server answers
+    assert "started a local Prefect server at http://127.0.0.1:" in line, line
+    url = line.split(" at ")[1].split()[0]
+    (server,) = servers_under(flow.pid)
+    assert healthy(url, timeout=2.0)
 
     flow.kill()  # SIGKILL of the flow process alone, not its group
     flow.wait()
@@ -103,7 +101,7 @@ def test_a_sigkilled_flow_process_leaves_no_prefect_server_running(tmp_path: Pat
     while not stopped(server):
         assert time.monotonic() < deadline, f"the server (PID {server.pid}) outlived its killed flow process by 10 s"
         time.sleep(0.05)
-    assert not healthy(f"http://127.0.0.1:{port}/api", timeout=0.5)
+    assert not healthy(url, timeout=0.5)
 
 
 def test_a_running_memtrial_server_is_reused_and_the_command_starts_no_server(tmp_path: Path, groups: list[subprocess.Popen[bytes]]) -> None:

@@ -77,9 +77,11 @@ def report(
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
         os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
         configure_prefect()
-        from flows.localserver import describe, ensure_api
+        from flows.localserver import ready
 
-        err.print(describe(ensure_api()), markup=False, highlight=False)
+        line = ready()
+        if line:
+            err.print(line, markup=False, highlight=False)
         logging.getLogger("prefect").setLevel(logging.WARNING)
         from flows.report_artifacts import publish_report_artifacts
 

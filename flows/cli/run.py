@@ -37,14 +37,23 @@ def _start_prefect() -> None:
     from flows.settings import configure_prefect
 
     configure_prefect()
-    from flows.localserver import describe, ensure_api
+    from flows.localserver import ensure_api
 
-    err.print(describe(ensure_api()), markup=False, highlight=False)
+    ensure_api()  # an owned server starts now, while the command checks its input; `_api_ready` waits for it
     logging.getLogger("prefect").setLevel(os.environ["PREFECT_LOGGING_LEVEL"])
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # a local Dask cluster's workers
     # The ephemeral server's database pool reports a cancelled rollback at shutdown as an ERROR traceback.
     logging.getLogger("sqlalchemy.pool").setLevel(logging.CRITICAL)
     logging.getLogger("distributed").setLevel(logging.WARNING)
+
+
+def _api_ready() -> None:
+    """Wait for the Prefect API (an owned server's start) and say which one it is."""
+    from flows.localserver import ready
+
+    line = ready()
+    if line:
+        err.print(line, markup=False, highlight=False)
 
 
 def _failed(run_id: str, error: BaseException) -> MemtrialError:
@@ -60,6 +69,7 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
 
     config, path = resolve_config(config_path, artifacts)
     preflight(config, PROJECT_ROOT, str(path))
+    _api_ready()
     err.print(f"memtrial: run {run_id} ({config.name})")
     try:
         with reporting(err, live=False if plain or as_json else None):
@@ -215,6 +225,7 @@ def paired(
     root = artifacts or default_artifact_root()
     run_id = new_run_id("paired")
     spec = next(a for a in config.all_agents if a.name == agent)
+    _api_ready()
     err.print(f"memtrial: paired run {run_id} ({agent}: {len(config.conditions)} conditions x {trials} trial(s))")
     try:
         with reporting(err, live=False if plain or as_json else None):

@@ -148,3 +148,48 @@ def test_a_stale_or_broken_server_record_is_not_reused(tmp_path: Path, record: s
     dead API instead of starting its own."""
     (tmp_path / SERVER_FILE).write_text(record, encoding="utf-8")
     assert running_server(tmp_path) is None
+
+
+def test_pruning_deletes_the_flow_runs_that_ended_before_the_cutoff_and_keeps_the_rest(prefect_harness: None,
+                                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The failure prevented: Prefect's database growing without bound (~24 KB per task run), or a
+    prune that deletes runs it was not asked to (a newer run, one still in progress)."""
+    import asyncio
+    import uuid
+    from datetime import UTC, datetime
+
+    from prefect import flow, task
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterId
+
+    from flows.cli.main import main
+    from flows.history import prune_flow_runs
+
+    name = f"prune-probe-{uuid.uuid4().hex[:8]}"
+    probe = flow(name=name)(lambda: task(name="step")(lambda: 1)())
+    probe()
+    cutoff = datetime.now(UTC)
+    time.sleep(0.05)
+    probe()
+
+    async def runs() -> list[tuple[str, int]]:
+        async with get_client() as client:
+            found = await client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=[name])))
+            return [(str(r.id), len(await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[r.id])))))
+                    for r in found]
+
+    before = asyncio.run(runs())
+    assert len(before) == 2 and all(tasks == 1 for _, tasks in before)
+
+    assert prune_flow_runs(cutoff, flows=[name]) == 1
+    (kept,) = asyncio.run(runs())
+    (gone,) = [run_id for run_id, _ in before if run_id != kept[0]]
+
+    async def task_runs_of(run_id: str) -> int:
+        async with get_client() as client:
+            return len(await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[uuid.UUID(run_id)]))))
+
+    assert kept in before and asyncio.run(task_runs_of(gone)) == 0, "the pruned run's task runs stayed"
+    assert prune_flow_runs(cutoff, flows=[name]) == 0
+    assert main(["prune-history", "--older-than-days", "36500"]) == 0
+    assert "deleted 0 flow run(s)" in capsys.readouterr().out

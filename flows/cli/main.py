@@ -56,6 +56,7 @@ app.command("runs")(runs.runs)
 app.command("show")(runs.show)
 app.command("power")(power.power)
 app.command("server")(server.server)
+app.command("prune-history")(server.prune_history)
 
 app.add_typer(corpus.corpus_app, name="corpus")
 app.add_typer(task.task_app, name="task")

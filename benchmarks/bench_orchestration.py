@@ -14,10 +14,10 @@ and arms/hour with 1 vs 2 parallel workers, on the calibration matrix of the bun
    cached beforehand).
 4. Report re-render (with 2): the rerun's report built again from the same stored inputs, drawing
    its three plots (`plots.draw`, what every render did before the plot cache) vs finding them in
-   the artifact store (`plots.stored_plotter`), side by side, each in a fresh process (so the draw
-   pays matplotlib's import, as a rerun's process does).
+   the artifact store (`plots.stored_plotter`), with the aggregation alone as the floor, alternating,
+   each in a fresh process (so the draw pays matplotlib's import, as a rerun's process does).
 
-`--only rerun` runs 2 and 4 alone.
+`--only rerun` runs 2 and 4 alone; `--rerender ROOT RUN` runs 4 alone on a stored run.
 
 Everything runs in one process against Prefect's local ephemeral server, with a fresh
 MEMTRIAL_HOME and artifact root in a temporary folder.
@@ -112,23 +112,46 @@ def rerun_fraction(tasks: list[str], root: Path) -> tuple[float, float]:
 
 RENDER = """
 import sys, time
+from flows.cli.report import bundled_memory_texts
+from tasks_lib.analysis.aggregate import aggregate_run
 from tasks_lib.artifacts import open_store
-from tasks_lib.report import build_report, html, plots
-if sys.argv[3] == "draw":
+from tasks_lib.report import build_report, plots
+store, run_id, how = open_store(sys.argv[1]), sys.argv[2], sys.argv[3]
+texts = bundled_memory_texts()  # what the nightly flow's report stage grades with
+texts = {k: v for k, v in (texts or {}).items() if any(r.task_id == k for r in aggregate_run(store, run_id, texts).records)}
+if how == "draw":
     plots.stored_plotter = lambda store: plots.draw
 started = time.perf_counter()
-build_report(open_store(sys.argv[1]), sys.argv[2])
+if how == "floor":
+    aggregate_run(store, run_id, texts)
+else:
+    build_report(store, run_id, memory_texts=texts)
 print(time.perf_counter() - started)
 """
+"""Times, in a fresh process, `build_report` drawing its plots (`draw`), finding them stored (`stored`),
+or the floor: the aggregation that `build_report` starts with, alone (`floor`)."""
 
 
 def rerender(root: Path, run_id: str, how: str) -> float:
-    """Seconds of `build_report` of `run_id` in a fresh process, drawing its plots or finding them stored."""
+    """Seconds of `how` (RENDER) on `run_id` in a fresh process."""
     import subprocess
 
     done = subprocess.run([sys.executable, "-c", RENDER, str(root), run_id, how], capture_output=True, text=True, check=True,
                           cwd=PROJECT_ROOT)
     return float(done.stdout.split()[-1])
+
+
+def rerender_rounds(root: Path, run_id: str, rounds: int) -> None:
+    """Print draw / stored / floor side by side, alternating, `rounds` times, and their medians."""
+    times: dict[str, list[float]] = {"draw": [], "stored": [], "floor": []}
+    rerender(root, run_id, "stored")  # the plots of these inputs into the store
+    for _ in range(rounds):
+        for how in times:
+            times[how].append(rerender(root, run_id, how))
+    draw, stored, floor = (statistics.median(times[h]) for h in ("draw", "stored", "floor"))
+    print(f"report re-render in a fresh process, median of {rounds}: drawing the plots {draw:.2f} s, plots from the store "
+          f"{stored:.2f} s, floor (aggregation alone) {floor:.2f} s; render beyond the floor {draw - floor:.2f} s vs "
+          f"{stored - floor:.2f} s; load {os.getloadavg()[0]:.1f} ({', '.join(f'{h} {[round(t, 2) for t in v]}' for h, v in times.items())})")
 
 
 def arms_per_hour(tasks: list[str], root: Path, workers: int) -> tuple[float, int]:
@@ -147,7 +170,12 @@ def main() -> None:
     parser.add_argument("--rerun-tasks", type=int, default=0, help="bundled tasks in the rerun measurement (0: all)")
     parser.add_argument("--rounds", type=int, default=1, help="repetitions of each measurement")
     parser.add_argument("--only", choices=["all", "rerun"], default="all", help="rerun: only the rerun and re-render measurements")
+    parser.add_argument("--rerender-rounds", type=int, default=3, help="alternating rounds of the report re-render measurement")
+    parser.add_argument("--rerender", nargs=2, metavar=("ROOT", "RUN"), help="only the re-render measurement, on a stored run")
     args = parser.parse_args()
+    if args.rerender:
+        rerender_rounds(Path(args.rerender[0]), args.rerender[1], args.rerender_rounds)
+        return
     every = [t.task_id for t in load_tasks(PROJECT_ROOT / "corpora" / "tasks")]
     tasks, rerun_tasks = every[: args.tasks], every[: args.rerun_tasks or len(every)]
     root = HOME / "bench"
@@ -163,9 +191,7 @@ def main() -> None:
         print(f"[{round_}] nightly ({3 * len(rerun_tasks)} arms) failing in its last stage {failed:.1f} s; "
               f"rerun from cache {rerun:.1f} s = {100 * rerun / failed:.1f}% of the run; load {os.getloadavg()[0]:.1f}")
         assert LAST_RERUN is not None
-        drawn, found = rerender(*LAST_RERUN, "draw"), rerender(*LAST_RERUN, "stored")
-        print(f"[{round_}] report re-render in a fresh process: drawing the plots {drawn:.2f} s, plots from the store {found:.2f} s "
-              f"({drawn / found:.2f}x); load {os.getloadavg()[0]:.1f}")
+        rerender_rounds(*LAST_RERUN, args.rerender_rounds)
         if args.only == "rerun":
             continue
         for workers in (1, 2):

@@ -366,6 +366,22 @@ def test_a_report_rendered_again_from_unchanged_inputs_draws_no_plot(tmp_path: P
     assert page.count("data:image/png;base64,") == 3
 
 
+def test_a_tampered_stored_plot_is_drawn_again_not_embedded(tmp_path: Path) -> None:
+    """The failure prevented: markup written into the plot cache reaching the report page (an `<img>`
+    whose source closes the attribute and runs script)."""
+    from tasks_lib.report.plots import PLOTS_CACHE
+
+    store = LocalStore(tmp_path / "artifacts")
+    store_scenario(store, scenario_records(RUN))
+    build_report(store, RUN)
+    evil = 'data:image/png;base64,AAAA" onerror="alert(1)'
+    for entry in (tmp_path / "artifacts" / PLOTS_CACHE).iterdir():
+        entry.write_text(evil, encoding="ascii")
+    page = store.get_bytes(build_report(store, RUN).key).decode()
+    assert "onerror" not in page and page.count("data:image/png;base64,") == 3
+    assert all(entry.read_text() != evil for entry in (tmp_path / "artifacts" / PLOTS_CACHE).iterdir())
+
+
 def test_a_plot_is_redrawn_when_its_inputs_change() -> None:
     """The failure prevented: a cached plot shown for other numbers than the report's."""
     from tasks_lib.report.plots import mui_plot, plot_digest, token_plot

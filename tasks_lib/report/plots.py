@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import re
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 PLOTS_CACHE = "cache/plots"
 """Artifact-store folder of drawn plots, one `<sha256>.uri` per plot (its `data:` URI)."""
+PNG_URI = re.compile(r"data:image/png;base64,[A-Za-z0-9+/]+={0,2}")
+"""What a stored plot must be to be used (anything else in the cache is drawn again, never embedded)."""
 Plotter = Callable[[Callable[..., str], tuple[Any, ...]], str]
 """Draws plot function `fn` on `args` (or finds it drawn): `plotter(fn, args)` is `fn(*args)`."""
 
@@ -59,11 +62,14 @@ def plot_digest(fn: Callable[..., str], args: tuple[Any, ...]) -> str:
 
 
 def stored_plotter(store: ArtifactStore) -> Plotter:
-    """A Plotter that reads a plot drawn before from `store` (PLOTS_CACHE) and stores what it draws."""
+    """A Plotter that reads a plot drawn before from `store` (PLOTS_CACHE) and stores what it draws; a
+    stored entry that is not a PNG `data:` URI (tampered, truncated) is drawn again and replaced."""
     def plot(fn: Callable[..., str], args: tuple[Any, ...]) -> str:
         key = f"{PLOTS_CACHE}/{plot_digest(fn, args)}.uri"
         if store.exists(key):
-            return store.get_bytes(key).decode("ascii")
+            stored = store.get_bytes(key).decode("ascii", errors="replace")
+            if PNG_URI.fullmatch(stored):
+                return stored
         uri = fn(*args)
         store.put_bytes(key, uri.encode("ascii"))
         return uri

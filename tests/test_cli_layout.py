@@ -22,7 +22,7 @@ from flows.cli.main import app
 ROOT = Path(__file__).resolve().parents[1]
 CLI = ROOT / "flows" / "cli"
 
-COMMANDS = {"validate", "certify", "prereg", "admit", "publish", "compare", "report", "run", "rerun", "paired", "trend", "runs", "show", "power"}
+COMMANDS = {"validate", "certify", "prereg", "admit", "publish", "compare", "report", "run", "rerun", "paired", "trend", "runs", "show", "power", "server", "prune-history"}
 """The top-level commands."""
 GROUPS = {
     "corpus": {"build", "redact", "check", "fetch"},

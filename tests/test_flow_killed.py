@@ -1,6 +1,6 @@
 """A flow process killed mid-run (SIGKILL, arms in flight) and the run resumed with `memtrial rerun`:
 exactly one record per (task, condition, trial). Real `memtrial` processes, each with its own
-temporary Prefect server; the artifact root is the only thing the two share."""
+local Prefect server; the artifact root is the only thing the two share."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def test_a_killed_flow_process_then_rerun_leaves_exactly_one_record_per_cell(tmp
             assert flow.poll() is None and time.monotonic() < deadline, "the run ended before any arm finished"
             time.sleep(0.1)
     finally:
-        # SIGKILL the whole process group: the flow process and the temporary Prefect server it started
-        # (a lone SIGKILL of the flow process orphans that server: a known limit, README)
+        # SIGKILL the whole process group, the flow process and its local Prefect server at once (a lone
+        # SIGKILL of the flow process stops that server too: tests/test_local_server.py)
         os.killpg(flow.pid, signal.SIGKILL)
         flow.wait()
     (run_dir,) = [p for p in runs.iterdir() if p.name.endswith("-calibration")]

@@ -1,6 +1,7 @@
 """One Prefect API: with PREFECT_API_URL set, a `memtrial` process starts no temporary server and its
-runs land in that API; without it each process starts (and stops) its own. Prefect's database holds
-only history: a rerun on a fresh database still takes every completed stage from the artifact root.
+runs land in that API; without it each process starts (and stops) its own, memtrial's rather than
+Prefect's (`flows.localserver`, `tests/test_local_server.py`). Prefect's database holds only history:
+a rerun on a fresh database still takes every completed stage from the artifact root.
 Real `memtrial` processes, a real Prefect API (the test harness) on 127.0.0.1."""
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from pathlib import Path
 from flows.stages import FAIL_STAGE_ENV, TRACE_ENV
 
 TEMPORARY = "Starting temporary server"
+"""What Prefect logs when it starts its own temporary server (memtrial never lets it)."""
+OWNED = "started a local Prefect server"
+"""What memtrial says when it starts a server for the command."""
 CLI = [sys.executable, "-c", "import sys; from flows.cli.main import main; sys.exit(main(sys.argv[1:]))"]
 
 
@@ -41,7 +45,8 @@ def test_a_rerun_on_a_fresh_prefect_database_takes_every_completed_stage_from_th
     env = clean_env(tmp_path, "prefect-a")
     first = memtrial(["run", "--config", str(smoke_config(tmp_path)), "--plain", "--json"], {**env, FAIL_STAGE_ENV: "report"}, tmp_path)
     assert first.returncode != 0 and "report" in first.stderr
-    assert TEMPORARY in first.stderr, "without PREFECT_API_URL a temporary server is expected (negative control)"
+    assert OWNED in first.stderr, "without PREFECT_API_URL a server of its own is expected (negative control)"
+    assert TEMPORARY not in first.stderr, "Prefect started its own temporary server (it outlives a killed flow process)"
     (run_id,) = [p.name for p in (tmp_path / "artifacts" / "runs").iterdir() if p.name.endswith("-calibration")]
     run_id = run_id.removesuffix("-calibration")
     trace = tmp_path / "trace.tsv"
@@ -66,7 +71,7 @@ def test_with_prefect_api_url_set_no_process_starts_a_temporary_server(prefect_h
     done = memtrial(["run", "--config", str(smoke_config(tmp_path)), "--plain", "--json"], env, tmp_path)
 
     assert done.returncode == 0, done.stderr[-2000:]
-    assert TEMPORARY not in done.stderr
+    assert TEMPORARY not in done.stderr and OWNED not in done.stderr
     run_id = json.loads(done.stdout)["run_id"]
 
     async def names() -> list[str]:

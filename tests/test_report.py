@@ -345,3 +345,49 @@ def test_a_real_runs_report_renders_and_is_not_blank(real_report: tuple[LocalSto
     assert _mask(pixels, HEADLINE_BLUE).sum() > 10000, "the headline block is on the first screen"
     if os.environ.get("MEMTRIAL_KEEP_SCREENSHOT"):
         shutil.copy(shot, os.environ["MEMTRIAL_KEEP_SCREENSHOT"])
+
+
+def test_a_report_rendered_again_from_unchanged_inputs_draws_no_plot(tmp_path: Path) -> None:
+    """The failure prevented: every rerun or `memtrial report` of an unchanged run paying matplotlib's
+    import and three drawings (about 2 s, most of a rerun after a late failure) for the same pictures."""
+    import sys
+
+    from tasks_lib.report.plots import PLOTS_CACHE
+
+    store = LocalStore(tmp_path / "artifacts")
+    store_scenario(store, scenario_records(RUN))
+    first = build_report(store, RUN)
+    drawn = sorted((tmp_path / "artifacts" / PLOTS_CACHE).iterdir())
+    assert len(drawn) == 3, drawn
+    again = ("import sys; from tasks_lib.artifacts import open_store; from tasks_lib.report import build_report; "
+             f"build_report(open_store({str(tmp_path / 'artifacts')!r}), {RUN!r}); "
+             "assert 'matplotlib' not in sys.modules, 'matplotlib was imported'")
+    done = subprocess.run([sys.executable, "-c", again], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-1500:]
+    page = store.get_bytes(first.key).decode()
+    assert sorted((tmp_path / "artifacts" / PLOTS_CACHE).iterdir()) == drawn
+    assert page.count("data:image/png;base64,") == 3
+
+
+def test_a_tampered_stored_plot_is_drawn_again_not_embedded(tmp_path: Path) -> None:
+    """The failure prevented: markup written into the plot cache reaching the report page (an `<img>`
+    whose source closes the attribute and runs script)."""
+    from tasks_lib.report.plots import PLOTS_CACHE
+
+    store = LocalStore(tmp_path / "artifacts")
+    store_scenario(store, scenario_records(RUN))
+    build_report(store, RUN)
+    evil = 'data:image/png;base64,AAAA" onerror="alert(1)'
+    for entry in (tmp_path / "artifacts" / PLOTS_CACHE).iterdir():
+        entry.write_text(evil, encoding="ascii")
+    page = store.get_bytes(build_report(store, RUN).key).decode()
+    assert "onerror" not in page and page.count("data:image/png;base64,") == 3
+    assert all(entry.read_text() != evil for entry in (tmp_path / "artifacts" / PLOTS_CACHE).iterdir())
+
+
+def test_a_plot_is_redrawn_when_its_inputs_change() -> None:
+    """The failure prevented: a cached plot shown for other numbers than the report's."""
+    from tasks_lib.report.plots import mui_plot, plot_digest, token_plot
+
+    assert plot_digest(token_plot, ([], ["off", "on"])) != plot_digest(token_plot, ([], ["off", "on", "ablate:all"]))
+    assert plot_digest(token_plot, ([], ["off"])) != plot_digest(mui_plot, ([], ["off"]))

@@ -14,7 +14,7 @@ import sys
 
 import typer
 
-from flows.cli import budget, corpus, grading, memory, power, report, run, runs, suite, task, trend, validate
+from flows.cli import budget, corpus, grading, memory, power, report, run, runs, server, suite, task, trend, validate
 from flows.cli.common import err
 from tasks_lib.errors import MemtrialError
 
@@ -55,6 +55,8 @@ app.command("trend")(trend.trend)
 app.command("runs")(runs.runs)
 app.command("show")(runs.show)
 app.command("power")(power.power)
+app.command("server")(server.server)
+app.command("prune-history")(server.prune_history)
 
 app.add_typer(corpus.corpus_app, name="corpus")
 app.add_typer(task.task_app, name="task")

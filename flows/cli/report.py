@@ -77,6 +77,11 @@ def report(
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
         os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
         configure_prefect()
+        from flows.localserver import ready
+
+        line = ready()
+        if line:
+            err.print(line, markup=False, highlight=False)
         logging.getLogger("prefect").setLevel(logging.WARNING)
         from flows.report_artifacts import publish_report_artifacts
 

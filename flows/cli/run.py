@@ -1,6 +1,7 @@
 """`memtrial run`, `memtrial paired` and `memtrial rerun`: the commands that run Prefect flows.
 
-Each starts Prefect in its local mode (no server to start; analytics off; a patient startup),
+Each uses one Prefect API (`flows.localserver.ensure_api`: PREFECT_API_URL, else a running
+`memtrial server`, else a local server it starts and that dies with it; analytics off),
 shows a live progress bar with stage and task counts on a terminal (plain lines otherwise), and
 ends by saying where the records and reports are. A failed run names the command that reruns it
 from cache.
@@ -27,7 +28,7 @@ PlainOpt = Annotated[bool, typer.Option("--plain", help="Plain progress lines in
 
 
 def _start_prefect() -> None:
-    """Prefect's local mode, quiet enough for a live progress bar."""
+    """Prefect's local mode with one API (said on stderr), quiet enough for a live progress bar."""
     # The progress display and the one-line error say what happened; Prefect's own log lines
     # (tracebacks of failed stages included) stay in the Prefect database, shown only when asked for.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
@@ -36,11 +37,23 @@ def _start_prefect() -> None:
     from flows.settings import configure_prefect
 
     configure_prefect()
+    from flows.localserver import ensure_api
+
+    ensure_api()  # an owned server starts now, while the command checks its input; `_api_ready` waits for it
     logging.getLogger("prefect").setLevel(os.environ["PREFECT_LOGGING_LEVEL"])
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # a local Dask cluster's workers
     # The ephemeral server's database pool reports a cancelled rollback at shutdown as an ERROR traceback.
     logging.getLogger("sqlalchemy.pool").setLevel(logging.CRITICAL)
     logging.getLogger("distributed").setLevel(logging.WARNING)
+
+
+def _api_ready() -> None:
+    """Wait for the Prefect API (an owned server's start) and say which one it is."""
+    from flows.localserver import ready
+
+    line = ready()
+    if line:
+        err.print(line, markup=False, highlight=False)
 
 
 def _failed(run_id: str, error: BaseException) -> MemtrialError:
@@ -56,7 +69,8 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
 
     config, path = resolve_config(config_path, artifacts)
     preflight(config, PROJECT_ROOT, str(path))
-    err.print(f"memtrial: run {run_id} ({config.name}); Prefect's local server can take ~20 s to start")
+    _api_ready()
+    err.print(f"memtrial: run {run_id} ({config.name})")
     try:
         with reporting(err, live=False if plain or as_json else None):
             result = nightly.with_options(retries=config.flow_retries)(config_path=config_path, run_id=run_id, artifact_root=artifacts)
@@ -211,6 +225,7 @@ def paired(
     root = artifacts or default_artifact_root()
     run_id = new_run_id("paired")
     spec = next(a for a in config.all_agents if a.name == agent)
+    _api_ready()
     err.print(f"memtrial: paired run {run_id} ({agent}: {len(config.conditions)} conditions x {trials} trial(s))")
     try:
         with reporting(err, live=False if plain or as_json else None):

@@ -70,16 +70,18 @@ def build_report(
 ) -> BuiltReport:
     """Aggregate `run_id` from its stored artifacts and write its HTML report; return where it is."""
     from tasks_lib.report.html import render_html
+    from tasks_lib.report.plots import stored_plotter
 
     aggregate = aggregate_run(store, run_id, memory_texts)
     provenance = load_provenance(store, run_id)
     suites = load_suites(store, run_id, provenance)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     key = run_key(run_id, REPORT_HTML)
+    plot = stored_plotter(store)
     page = render_html(aggregate, generated, provenance=provenance, suites=suites, link=stored_linker(key),
-                       exists=store.exists)
+                       exists=store.exists, plot=plot)
     store.put_bytes(key, page.encode("utf-8"))
     if out is not None:
         write_local(out, render_html(aggregate, generated, provenance=provenance, suites=suites,
-                                     link=local_linker(store, out), exists=store.exists))
+                                     link=local_linker(store, out), exists=store.exists, plot=plot))
     return BuiltReport(aggregate, key, f"{store.uri.rstrip('/')}/{key}", out)

@@ -536,9 +536,10 @@ def suites_section(suites: SuiteResults | None, link: Linker, exists: Callable[[
 
 def render_html(aggregate: Aggregate, generated_at: str, *, provenance: RunProvenance | None = None,
                 suites: SuiteResults | None = None, link: Linker = lambda key: None,
-                exists: Callable[[str], bool] = lambda key: True) -> str:
+                exists: Callable[[str], bool] = lambda key: True, plot: plots.Plotter = plots.draw) -> str:
     """The whole report page for one aggregated run; `link` turns an artifact key into a relative href
-    (None: the key is shown as text), `exists` says whether a key is stored."""
+    (None: the key is shown as text), `exists` says whether a key is stored, `plot` draws each plot
+    (`plots.stored_plotter`: or finds it drawn)."""
     summary = aggregate.summary
     conditions = list(summary.conditions)
     body = "".join([
@@ -548,9 +549,9 @@ def render_html(aggregate: Aggregate, generated_at: str, *, provenance: RunProve
         provenance_section(provenance, aggregate.records, link, exists),
         delivery_section(summary),
         damage_section(summary),
-        pass_rate_section(summary, plots.pass_rate_plot(summary.pass_rates, conditions)),
-        mui_section(summary, plots.mui_plot(summary.mui)),
-        paired_section(summary, plots.token_plot(aggregate.grades, conditions)),
+        pass_rate_section(summary, plot(plots.pass_rate_plot, (summary.pass_rates, conditions))),
+        mui_section(summary, plot(plots.mui_plot, (summary.mui,))),
+        paired_section(summary, plot(plots.token_plot, (aggregate.grades, conditions))),
         ablation_section(summary),
         suites_section(suites, link, exists),
         audit_section(aggregate.audit),

@@ -1,24 +1,80 @@
 """The report's plots: matplotlib figures (Agg backend) as base64 PNG `data:` URIs.
 
 Nothing here reaches the network or the screen; every figure is drawn off-screen and embedded,
-so the report is one self-contained file.
+so the report is one self-contained file. matplotlib is imported only when a figure is drawn
+(about a second), and `stored_plotter` keeps each drawn plot in the artifact store under the
+digest of its inputs and of this module: a report rendered again from unchanged inputs (a rerun,
+`memtrial report` again, the local copy) draws nothing.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, PercentFormatter
+import pydantic_core
 
 from tasks_lib.analysis.grading import AttemptGrade, MuiTally, PassRate
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from tasks_lib.artifacts import ArtifactStore
+
+PLOTS_CACHE = "cache/plots"
+"""Artifact-store folder of drawn plots, one `<sha256>.uri` per plot (its `data:` URI)."""
+PNG_URI = re.compile(r"data:image/png;base64,[A-Za-z0-9+/]+={0,2}")
+"""What a stored plot must be to be used (anything else in the cache is drawn again, never embedded)."""
+Plotter = Callable[[Callable[..., str], tuple[Any, ...]], str]
+"""Draws plot function `fn` on `args` (or finds it drawn): `plotter(fn, args)` is `fn(*args)`."""
+
+
+def _pyplot() -> Any:
+    """matplotlib.pyplot on the off-screen Agg backend (imported on first use)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def draw(fn: Callable[..., str], args: tuple[Any, ...]) -> str:
+    """The Plotter that always draws."""
+    return fn(*args)
+
+
+def plot_digest(fn: Callable[..., str], args: tuple[Any, ...]) -> str:
+    """SHA-256 of what defines a plot: this module's source, the matplotlib release, the function and its inputs."""
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(version("matplotlib").encode())
+    digest.update(fn.__name__.encode())
+    digest.update(pydantic_core.to_json(list(args)))
+    return digest.hexdigest()
+
+
+def stored_plotter(store: ArtifactStore) -> Plotter:
+    """A Plotter that reads a plot drawn before from `store` (PLOTS_CACHE) and stores what it draws; a
+    stored entry that is not a PNG `data:` URI (tampered, truncated) is drawn again and replaced."""
+    def plot(fn: Callable[..., str], args: tuple[Any, ...]) -> str:
+        key = f"{PLOTS_CACHE}/{plot_digest(fn, args)}.uri"
+        if store.exists(key):
+            stored = store.get_bytes(key).decode("ascii", errors="replace")
+            if PNG_URI.fullmatch(stored):
+                return stored
+        uri = fn(*args)
+        store.put_bytes(key, uri.encode("ascii"))
+        return uri
+
+    return plot
 
 COLOURS = {"off": "#7f7f7f", "on": "#1f77b4", "ablate:all": "#d62728"}
 HARM_COLOUR = "#a93226"
@@ -38,7 +94,7 @@ def png_data_uri(figure: Figure) -> str:
     """Render `figure` to PNG (no metadata) and return it as a `data:image/png;base64,` URI."""
     sink = io.BytesIO()
     figure.savefig(sink, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
-    plt.close(figure)
+    _pyplot().close(figure)
     return "data:image/png;base64," + base64.b64encode(sink.getvalue()).decode("ascii")
 
 
@@ -48,6 +104,9 @@ def _task_label(task_id: str) -> str:
 
 def pass_rate_plot(rates: Sequence[PassRate], conditions: Sequence[str]) -> str:
     """Grouped bars of the pass rate per task and condition, Wilson 95% intervals as error bars."""
+    from matplotlib.ticker import PercentFormatter
+
+    plt = _pyplot()
     tasks = list(dict.fromkeys(r.task_id for r in rates))
     width = 0.8 / max(len(conditions), 1)
     figure, axes = plt.subplots(figsize=(max(6.0, 1.2 * len(tasks) * max(len(conditions), 1) * 0.5 + 2), 4.0))
@@ -77,6 +136,9 @@ def pass_rate_plot(rates: Sequence[PassRate], conditions: Sequence[str]) -> str:
 
 def mui_plot(tallies: Sequence[MuiTally]) -> str:
     """Bars per task: success-lift and cost-saving shares stacked up (they sum to MUI), the harm share down."""
+    from matplotlib.ticker import PercentFormatter
+
+    plt = _pyplot()
     tasks = [t.task_id for t in tallies]
     lift = [float(Fraction(t.success_lift_share)) for t in tallies]
     saving = [float(Fraction(t.cost_saving_share)) for t in tallies]
@@ -98,6 +160,9 @@ def mui_plot(tallies: Sequence[MuiTally]) -> str:
 
 def token_plot(grades: Sequence[AttemptGrade], conditions: Sequence[str]) -> str:
     """Token distribution per condition: a box plot with every attempt drawn as a point."""
+    from matplotlib.ticker import FuncFormatter
+
+    plt = _pyplot()
     present = [c for c in conditions if any(g.condition == c for g in grades)]
     data = [[g.tokens for g in grades if g.condition == c] for c in present]
     figure, axes = plt.subplots(figsize=(max(6.0, 1.3 * len(present) + 2), 3.6))

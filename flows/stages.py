@@ -362,8 +362,12 @@ def aggregate(artifact_root: str, run_id: str, records_sha256: str, code: str, m
     flow's distrust `warnings` from outside the records (None: the stored ones); return table -> key."""
     enter_stage("aggregate", run_id)
     from tasks_lib.analysis.aggregate import aggregate_run
+    from tasks_lib.report import draw_plots
 
-    return dict(aggregate_run(artifact_store(artifact_root), run_id, memory_texts, warnings).keys)
+    store = artifact_store(artifact_root)
+    graded = aggregate_run(store, run_id, memory_texts, warnings)
+    draw_plots(store, graded)  # the report stage finds them drawn, so rerunning a failed report draws nothing
+    return dict(graded.keys)
 
 
 @task(name="report", cache_policy=INPUTS + TASK_SOURCE, persist_result=True, retries=1, retry_delay_seconds=2,

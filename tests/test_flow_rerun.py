@@ -56,12 +56,15 @@ def test_memtrial_rerun_recomputes_only_the_failed_report(prefect_harness: None,
     store = open_store(tmp_path / "artifacts")
     records_key = f"runs/{run_id}-calibration/records.parquet"
     assert store.exists(records_key) and not store.exists(f"runs/{run_id}-calibration/report.html")
+    drawn = set(store.list_keys("cache/plots/"))
+    assert len(drawn) == 3, "the aggregate stage draws the report's plots, so the report's rerun draws none"
 
     monkeypatch.delenv(FAIL_STAGE_ENV)
     before = line_count(trace)
     assert main(["rerun", run_id, "--plain"]) == 0
     assert executions(trace, before) == Counter({"report": 1})
     assert store.exists(f"runs/{run_id}-calibration/report.html")
+    assert set(store.list_keys("cache/plots/")) == drawn, "the rerun's report drew a plot the aggregate stage had drawn"
     assert store.exists(f"runs/{run_id}/nightly.json")
     shown = capsys.readouterr()
     assert f"report (calibration): {tmp_path / 'artifacts'}/runs/{run_id}-calibration/report.html" in shown.out

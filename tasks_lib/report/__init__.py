@@ -61,6 +61,17 @@ def local_linker(store: ArtifactStore, out: Path) -> Linker:
     return lambda key: Path(os.path.relpath(store.root / key, folder)).as_posix()
 
 
+def draw_plots(store: ArtifactStore, aggregate: Aggregate) -> None:
+    """Draw the report's plots of `aggregate` into the store's plot cache (`plots.stored_plotter`). The
+    aggregate stage does, so that a report stage that fails and is rerun draws nothing."""
+    from tasks_lib.report.html import plot_calls
+    from tasks_lib.report.plots import stored_plotter
+
+    plot = stored_plotter(store)
+    for fn, args in plot_calls(aggregate):
+        plot(fn, args)
+
+
 def build_report(
     store: ArtifactStore,
     run_id: str,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from html import escape
+from typing import Any
 
 from tasks_lib.analysis.admission import AdmissionDecision
 from tasks_lib.analysis.aggregate import CALIBRATION_REASON, Aggregate, AuditRow
@@ -534,6 +535,14 @@ def suites_section(suites: SuiteResults | None, link: Linker, exists: Callable[[
     return "".join(parts)
 
 
+def plot_calls(aggregate: Aggregate) -> tuple[tuple[Callable[..., str], tuple[Any, ...]], ...]:
+    """The report's plots as (plot function, its inputs), in page order: pass rate, MUI split, tokens."""
+    summary = aggregate.summary
+    conditions = list(summary.conditions)
+    return ((plots.pass_rate_plot, (summary.pass_rates, conditions)), (plots.mui_plot, (summary.mui,)),
+            (plots.token_plot, (aggregate.grades, conditions)))
+
+
 def render_html(aggregate: Aggregate, generated_at: str, *, provenance: RunProvenance | None = None,
                 suites: SuiteResults | None = None, link: Linker = lambda key: None,
                 exists: Callable[[str], bool] = lambda key: True, plot: plots.Plotter = plots.draw) -> str:
@@ -541,7 +550,7 @@ def render_html(aggregate: Aggregate, generated_at: str, *, provenance: RunProve
     (None: the key is shown as text), `exists` says whether a key is stored, `plot` draws each plot
     (`plots.stored_plotter`: or finds it drawn)."""
     summary = aggregate.summary
-    conditions = list(summary.conditions)
+    pass_rate_png, mui_png, token_png = (plot(fn, args) for fn, args in plot_calls(aggregate))
     body = "".join([
         title(summary),
         headline_section(summary),
@@ -549,9 +558,9 @@ def render_html(aggregate: Aggregate, generated_at: str, *, provenance: RunProve
         provenance_section(provenance, aggregate.records, link, exists),
         delivery_section(summary),
         damage_section(summary),
-        pass_rate_section(summary, plot(plots.pass_rate_plot, (summary.pass_rates, conditions))),
-        mui_section(summary, plot(plots.mui_plot, (summary.mui,))),
-        paired_section(summary, plot(plots.token_plot, (aggregate.grades, conditions))),
+        pass_rate_section(summary, pass_rate_png),
+        mui_section(summary, mui_png),
+        paired_section(summary, token_png),
         ablation_section(summary),
         suites_section(suites, link, exists),
         audit_section(aggregate.audit),

@@ -72,16 +72,6 @@ def healthy(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def running_server(home: Path) -> str | None:
     """The URL of the live `memtrial server` recorded in `home`, or None (no file, a dead PID, no answer)."""
     try:
@@ -89,7 +79,9 @@ def running_server(home: Path) -> str | None:
         url, pid = str(recorded["url"]), int(recorded["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return url if _alive(pid) and healthy(url) else None
+    from tasks_lib.sandbox.procs import is_running
+
+    return url if is_running(pid) and healthy(url) else None
 
 
 def free_port() -> int:

@@ -29,7 +29,7 @@ REFUSED_WITHIN_SECONDS = 30
 fresh machine's `make demo` minutes (every attempt ungradable)."""
 
 
-def without_bwrap(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def without_bwrap(argv: list[str], env: dict[str, str], stdin: str | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     """Run `argv` where no bwrap binary can run: as is when this machine has none, else in a mount
     namespace with /dev/null over the binary (root only; skips otherwise)."""
     found = shutil.which("bwrap")
@@ -37,7 +37,7 @@ def without_bwrap(argv: list[str], env: dict[str, str]) -> subprocess.CompletedP
         if os.geteuid() != 0 or shutil.which("unshare") is None:
             pytest.skip("hiding bubblewrap needs root and util-linux unshare (a private mount namespace)")
         argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount --bind /dev/null "$0" && exec "$@"', found, *argv]
-    return subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(argv, env=env, cwd=cwd, input=stdin, capture_output=True, text=True, timeout=120, check=False)
 
 
 def cli_env(tmp_path: Path) -> dict[str, str]:
@@ -99,3 +99,20 @@ def test_the_named_opt_out_passes_preflight_without_bubblewrap(tmp_path: Path) -
     assert refused.returncode != 0 and "bwrap not found on PATH" in refused.stderr, refused.stderr
     allowed = without_bwrap([sys.executable, "-c", script, str(two_task_config(tmp_path)), str(REPO)], {**env, UNSANDBOXED_OPT_OUT: "1"})
     assert (allowed.returncode, allowed.stdout.strip()) == (0, "passed"), allowed.stderr
+
+
+def test_make_demo_without_bubblewrap_or_root_stops_before_the_run_with_the_fix(tmp_path: Path) -> None:
+    """Regression: `make demo` on a machine without bubblewrap built the venv and ran every attempt into
+    `ungradable`. Its set-up step (scripts/install_demo_deps.sh) installs bubblewrap as root with apt-get;
+    a user who cannot gets one line naming the fix and exit 2 before the run, unless they opt out."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("running the set-up step as a user without root needs root and util-linux setpriv to drop to uid 65534")
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", "-s"]
+    script = (REPO / "scripts" / "install_demo_deps.sh").read_text()  # on stdin: uid 65534 may not read the checkout
+    env = cli_env(tmp_path)
+    refused = without_bwrap(nobody, env, stdin=script, cwd=Path("/"))
+    assert refused.returncode == 2 and not refused.stdout, (refused.stdout, refused.stderr)
+    assert refused.stderr.count("\n") == 1 and "bubblewrap missing" in refused.stderr, refused.stderr
+    assert "apt-get install bubblewrap" in refused.stderr and f"{UNSANDBOXED_OPT_OUT}=1" in refused.stderr, refused.stderr
+    allowed = without_bwrap(nobody, {**env, UNSANDBOXED_OPT_OUT: "1"}, stdin=script, cwd=Path("/"))
+    assert allowed.returncode == 0 and "every check runs unsandboxed" in allowed.stdout, (allowed.stdout, allowed.stderr)

@@ -88,6 +88,27 @@ def test_a_machine_without_bubblewrap_is_refused_before_any_arm(tmp_path: Path, 
     assert sorted(p.name for p in (tmp_path / "home").glob("runs/*")) == (["run-20260101-000000-abcdef"] if name == "rerun" else [])
 
 
+def test_a_docker_engine_that_does_not_answer_is_refused_before_any_arm(tmp_path: Path) -> None:
+    """Regression: with `sandbox: docker` and no engine answering, every attempt ran its agent and then
+    came out `ungradable`. Now the run exits 2 in one line naming the engine that did not answer and the
+    agent's options it was built from; nothing is recorded."""
+    socket = tmp_path / "no-engine.sock"
+    config = tmp_path / "docker.yaml"
+    config.write_text(f"name: dock\ntasks: [{TASKS[0]}]\nconditions: ['off', 'on']\nsuites: []\nsandbox: docker\n"
+                      f"artifact_root: {tmp_path / 'artifacts'}\nagents: [{{name: calibration, options: "
+                      f"{{sandbox_options: {{base_url: 'unix://{socket}', image: memtrial-sandbox}}}}}}]\n")
+    started = time.monotonic()
+    done = subprocess.run([*CLI, "run", "--config", str(config), "--plain"], env=cli_env(tmp_path), cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=False)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, (done.stdout, done.stderr)
+    assert f"field 'agents[0].options.sandbox_options': sandbox 'docker' is unavailable: docker daemon at unix://{socket} does not answer" \
+        in done.stderr, done.stderr
+    assert "sandbox: local" in done.stderr and f"{UNSANDBOXED_OPT_OUT}=1" in done.stderr, done.stderr
+    assert elapsed < REFUSED_WITHIN_SECONDS, f"refused after {elapsed:.1f} s"
+    assert not (tmp_path / "artifacts").exists() and not (tmp_path / "prefect").exists()
+
+
 def test_the_named_opt_out_passes_preflight_without_bubblewrap(tmp_path: Path) -> None:
     """The refusal must not remove the documented way out: with MEMTRIAL_ALLOW_UNSANDBOXED_CHECK=1 the
     checks run unsandboxed (each record says so), so preflight lets the run through."""

@@ -53,9 +53,10 @@ def config_problems(config: RunConfig, project_root: Path, source: str) -> list[
 def sandbox_fix(sandbox: str) -> str:
     """What to do when `sandbox` cannot run a check here: the missing piece first, then the other routes."""
     if sandbox == "local":
-        first = ("apt-get install bubblewrap" if shutil.which("bwrap") is None
-                 else "apt-get install util-linux" if os.geteuid() == 0 and shutil.which("setpriv") is None
-                 else "allow bubblewrap to create namespaces here")
+        tools = ["prlimit", "taskset", *(["setpriv"] if os.geteuid() == 0 else [])]
+        missing = [*(["bubblewrap"] if shutil.which("bwrap") is None else []),
+                   *(["util-linux"] if any(shutil.which(tool) is None for tool in tools) else [])]
+        first = f"apt-get install {' '.join(missing)}" if missing else "allow bubblewrap to create user namespaces here"
         other = "or set sandbox: docker (--sandbox docker) with a Docker engine"
     else:
         first = "start the Docker engine and build the sandbox image"

@@ -31,12 +31,14 @@ fresh machine's `make demo` minutes (every attempt ungradable)."""
 
 def without_bwrap(argv: list[str], env: dict[str, str], stdin: str | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     """Run `argv` where no bwrap binary can run: as is when this machine has none, else in a mount
-    namespace with /dev/null over the binary (root only; skips otherwise)."""
-    found = shutil.which("bwrap")
-    if found is not None:
+    namespace with /dev/null over every bwrap on PATH (root only; skips otherwise)."""
+    found = sorted({os.path.realpath(p) for d in os.environ.get("PATH", "").split(os.pathsep) if d
+                    for p in [os.path.join(d, "bwrap")] if os.path.isfile(p) and os.access(p, os.X_OK)})
+    if found:
         if os.geteuid() != 0 or shutil.which("unshare") is None:
             pytest.skip("hiding bubblewrap needs root and util-linux unshare (a private mount namespace)")
-        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount --bind /dev/null "$0" && exec "$@"', found, *argv]
+        mask = 'while [ "$1" != -- ]; do mount --bind /dev/null "$1" || exit 97; shift; done; shift; exec "$@"'
+        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", mask, "mask", *found, "--", *argv]
     return subprocess.run(argv, env=env, cwd=cwd, input=stdin, capture_output=True, text=True, timeout=120, check=False)
 
 

@@ -8,7 +8,7 @@ EXTRAS := test,embeddings,chroma,dask,lancedb,txtai,mem0
 # Test processes; each test file runs whole on one of them (its module fixtures are built once).
 TEST_WORKERS ?= 2
 
-.PHONY: demo test test-deps bench clean-venv
+.PHONY: demo demo-deps test test-deps bench clean-venv
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "memtrial needs Python >= 3.11; set PYTHON=python3.11")'
@@ -16,7 +16,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# What the embedded default needs (bubblewrap, util-linux): installed when root with apt-get, else one
+# line naming the fix and exit 2, before the venv is built or the run starts.
+demo-deps:
+	@bash scripts/install_demo_deps.sh
+
+demo: demo-deps $(STAMP)
 	$(BIN)/memtrial run
 
 # What the tests drive for real: bubblewrap and a private dockerd (apt, needs root), the MCP memory

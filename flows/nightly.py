@@ -27,7 +27,7 @@ from flows.progress import reporter
 from flows.report_artifacts import publish_headline
 from flows.runners import ready_task_runner
 from flows.secrets import resolve_secret_references
-from flows.settings import PROJECT_ROOT, default_artifact_root, memtrial_home
+from flows.settings import PROJECT_ROOT, config_file, default_artifact_root, local_config_copy
 from flows.status import label_flow_run, run_marker, run_tags
 from flows.suites import TREND, TREND_SUITES, collect_suites, submit_suites, suite_failures, suite_stage, trend_snapshots
 from tasks_lib.analysis.aggregate import SUMMARY_JSON
@@ -85,8 +85,7 @@ class NightlyResult(BaseModel):
 def resolve_config(config_path: str | None, artifact_root: str | None = None) -> tuple[RunConfig, Path]:
     """Load the config (default configs/default.yaml; relative paths are from the project root) with
     its artifact root (`artifact_root` wins) and budget config made absolute."""
-    path = Path(config_path or DEFAULT_CONFIG)
-    path = path if path.is_absolute() else PROJECT_ROOT / path
+    path = config_file(config_path or DEFAULT_CONFIG)
     config = load_run_config(path)
     root = artifact_root or config.artifact_root or default_artifact_root()
     if "://" not in root:
@@ -95,11 +94,6 @@ def resolve_config(config_path: str | None, artifact_root: str | None = None) ->
     if config.budget.config and not Path(config.budget.config).is_absolute():
         update["budget"] = config.budget.model_copy(update={"config": str((path.parent / config.budget.config).resolve())})
     return config.model_copy(update=update), path
-
-
-def local_config_copy(run_id: str) -> Path:
-    """Where the resolved config of `run_id` is kept locally, for `memtrial rerun`."""
-    return memtrial_home() / "runs" / run_id / RUN_CONFIG_JSON
 
 
 def save_run_config(config: RunConfig, run_id: str) -> str:

@@ -24,6 +24,19 @@ def default_artifact_root() -> str:
     return os.environ.get("MEMTRIAL_ARTIFACT_ROOT") or str(memtrial_home() / "artifacts")
 
 
+def config_file(config_path: str) -> Path:
+    """A run config's path: absolute as given, relative from the project root (never the cwd)."""
+    path = Path(config_path)
+    return path if path.is_absolute() else PROJECT_ROOT / path
+
+
+def local_config_copy(run_id: str) -> Path:
+    """Where the resolved config of `run_id` is kept locally, for `memtrial rerun`."""
+    from tasks_lib.runconfig import RUN_CONFIG_JSON
+
+    return memtrial_home() / "runs" / run_id / RUN_CONFIG_JSON
+
+
 def build_under_test(project_root: Path = PROJECT_ROOT) -> str:
     """`memtrial <version>+<commit>` of this checkout (`.dirty` when it has changes), or `+unknown` outside git."""
     from importlib.metadata import PackageNotFoundError, version

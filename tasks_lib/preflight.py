@@ -1,16 +1,24 @@
 """Preflight: refuse a run configuration that would fail inside a flow, before any flow starts.
 
-Unknown agent or task names, duplicate conditions and lanes the memory system lacks are each one line naming the
-field, the value and the names that are known, in well under a second: nobody waits for Prefect
-to start to learn about a typo.
+`PREFLIGHT_CHECKS` is a list of independent checks, each returning the problems it finds; `preflight`
+runs them all and raises one error listing every problem. Unknown agent or task names, duplicate
+conditions and lanes the memory system lacks are each one line naming the field, the value and the
+names that are known, in well under a second: nobody waits for Prefect to start to learn about a typo.
+A sandbox that cannot run the post-turn check here (no usable bubblewrap for `local`, no engine or
+image for `docker`) is one line naming the fix, not a run whose every attempt is `ungradable`.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from tasks_lib.agents.registry import agent_names
+from tasks_lib.arm.sandboxed_check import UNSANDBOXED_OPT_OUT, check_sandbox_problem, sandbox_options_of
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.memory.reference.lanes import LANES
@@ -42,8 +50,49 @@ def config_problems(config: RunConfig, project_root: Path, source: str) -> list[
     return problems
 
 
+def sandbox_fix(sandbox: str) -> str:
+    """What to do when `sandbox` cannot run a check here: the missing piece first, then the other routes."""
+    if sandbox == "local":
+        tools = ["prlimit", "taskset", *(["setpriv"] if os.geteuid() == 0 else [])]
+        missing = [*(["bubblewrap"] if shutil.which("bwrap") is None else []),
+                   *(["util-linux"] if any(shutil.which(tool) is None for tool in tools) else [])]
+        first = f"apt-get install {' '.join(missing)}" if missing else "allow bubblewrap to create user namespaces here"
+        other = "or set sandbox: docker (--sandbox docker) with a Docker engine"
+    else:
+        first = "start the Docker engine and build the sandbox image"
+        other = "or set sandbox: local (--sandbox local) with bubblewrap"
+    return f"{first}, {other}, or set {UNSANDBOXED_OPT_OUT}=1 to run checks unsandboxed (named in every record)"
+
+
+def sandbox_problems(config: RunConfig, project_root: Path, source: str) -> list[Violation]:
+    """The configured sandbox cannot run a post-turn check here, once per distinct set of agent
+    sandbox options (the check runs in the agent's kind of sandbox). Not asked when the arms run on
+    an external Dask cluster: its workers are other machines, and each attempt records its own."""
+    if config.runner.address is not None:
+        return []
+    problems: list[Violation] = []
+    seen: set[str] = set()
+    for index, agent in enumerate(config.all_agents):
+        options = sandbox_options_of(agent.options)
+        key = json.dumps(options, sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        problem = check_sandbox_problem(config.sandbox, options)
+        if problem is not None:
+            where = "sandbox" if not options else f"agents[{index}].options.sandbox_options"
+            problems.append(Violation(source, where, f"{problem}; fix: {sandbox_fix(config.sandbox)}"))
+    return problems
+
+
+PreflightCheck = Callable[[RunConfig, Path, str], list[Violation]]
+"""One independent check: (config, project root, the config's name for messages) -> its problems."""
+PREFLIGHT_CHECKS: list[PreflightCheck] = [config_problems, sandbox_problems]
+"""Every check `preflight` runs, in order; a new one is appended here."""
+
+
 def preflight(config: RunConfig, project_root: Path, source: str) -> None:
-    """Raise ContractError listing every problem `config_problems` finds; return when there is none."""
-    problems = config_problems(config, project_root, source)
+    """Raise ContractError listing every problem of every check in `PREFLIGHT_CHECKS`; return when there is none."""
+    problems = [problem for check in PREFLIGHT_CHECKS for problem in check(config, project_root, source)]
     if problems:
         raise ContractError(problems)

@@ -64,11 +64,8 @@ def _failed(run_id: str, error: BaseException) -> MemtrialError:
 def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bool, as_json: bool) -> None:
     from flows.nightly import nightly, resolve_config
     from flows.progress import reporting
-    from flows.settings import PROJECT_ROOT
-    from tasks_lib.preflight import preflight
 
-    config, path = resolve_config(config_path, artifacts)
-    preflight(config, PROJECT_ROOT, str(path))
+    config, _ = resolve_config(config_path, artifacts)
     _api_ready()
     err.print(f"memtrial: run {run_id} ({config.name})")
     try:
@@ -108,6 +105,17 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
         raise typer.Exit(1)
 
 
+def _preflight_file(config_path: str) -> None:
+    """Refuse the run config at `config_path` (relative: from the project root) when a preflight check
+    finds a problem (a bad name, a sandbox that cannot run the check here), before Prefect starts."""
+    from flows.settings import PROJECT_ROOT, config_file
+    from tasks_lib.preflight import preflight
+    from tasks_lib.runconfig import load_run_config
+
+    path = config_file(config_path)
+    preflight(load_run_config(path), PROJECT_ROOT, str(path))
+
+
 def _print_distrust(agent: str, lines: Sequence[str]) -> None:
     """Each distrust warning on its own line (stdout), so no one quotes the run's figures without seeing it."""
     for line in lines:
@@ -121,10 +129,11 @@ def run(
     as_json: JsonFlag = False,
 ) -> None:
     """Run the nightly flow: every agent's paired matrix, the suites, grading and the report."""
-    _start_prefect()
     from tasks_lib.artifacts import new_run_id
 
     path = str(config.resolve()) if config else "configs/default.yaml"
+    _preflight_file(path)
+    _start_prefect()
     _run_nightly(path, new_run_id("run"), artifacts, plain, as_json)
 
 
@@ -135,12 +144,11 @@ def rerun(
     as_json: JsonFlag = False,
 ) -> None:
     """Re-run RUN_ID with its stored config: completed stages come from cache, only failed ones run."""
-    _start_prefect()
-    from flows.nightly import RUN_CONFIG_JSON, local_config_copy
+    from flows.settings import local_config_copy
     from tasks_lib.artifacts import open_store, run_key
     from tasks_lib.contracts import dump_document
     from tasks_lib.errors import ArtifactNotFound
-    from tasks_lib.runconfig import RunConfig
+    from tasks_lib.runconfig import RUN_CONFIG_JSON, RunConfig
 
     local = local_config_copy(run_id)
     if not local.is_file():
@@ -152,6 +160,8 @@ def rerun(
             raise MemtrialError(f"run {run_id!r}: {artifacts.rstrip('/')}/{run_key(run_id, RUN_CONFIG_JSON)} does not exist; is it a run of 'memtrial run'?") from None
         local.parent.mkdir(parents=True, exist_ok=True)
         local.write_bytes(dump_document(stored))
+    _preflight_file(str(local))  # its arms that failed run again
+    _start_prefect()
     _run_nightly(str(local), run_id, artifacts, plain, as_json)
 
 
@@ -196,11 +206,6 @@ def paired(
 ) -> None:
     """Run the paired matrix of one agent as a Prefect flow: every task under every condition,
     several trials, conditions interleaved; prints passes, injection and tokens per cell."""
-    _start_prefect()
-    from flows.nightly import cells_of
-    from flows.paired import paired_flow
-    from flows.progress import reporting
-    from flows.runners import ready_task_runner
     from flows.settings import PROJECT_ROOT, default_artifact_root
     from tasks_lib.artifacts import new_run_id
     from tasks_lib.contracts import ContractError
@@ -222,6 +227,12 @@ def paired(
     from tasks_lib.preflight import preflight
 
     preflight(config, PROJECT_ROOT, "memtrial paired options")
+    _start_prefect()
+    from flows.nightly import cells_of
+    from flows.paired import paired_flow
+    from flows.progress import reporting
+    from flows.runners import ready_task_runner
+
     root = artifacts or default_artifact_root()
     run_id = new_run_id("paired")
     spec = next(a for a in config.all_agents if a.name == agent)

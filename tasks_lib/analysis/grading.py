@@ -49,6 +49,8 @@ HARNESS_GAP_LIMIT = Fraction(1, 5)
 """|success(ablate:all) - success(off)| above this is flagged as a harness problem."""
 MISSING_EVIDENCE = "missing evidence: "
 """How a failure reason starts when the stored evidence did not back the recorded outcome (named per attempt)."""
+NAMED_ATTEMPTS = 5
+"""A grouped warning names its attempts up to this many; beyond, it names its tasks (as many again)."""
 ECHO_CHARS = 40
 """Characters of a memory's opening text the v1 surface echo looks for."""
 
@@ -207,6 +209,11 @@ class ConditionDelta(ContractModel):
     flagged: bool
     """Harness check only: the gap exceeds HARNESS_GAP_LIMIT, or a side has no gradable attempt."""
 
+    @property
+    def measured(self) -> bool:
+        """True when both sides have a gradable attempt (otherwise `delta` reads 0 of nothing: not measured)."""
+        return self.gradable_a > 0 and self.gradable_b > 0
+
 
 class PairedMeasure(ContractModel):
     """A continuous measure compared on/off over paired attempts (on minus off)."""
@@ -291,7 +298,8 @@ class GradingSummary(Document):
     """Everything a human must see before trusting the numbers."""
     distrust: tuple[str, ...] = ()
     """The warnings that make the run's figures untrustworthy (a delivery problem, a failed positive
-    control or harness check, missing evidence, a failed suite gate): `memtrial run` and `memtrial
+    control or harness check, a harness check not measured, ungradable attempts once per cause, missing
+    evidence, a failed suite gate): `memtrial run` and `memtrial
     paired` exit 1 when any is present. Notes such as "calibration run" are warnings only."""
     headline: tuple[Comparison, ...] = ()
     """Task-clustered effects per compared pair (on - off first): what a team can publish."""
@@ -592,6 +600,53 @@ def positive_control(records: Sequence[RunRecord]) -> PositiveControl | None:
     return PositiveControl(checked=checked, deviations=tuple(deviations)) if checked else None
 
 
+def _named(rows: Sequence[RunRecord]) -> str:
+    """The attempts of `rows` (up to NAMED_ATTEMPTS), else their tasks (as many, then how many more)."""
+    if len(rows) <= NAMED_ATTEMPTS:
+        return ", ".join(f"{r.task_id}/{r.condition}/t{r.trial}" for r in rows)
+    tasks = sorted({r.task_id for r in rows})
+    more = f" and {len(tasks) - NAMED_ATTEMPTS} more" if len(tasks) > NAMED_ATTEMPTS else ""
+    return f"in {len(tasks)} task(s): {', '.join(tasks[:NAMED_ATTEMPTS])}{more}"
+
+
+def ungradable_warnings(records: Sequence[RunRecord]) -> list[str]:
+    """One warning per cause of the ungradable attempts, with their count and names (most frequent
+    first), then each missing-evidence attempt with its own reason: a run whose every check could not
+    be sandboxed says so once, not once per task."""
+    causes: dict[str, list[RunRecord]] = defaultdict(list)
+    for r in records:
+        if r.outcome == "ungradable":
+            reason = r.failure_reason or "no reason recorded"
+            causes[MISSING_EVIDENCE.removesuffix(": ") if reason.startswith(MISSING_EVIDENCE) else reason].append(r)
+    lines = [f"{len(rows)} attempt(s) are ungradable (no outcome; in no rate's denominator): {cause} ({_named(rows)})"
+             for cause, rows in sorted(causes.items(), key=lambda item: (-len(item[1]), item[0]))]
+    return lines + [f"{r.task_id}/{r.condition}/t{r.trial}: {r.failure_reason}" for r in records
+                    if r.outcome == "ungradable" and (r.failure_reason or "").startswith(MISSING_EVIDENCE)]
+
+
+def harness_warnings(deltas: Sequence[ConditionDelta]) -> list[str]:
+    """The flagged harness checks: each measured gap above the limit, and the checks with no gradable
+    attempt on a side as one "not measured" line (every task when the pooled check is not measured)."""
+    checks = [d for d in deltas if d.kind == "harness-check"]
+    unmeasured = sorted(d.task_id for d in checks if not d.measured and d.task_id != "*")
+    lines = []
+    if any(d.task_id == "*" and not d.measured for d in checks):
+        lines.append(f"harness check not measured: no gradable attempt under ablate:all or off in any of {len(unmeasured)} task(s); "
+                     "the ablation switch is unverified")
+    elif unmeasured:
+        more = f" and {len(unmeasured) - NAMED_ATTEMPTS} more" if len(unmeasured) > NAMED_ATTEMPTS else ""
+        lines.append(f"harness check not measured for {len(unmeasured)} task(s) with no gradable attempt under ablate:all or off: "
+                     f"{', '.join(unmeasured[:NAMED_ATTEMPTS])}{more}")
+    for d in checks:
+        if d.flagged and d.measured and d.task_id == "*":
+            lines.append(f"harness check: success(ablate:all) - success(off) = {d.delta} (limit {HARNESS_GAP_LIMIT}); "
+                         "the ablation switch may not reach every injection path")
+        elif d.flagged and d.measured:
+            lines.append(f"harness check, task {d.task_id}: success(ablate:all) - success(off) = {d.delta} "
+                         f"({d.passes_a}/{d.gradable_a} vs {d.passes_b}/{d.gradable_b} passed; limit {HARNESS_GAP_LIMIT})")
+    return lines
+
+
 def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[AttemptGrade], excluded: int = 0,
               run_warnings: Sequence[str] = ()) -> GradingSummary:
     """The run's grading summary; `warnings` collects every figure a human must not miss, and
@@ -608,17 +663,8 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
                         f"differ from their construction ({'; '.join(control.deviations)}): memory reached an arm that has none, "
                         "or the apparatus changed; distrust every memory figure of this run")
     ungradable = sum(r.outcome == "ungradable" for r in records)
-    if ungradable:
-        distrust.append(f"{ungradable} attempt(s) are ungradable (no outcome); they are in no rate's denominator")
-    distrust.extend(f"{r.task_id}/{r.condition}/t{r.trial}: {r.failure_reason}" for r in records
-                    if r.outcome == "ungradable" and (r.failure_reason or "").startswith(MISSING_EVIDENCE))
-    for d in deltas:
-        if d.flagged and d.task_id == "*":
-            distrust.append(f"harness check: success(ablate:all) - success(off) = {d.delta} (limit {HARNESS_GAP_LIMIT}); "
-                            "the ablation switch may not reach every injection path")
-        elif d.flagged:
-            distrust.append(f"harness check, task {d.task_id}: success(ablate:all) - success(off) = {d.delta} "
-                            f"({d.passes_a}/{d.gradable_a} vs {d.passes_b}/{d.gradable_b} passed; limit {HARNESS_GAP_LIMIT})")
+    distrust.extend(ungradable_warnings(records))
+    distrust.extend(harness_warnings(deltas))
     warnings = list(distrust)
     mui = mui_tallies(grades)
     if not records:

@@ -96,6 +96,12 @@ def check_request(task: LoadedTask, workspace: Path, nonce: str, *, moved: bool 
                                   ReadOnlyMount(source=HARNESS_DIR, target=harness if moved else None)))
 
 
+def sandbox_options_of(agent_options: Mapping[str, object] | None) -> dict[str, object]:
+    """The agent's `sandbox_options` (how its provider is built), for a check of the same kind."""
+    options = (agent_options or {}).get("sandbox_options")
+    return dict(options) if isinstance(options, Mapping) else {}
+
+
 def open_check_sandbox(name: str, options: Mapping[str, object]) -> tuple[Sandbox | None, str | None]:
     """(the provider, None) when it isolates the check here; else (the provider when it can run at
     all, why it does not isolate the check)."""
@@ -106,6 +112,28 @@ def open_check_sandbox(name: str, options: Mapping[str, object]) -> tuple[Sandbo
     if sandbox.capabilities().isolation == "process":
         return sandbox, f"sandbox {name!r} cannot isolate the check here: {getattr(sandbox, 'bwrap_reason', None) or 'process isolation only'}"
     return sandbox, None
+
+
+def check_sandbox_problem(name: str, options: Mapping[str, object], env: Mapping[str, str] | None = None) -> str | None:
+    """Why no post-turn check could run in sandbox `name` (built with `options`) here, or None when one
+    can: isolated, or under the opt-out at all (as `run_sandboxed_check` would run it). Never raises;
+    every provider it opens is closed again. Preflight asks this before any arm."""
+    opted_out = (os.environ if env is None else env).get(UNSANDBOXED_OPT_OUT) == "1"
+    try:
+        provider, problem = open_check_sandbox(name, options)
+    except TypeError as error:  # the provider's constructor refused the options it was given
+        return f"sandbox {name!r} cannot be built from its options {dict(options)}: {error}"
+    if provider is not None:
+        provider.close()
+    if problem is None or (opted_out and provider is not None):
+        return None
+    if not opted_out:
+        return problem
+    try:
+        LocalSandbox(bwrap=False).close()
+    except SandboxError as error:
+        return f"{problem}; {error}"
+    return None
 
 
 def _exit_code(result: SandboxResult) -> int | None:

@@ -61,7 +61,7 @@ from tasks_lib.arm.comparability import arm_memory_config_digest, record_fields
 from tasks_lib.arm.injection import confirm_delivery
 from tasks_lib.arm.pinned import PinnedTask, PinnedTaskError, check_pinned, pin_task
 from tasks_lib.arm.provisioned import LiveArm, release, restore_arm, restore_feed
-from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check
+from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check, sandbox_options_of
 from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
 from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.arm.history import HISTORY_DIR, release_history, write_history
@@ -547,12 +547,6 @@ def check_workspace(attempt: Attempt, workspace: Workspace, receipt: AuditReceip
         return CheckOutcome(refused=str(error))
     check = run_sandboxed_check(task, workspace.workspace, sandbox, sandbox_options)
     return CheckOutcome(exit_code=check.exit_code, ran=check.ran, output_tail=check.output_tail, sandboxed=check)
-
-
-def sandbox_options_of(agent_options: Mapping[str, object] | None) -> dict[str, object]:
-    """The agent's `sandbox_options` (how its provider is built), for a check of the same kind."""
-    options = (agent_options or {}).get("sandbox_options")
-    return dict(options) if isinstance(options, Mapping) else {}
 
 
 def _grade(run: AgentRun, receipt: AuditReceipt | None, check: CheckOutcome) -> tuple[str, bool, str | None]:

@@ -302,7 +302,8 @@ def ablation_section(summary: GradingSummary) -> str:
     if harness:
         parts.append(table(["task", "ablate:all (passed/gradable)", "off (passed/gradable)", "gap (pp)", "flag"],
                            [("all tasks" if a.task_id == "*" else a.task_id, f"{a.passes_a}/{a.gradable_a}",
-                             f"{a.passes_b}/{a.gradable_b}", _pp(a.delta), "FLAGGED" if a.flagged else "ok") for a in harness],
+                             f"{a.passes_b}/{a.gradable_b}", _pp(a.delta) if a.measured else "n/a",
+                             "not measured" if not a.measured else "FLAGGED" if a.flagged else "ok") for a in harness],
                            [a.flagged for a in harness]))
     else:
         parts.append(_p("No ablate:all and off conditions in this run: the harness was not checked."))

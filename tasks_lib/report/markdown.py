@@ -51,7 +51,9 @@ def summary_markdown(summary: GradingSummary, report_uri: str) -> str:
     harness = [a for a in summary.ablations if a.kind == "harness-check"]
     if harness:
         parts += ["", "## Harness check (ablate:all - off; not a memory effect)",
-                  md_table(["task", "gap", "flag"], [[a.task_id, a.delta, "FLAGGED" if a.flagged else "ok"] for a in harness])]
+                  md_table(["task", "gap", "flag"], [[a.task_id, a.delta if a.measured else "n/a",
+                                                           "not measured" if not a.measured else "FLAGGED" if a.flagged else "ok"]
+                                                          for a in harness])]
     parts += ["", f"Full report: `{report_uri}`"]
     return "\n".join(parts)
 

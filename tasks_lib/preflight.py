@@ -2,7 +2,8 @@
 
 Unknown agent or task names, duplicate conditions and lanes the memory system lacks are each one line naming the
 field, the value and the names that are known, in well under a second: nobody waits for Prefect
-to start to learn about a typo.
+to start to learn about a typo. A pinned upstream release missing from this machine's cache is refused
+the same way (runs never download; `memtrial corpus fetch` is the set-up that does).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from tasks_lib.agents.registry import agent_names
 from tasks_lib.corpus.tasks import load_tasks
+from tasks_lib.corpus.upstream import FETCH_COMMAND, describe, is_fetched, upstream_cache_root
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.runconfig import RunConfig
@@ -42,8 +44,26 @@ def config_problems(config: RunConfig, project_root: Path, source: str) -> list[
     return problems
 
 
+def upstream_problems(config: RunConfig, project_root: Path, source: str) -> list[Violation]:
+    """The run's upstream tasks whose pinned release is not in this machine's upstream cache, as one
+    violation naming each task, its source and `memtrial corpus fetch` (only reads the cache)."""
+    chosen = [t for t in load_tasks(project_root / config.tasks_root)
+              if t.manifest.upstream is not None and (config.tasks is None or t.task_id in config.tasks)]
+    if not chosen:
+        return []
+    cache = upstream_cache_root()
+    missing = [f"task {t.task_id} ({describe(t.manifest.upstream)})" for t in chosen
+               if t.manifest.upstream is not None and not is_fetched(t.manifest.upstream, cache)]
+    if not missing:
+        return []
+    return [Violation(source, "tasks", f"pinned upstream release(s) not in the upstream cache {cache}: {', '.join(missing)}; "
+                                       f"run `{FETCH_COMMAND}` once with the network (set-up): runs never download")]
+
+
 def preflight(config: RunConfig, project_root: Path, source: str) -> None:
-    """Raise ContractError listing every problem `config_problems` finds; return when there is none."""
+    """Raise ContractError listing every problem `config_problems` and `upstream_problems` find; return when there is none."""
     problems = config_problems(config, project_root, source)
+    if not problems:
+        problems = upstream_problems(config, project_root, source)
     if problems:
         raise ContractError(problems)

@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
+	$(BIN)/memtrial corpus fetch  # set-up: the pinned upstream releases into the machine's cache (runs never download)
 	$(BIN)/memtrial run
 
 # What the tests drive for real: bubblewrap and a private dockerd (apt, needs root), the MCP memory

@@ -403,7 +403,7 @@ def _commit_tree(repo: Path, files_root: Path, parent: str | None, message: str,
 def not_fetched(what: str, cache: Path) -> UpstreamNotFetched:
     """The one-line refusal of a release missing from the cache: the task, the source and the set-up command."""
     return UpstreamNotFetched(f"{what}: not in the upstream cache {cache}; run `{FETCH_COMMAND}` once with the "
-                              "network (set-up), then again: runs never download")
+                              "network (set-up): runs never download")
 
 
 def _archive_cached(source: PypiSdist | NpmTarball, cache: Path) -> bool:

@@ -80,6 +80,7 @@ def _bundled_index() -> PackageIndex:
     return index
 
 
+@pytest.mark.slow  # a whole `memtrial run` (its own Prefect server) in a network namespace
 def test_a_run_on_an_empty_artifact_root_without_network_completes_after_setup(tmp_path: Path) -> None:
     """Regression: with a fresh artifact root and only loopback, `memtrial run` exited 2 on a failed name
     resolution, because the real-project tasks' releases were downloaded during the run into the artifact
@@ -160,10 +161,10 @@ def _upstream_task(digest: str) -> dict[str, str | bytes]:
 
 WORKER = """
 import json, sys
-from flows.stages import artifact_store
+from tasks_lib.artifacts import open_store
 from tasks_lib.corpus.packs import CorpusPack
 from tasks_lib.corpus.prepare import prepare_packed_task
-prepared = prepare_packed_task(artifact_store(sys.argv[1]), CorpusPack.model_validate_json(sys.argv[2]), "nicklabel-prefix")
+prepared = prepare_packed_task(open_store(sys.argv[1]), CorpusPack.model_validate_json(sys.argv[2]), "nicklabel-prefix")
 print(json.dumps({"corpus_id": prepared.build.corpus_id, "files": sorted(f.path for f in prepared.build.files),
                   "repository": prepared.build.source.repository}))
 """
@@ -175,7 +176,7 @@ def test_a_worker_without_cache_or_network_builds_an_upstream_fixture_from_the_c
     upstream fixture by downloading the release itself, so it needed the network or a cache of its own.
     Now the flow publishes the composed fixture in the corpus pack: a worker with no HOME, no cache and
     only a closed registry port builds the same fixture (same corpus id) from the pack's git objects."""
-    from flows.stages import artifact_store
+    from tasks_lib.artifacts import open_store
     from tasks_lib.corpus.packs import publish_corpus_pack
     from tasks_lib.corpus.prepare import fetch_upstream_sources, prepare_task
 
@@ -188,7 +189,7 @@ def test_a_worker_without_cache_or_network_builds_an_upstream_fixture_from_the_c
         assert [f.error for f in fetch_upstream_sources(repo, commit, repo / "corpora" / "tasks")] == [None]
     flow_side = prepare_task(repo, commit, repo / "corpora/tasks/nicklabel-prefix/task.json")
     artifacts = str(tmp_path / "artifacts")
-    pack = publish_corpus_pack(artifact_store(artifacts), repo, commit, "corpora/tasks")
+    pack = publish_corpus_pack(open_store(artifacts), repo, commit, "corpora/tasks")
 
     env = {key: value for key, value in os.environ.items() if key not in (CACHE_ENV, "XDG_CACHE_HOME", "HOME")}
     env.update({"MEMTRIAL_PACK_CACHE": str(tmp_path / "worker-packs"), "MEMTRIAL_NPM_REGISTRY": index.url + "/npm",
@@ -222,3 +223,31 @@ def test_the_upstream_cache_is_per_machine_and_never_under_the_artifact_root(
     assert upstream_cache_root() == Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "memtrial" / "upstream"
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "explicit"))
     assert upstream_cache_root() == tmp_path / "explicit"
+
+
+def test_a_checkout_cannot_pass_off_its_own_tree_as_a_packed_upstream_fixture(
+        tmp_path: Path, make_repo: MakeRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression guard: a packed fixture is used without the cache, so a source commit holding a tree at
+    the packed path (`.memtrial-upstream/<compose key>`) could have replaced the SHA-256-pinned release
+    unseen. Only a corpus pack's own commit is read that way; a checkout composes from the verified release."""
+    from gitrepo import git, write_files
+
+    from tasks_lib.corpus.prepare import fetch_upstream_sources, prepare_task
+    from tasks_lib.corpus.upstream import packed_fixture_path
+
+    index = PackageIndex()
+    digest = index.add_tarball("nicklabel", "2.0.0", TARBALL)
+    repo, commit = make_repo(_upstream_task(digest))
+    source = TaskManifest.model_validate_json((repo / "corpora/tasks/nicklabel-prefix/task.json").read_text()).upstream
+    assert source is not None
+    packed = packed_fixture_path(source, git(repo, "rev-parse", f"{commit}:corpora/tasks/nicklabel-prefix/fixture"))
+    write_files(repo, {f"{packed}/index.js": "module.exports = () => 'forged';\n"})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a tree at the packed path")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    with serving(index):
+        monkeypatch.setenv("MEMTRIAL_NPM_REGISTRY", index.url + "/npm")
+        assert [f.error for f in fetch_upstream_sources(repo, "HEAD", repo / "corpora" / "tasks")] == [None]
+    prepared = prepare_task(repo, "HEAD", repo / "corpora/tasks/nicklabel-prefix/task.json")
+    assert prepared.build.source.subdir == "fixture" and prepared.build.source.repository != str(repo)
+    assert sorted(f.path for f in prepared.build.files) == ["index.js", "package.json", "test/basic.test.js"]

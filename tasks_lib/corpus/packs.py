@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from tasks_lib.artifacts import ArtifactStore, check_key
 from tasks_lib.contracts import ContractModel, GitOid, RelPath, TaskManifest
 from tasks_lib.corpus.build import build_tree, resolve_tree
-from tasks_lib.corpus.upstream import PACKED_FIXTURES, compose_fixture, is_fetched, packed_fixture_path
+from tasks_lib.corpus.upstream import PACK_MESSAGE, PACKED_FIXTURES, compose_fixture, is_fetched, packed_fixture_path
 from tasks_lib.errors import ArtifactNotFound, CorpusError
 
 PACKS = "objects/corpus"
@@ -130,7 +130,7 @@ def publish_corpus_pack(store: ArtifactStore, repo: Path, commit: str, tasks_sub
             packed = _git(repo, "mktree", env=env, input=("\n".join(fixtures) + "\n").encode()).decode().strip()
             top = _git(repo, "ls-tree", root, env=env).decode()
             root = _git(repo, "mktree", env=env, input=f"{top}040000 tree {packed}\t{PACKED_FIXTURES}\n".encode()).decode().strip()
-        pack_commit = _git(repo, "commit-tree", root, "-m", f"memtrial corpus pack of {tasks_subdir}", env=env).decode().strip()
+        pack_commit = _git(repo, "commit-tree", root, "-m", f"{PACK_MESSAGE}{tasks_subdir}", env=env).decode().strip()
         key = check_key(f"{PACKS}/{pack_commit}.pack")
         if not store.exists(key):
             listing = _git(repo, "rev-list", "--objects", pack_commit, env=env)

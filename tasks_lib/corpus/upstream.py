@@ -68,6 +68,8 @@ FIXTURE_FOLDER = "fixture"
 """Folder of the composed commit that holds the fixture."""
 PACKED_FIXTURES = ".memtrial-upstream"
 """Folder of a corpus pack's commit holding each upstream task's composed fixture tree, named by its compose key."""
+PACK_MESSAGE = "memtrial corpus pack of "
+"""How a corpus pack's commit message starts (`tasks_lib.corpus.packs`): the only commits whose packed fixtures are used."""
 CACHE_ENV = "MEMTRIAL_UPSTREAM_CACHE"
 """Overrides the machine's upstream cache folder."""
 FETCH_COMMAND = "memtrial corpus fetch"
@@ -511,11 +513,18 @@ def _shadowed_folders(listed: list[str], overlay_paths: list[str]) -> list[str]:
     return [p for p in listed if p in folders or any(str(parent) in files for parent in PurePosixPath(p).parents)]
 
 
-def _holds_tree(project: Path, spec: str) -> bool:
-    """Whether `spec` (`<commit>:<path>`) names a tree in the repository at `project` (a work tree or a git folder)."""
-    done = subprocess.run(["git", "-C", str(project), "cat-file", "-t", spec], capture_output=True, check=False,
-                          env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"})
-    return done.returncode == 0 and done.stdout.strip() == b"tree"
+def _packed_tree(project: Path, commit: str, path: str) -> bool:
+    """Whether `commit` of the repository at `project` is a corpus pack's commit (no parent, the pack's
+    message) holding a tree at `path`. Only a pack's fixtures are trusted without the cache: a source
+    checkout's commit always composes from the verified release."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
+    kind = subprocess.run(["git", "-C", str(project), "cat-file", "-t", f"{commit}:{path}"], capture_output=True, check=False, env=env)
+    if kind.returncode != 0 or kind.stdout.strip() != b"tree":
+        return False
+    body = subprocess.run(["git", "-C", str(project), "cat-file", "commit", commit], capture_output=True, check=False, env=env)
+    header, _, message = body.stdout.decode(errors="replace").partition("\n\n")
+    return body.returncode == 0 and not any(line.startswith("parent ") for line in header.splitlines()) \
+        and message.startswith(PACK_MESSAGE)
 
 
 def packed_fixture_path(source: Upstream, overlay_tree: str) -> str:
@@ -538,7 +547,7 @@ def compose_fixture(repo_root: Path, commit: str, overlay_subdir: str, task_id: 
         resolved = resolve_commit(project, commit, str(repo_root))
         overlay_tree = resolve_tree(project, resolved, overlay_subdir, str(repo_root))
         packed = packed_fixture_path(source, overlay_tree)
-        if _holds_tree(project, f"{resolved}:{packed}"):
+        if _packed_tree(project, resolved, packed):
             return FixtureOrigin(repo=Path(repo_root), commit=resolved, subdir=packed)
     cache = cache or upstream_cache_root()
     key = _compose_key(source, overlay_tree)

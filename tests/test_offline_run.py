@@ -114,10 +114,11 @@ def test_a_run_on_an_empty_artifact_root_without_network_completes_after_setup(t
     assert not any(r["infra_failure"] for r in rows) and {r["outcome"] for r in rows if r["condition"] == "on"} == {"pass"}
 
 
+@pytest.mark.parametrize("command", ["run", "paired"])
 def test_a_release_missing_from_the_cache_is_refused_in_preflight_before_any_arm(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str) -> None:
     """Regression: a release missing from the cache was downloaded in the middle of the run (or failed it
-    there, after Prefect had started and arms had run). Now `memtrial run` exits 2 in preflight with one
+    there, after Prefect had started and arms had run). Now `memtrial run` and `memtrial paired` exit 2 in preflight with one
     line naming each task, its source and `memtrial corpus fetch`; nothing is stored or downloaded."""
     closed = PackageIndex()
     closed.server.server_close()
@@ -125,11 +126,13 @@ def test_a_release_missing_from_the_cache_is_refused_in_preflight_before_any_arm
     monkeypatch.setenv("MEMTRIAL_PYPI_INDEX", closed.url + "/simple")
     monkeypatch.setenv("MEMTRIAL_NPM_REGISTRY", closed.url + "/npm")
     artifacts = tmp_path / "artifacts"
-    assert main(["run", "--config", str(_config(tmp_path, TWO_TASKS)), "--artifacts", str(artifacts)]) == 2
+    argv = (["run", "--config", str(_config(tmp_path, TWO_TASKS))] if command == "run"
+            else ["paired", "--tasks", ",".join(TWO_TASKS), "--conditions", "off,on"])
+    assert main([*argv, "--artifacts", str(artifacts)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert "task ms-rota-month (npm tarball ms==2.1.3" in err and "task pytimeparse-default-timeout (pypi sdist pytimeparse==1.1.8" in err
-    assert "run `memtrial corpus fetch`" in err and "memtrial: run" not in err, err
+    assert "run `memtrial corpus fetch`" in err and "memtrial: " not in err.replace("memtrial: error:", ""), err
     assert not artifacts.exists() and not (tmp_path / "empty-cache").exists(), "nothing stored, nothing fetched"
 
 

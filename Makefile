@@ -22,6 +22,7 @@ demo-deps:
 	@bash scripts/install_demo_deps.sh
 
 demo: demo-deps $(STAMP)
+	$(BIN)/memtrial corpus fetch  # set-up: the pinned upstream releases into the machine's cache (runs never download)
 	$(BIN)/memtrial run
 
 # What the tests drive for real: bubblewrap and a private dockerd (apt, needs root), the MCP memory

@@ -5,7 +5,9 @@ runs them all and raises one error listing every problem. Unknown agent or task 
 conditions and lanes the memory system lacks are each one line naming the field, the value and the
 names that are known, in well under a second: nobody waits for Prefect to start to learn about a typo.
 A sandbox that cannot run the post-turn check here (no usable bubblewrap for `local`, no engine or
-image for `docker`) is one line naming the fix, not a run whose every attempt is `ungradable`.
+image for `docker`) is one line naming the fix, not a run whose every attempt is `ungradable`. A pinned
+upstream release missing from this machine's cache is refused the same way (runs never download;
+`memtrial corpus fetch` is the set-up that does).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from tasks_lib.agents.registry import agent_names
 from tasks_lib.arm.sandboxed_check import UNSANDBOXED_OPT_OUT, check_sandbox_problem, sandbox_options_of
 from tasks_lib.corpus.tasks import load_tasks
+from tasks_lib.corpus.upstream import FETCH_COMMAND, describe, is_fetched, upstream_cache_root
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.runconfig import RunConfig
@@ -85,9 +88,25 @@ def sandbox_problems(config: RunConfig, project_root: Path, source: str) -> list
     return problems
 
 
+def upstream_problems(config: RunConfig, project_root: Path, source: str) -> list[Violation]:
+    """The run's upstream tasks whose pinned release is not in this machine's upstream cache, as one
+    violation naming each task, its source and `memtrial corpus fetch` (only reads the cache)."""
+    chosen = [t for t in load_tasks(project_root / config.tasks_root)
+              if t.manifest.upstream is not None and (config.tasks is None or t.task_id in config.tasks)]
+    if not chosen:
+        return []
+    cache = upstream_cache_root()
+    missing = [f"task {t.task_id} ({describe(t.manifest.upstream)})" for t in chosen
+               if t.manifest.upstream is not None and not is_fetched(t.manifest.upstream, cache)]
+    if not missing:
+        return []
+    return [Violation(source, "tasks", f"pinned upstream release(s) not in the upstream cache {cache}: {', '.join(missing)}; "
+                                       f"run `{FETCH_COMMAND}` once with the network (set-up): runs never download")]
+
+
 PreflightCheck = Callable[[RunConfig, Path, str], list[Violation]]
 """One independent check: (config, project root, the config's name for messages) -> its problems."""
-PREFLIGHT_CHECKS: list[PreflightCheck] = [config_problems, sandbox_problems]
+PREFLIGHT_CHECKS: list[PreflightCheck] = [config_problems, sandbox_problems, upstream_problems]
 """Every check `preflight` runs, in order; a new one is appended here."""
 
 

@@ -98,6 +98,25 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
+    if not hasattr(config, "workerinput"):  # once per session, before any xdist worker starts
+        _fetch_bundled_releases()
+
+
+def _fetch_bundled_releases() -> None:
+    """The test session's set-up, as `make demo`'s: `memtrial corpus fetch` for the bundled corpus when a
+    pinned release is missing from the machine's cache (runs never download; the tests run flows)."""
+    import sys
+
+    from tasks_lib.corpus.prepare import fetch_upstream_sources
+    from tasks_lib.corpus.tasks import load_tasks
+    from tasks_lib.corpus.upstream import is_fetched
+
+    root = Path(__file__).resolve().parents[1]
+    tasks = root / "corpora" / "tasks"
+    if all(is_fetched(t.manifest.upstream) for t in load_tasks(tasks) if t.manifest.upstream is not None):
+        return
+    for failed in (f for f in fetch_upstream_sources(root, "HEAD", tasks) if f.error):
+        print(f"conftest: {failed.error}", file=sys.stderr)
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,7 @@ from upstream_index import PackageIndex, serving, sha256, tar_gz
 from tasks_lib.contracts import GitCommit, NpmTarball, PypiSdist, TaskManifest
 from tasks_lib.corpus.build import build_tree
 from tasks_lib.corpus.key_lanes import measure_manifest_lanes
+from tasks_lib.corpus.prepare import fetch_upstream_sources
 from tasks_lib.corpus.tasks import check_corpus
 from tasks_lib.corpus.upstream import FIXTURE_FOLDER, UpstreamError, compose_fixture, upstream_cache_root
 from tasks_lib.trees import sha256_file, walk_files
@@ -68,7 +69,7 @@ def test_fixture_is_the_released_tree_less_excludes_with_the_overlay_over_it(ind
     file is gone, every other released file is there byte for byte."""
     repo, commit = make_repo(OVERLAY)
     source = _sdist(index, exclude=["CHANGELOG.md"])
-    origin = compose_fixture(repo, commit, "tasks/t/fixture", "t", source)
+    origin = compose_fixture(repo, commit, "tasks/t/fixture", "t", source, fetch=True)
     assert origin.subdir == FIXTURE_FOLDER
     files = _files(origin.repo, origin.commit, origin.subdir, tmp_path / "built")
     assert files == {
@@ -84,15 +85,15 @@ def test_second_build_fetches_nothing_and_works_offline(index: PackageIndex, mak
     one made with the index gone still builds from the cache."""
     repo, commit = make_repo(OVERLAY)
     source = _sdist(index)
-    first = compose_fixture(repo, commit, "tasks/t/fixture", "t", source)
+    first = compose_fixture(repo, commit, "tasks/t/fixture", "t", source, fetch=True)
     sent = sum(index.requests.values())
     assert sent == 2  # the project page and the sdist
-    again = compose_fixture(repo, commit, "tasks/t/fixture", "t", source)
+    again = compose_fixture(repo, commit, "tasks/t/fixture", "t", source, fetch=True)
     assert again == first and sum(index.requests.values()) == sent
     index.files.clear()
     write_files(repo, {"tasks/t/fixture/NOTES.md": "changed\n"})
     git(repo, "commit", "-qam", "overlay changed")
-    changed = compose_fixture(repo, git(repo, "rev-parse", "HEAD"), "tasks/t/fixture", "t", source)
+    changed = compose_fixture(repo, git(repo, "rev-parse", "HEAD"), "tasks/t/fixture", "t", source, fetch=True)
     assert changed.commit != first.commit and sum(index.requests.values()) == sent
     assert _files(changed.repo, changed.commit, changed.subdir, tmp_path / "b")["NOTES.md"] == "changed\n"
 
@@ -101,8 +102,8 @@ def test_same_task_gives_the_same_fixture_tree_in_any_cache(index: PackageIndex,
     """The composed commit (so the corpus id) depends on the pin and the overlay alone, not on the machine's cache."""
     repo, commit = make_repo(OVERLAY)
     source = _sdist(index)
-    one = compose_fixture(repo, commit, "tasks/t/fixture", "t", source, tmp_path / "cache-a")
-    two = compose_fixture(repo, commit, "tasks/t/fixture", "t", source, tmp_path / "cache-b")
+    one = compose_fixture(repo, commit, "tasks/t/fixture", "t", source, tmp_path / "cache-a", fetch=True)
+    two = compose_fixture(repo, commit, "tasks/t/fixture", "t", source, tmp_path / "cache-b", fetch=True)
     assert one.commit == two.commit and one.repo != two.repo
 
 
@@ -113,7 +114,7 @@ def test_digest_mismatch_is_one_clear_error_and_nothing_is_cached(index: Package
     index.add_sdist("tinyflag", "1.0", SDIST, with_hash=False)
     wrong = PypiSdist(kind="pypi-sdist", name="tinyflag", version="1.0", sha256="0" * 64)
     with pytest.raises(UpstreamError) as caught:
-        compose_fixture(repo, commit, "tasks/t/fixture", "t-mismatch", wrong)
+        compose_fixture(repo, commit, "tasks/t/fixture", "t-mismatch", wrong, fetch=True)
     message = str(caught.value)
     assert "task t-mismatch" in message and "pypi sdist tinyflag==1.0" in message
     assert "digest mismatch" in message and "0" * 64 in message and "re-pin" in message
@@ -143,7 +144,7 @@ def test_unreachable_index_fails_with_a_clear_error(make_repo: MakeRepo, monkeyp
     repo, commit = make_repo(OVERLAY)
     source = PypiSdist(kind="pypi-sdist", name="tinyflag", version="1.0", sha256="1" * 64)
     with pytest.raises(UpstreamError, match=r"task t: upstream pypi sdist tinyflag==1\.0 .*cannot reach .*MEMTRIAL_PYPI_INDEX"):
-        compose_fixture(repo, commit, "tasks/t/fixture", "t", source)
+        compose_fixture(repo, commit, "tasks/t/fixture", "t", source, fetch=True)
 
 
 def test_silent_index_times_out_instead_of_hanging(index: PackageIndex, make_repo: MakeRepo, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -154,7 +155,7 @@ def test_silent_index_times_out_instead_of_hanging(index: PackageIndex, make_rep
     index.hang = True
     started = time.monotonic()
     with pytest.raises(UpstreamError, match="cannot reach"):
-        compose_fixture(repo, commit, "tasks/t/fixture", "t", source)
+        compose_fixture(repo, commit, "tasks/t/fixture", "t", source, fetch=True)
     assert time.monotonic() - started < 10
 
 
@@ -187,7 +188,7 @@ def test_hostile_archive_is_refused_and_writes_nothing_outside(index: PackageInd
     digest = index.add_tarball("evil", "1.0.0", _hostile_tarball(member))
     source = NpmTarball(kind="npm-tarball", name="evil", version="1.0.0", sha256=digest)
     with pytest.raises(UpstreamError, match="npm tarball evil==1.0.0"):
-        compose_fixture(repo, commit, "tasks/t/fixture", "t", source)
+        compose_fixture(repo, commit, "tasks/t/fixture", "t", source, fetch=True)
     assert not (tmp_path / "escaped.js").exists() and not (tmp_path / "cache" / "escaped.js").exists()
 
 
@@ -195,7 +196,7 @@ def test_overlay_may_replace_a_folder_with_a_file_and_a_file_with_a_folder(index
     """The overlay wins over the release whatever the kinds: a file where upstream has a folder and a
     folder where upstream has a file leave no trace of upstream's entry (no git index clash)."""
     repo, commit = make_repo({"tasks/t/fixture/tests": "now a file\n", "tasks/t/fixture/README.md/index.md": "now a folder\n"})
-    origin = compose_fixture(repo, commit, "tasks/t/fixture", "t", _sdist(index))
+    origin = compose_fixture(repo, commit, "tasks/t/fixture", "t", _sdist(index), fetch=True)
     assert _files(origin.repo, origin.commit, origin.subdir, tmp_path / "built") == {
         "tinyflag/__init__.py": "def parse(argv):\n    return {a.lstrip('-'): True for a in argv if a.startswith('--')}\n",
         "tests": "now a file\n",
@@ -212,14 +213,14 @@ def test_index_link_to_a_local_file_is_never_followed(index: PackageIndex, make_
     repo, commit = make_repo(OVERLAY)
     source = PypiSdist(kind="pypi-sdist", name="tinyflag", version="1.0", sha256=sha256(SDIST))
     with pytest.raises(UpstreamError, match="lists no sdist of tinyflag 1.0"):
-        compose_fixture(repo, commit, "tasks/t/fixture", "t", source)
+        compose_fixture(repo, commit, "tasks/t/fixture", "t", source, fetch=True)
 
 
 def test_exclude_naming_nothing_is_an_error(index: PackageIndex, make_repo: MakeRepo) -> None:
     """A stale exclude entry (the release no longer has that file) is named, not silently ignored."""
     repo, commit = make_repo(OVERLAY)
     with pytest.raises(UpstreamError, match="exclude names 'docs'"):
-        compose_fixture(repo, commit, "tasks/t/fixture", "t", _sdist(index, exclude=["docs"]))
+        compose_fixture(repo, commit, "tasks/t/fixture", "t", _sdist(index, exclude=["docs"]), fetch=True)
 
 
 def test_git_source_must_have_the_pinned_commit(make_repo: MakeRepo, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -228,11 +229,11 @@ def test_git_source_must_have_the_pinned_commit(make_repo: MakeRepo, monkeypatch
     upstream, upstream_commit = make_repo({"lib.py": "X = 1\n", "tests/test_lib.py": "import unittest\n"})
     repo, commit = make_repo({"tasks/t/fixture/lib.py": "X = 2\n"})
     source = GitCommit(kind="git", url=upstream.as_uri(), commit=upstream_commit)
-    origin = compose_fixture(repo, commit, "tasks/t/fixture", "t", source)
+    origin = compose_fixture(repo, commit, "tasks/t/fixture", "t", source, fetch=True)
     assert _files(origin.repo, origin.commit, origin.subdir, tmp_path / "built") == {"lib.py": "X = 2\n", "tests/test_lib.py": "import unittest\n"}
     missing = GitCommit(kind="git", url=upstream.as_uri(), commit="f" * 40)
     with pytest.raises(UpstreamError, match=r"task t: upstream git .* cannot fetch commit f{40}"):
-        compose_fixture(repo, commit, "tasks/t/fixture", "t", missing)
+        compose_fixture(repo, commit, "tasks/t/fixture", "t", missing, fetch=True)
 
 
 # --------------------------------------------------------------------------- the corpus check end to end
@@ -272,6 +273,7 @@ def test_corpus_check_proves_every_invariant_on_the_composed_fixture(index: Pack
     digest = index.add_tarball("nicklabel", "2.0.0", TARBALL)
     repo, _ = make_repo(_upstream_task(digest))
     TaskManifest.model_validate_json((repo / "corpora/tasks/nicklabel-prefix/task.json").read_text())
+    assert [f.error for f in fetch_upstream_sources(repo, "HEAD", repo / "corpora" / "tasks")] == [None]
     report = check_corpus(repo / "corpora" / "tasks", repo)
     assert report.failures == (), "\n".join(map(str, report.failures))
     (task,) = report.tasks
@@ -280,13 +282,18 @@ def test_corpus_check_proves_every_invariant_on_the_composed_fixture(index: Pack
 
 
 def test_corpus_check_reports_an_unfetchable_source_under_its_task(index: PackageIndex, make_repo: MakeRepo) -> None:
-    """A wrong pin fails the task's check with the upstream error (task, source, fix), never a pass or a traceback."""
+    """A wrong pin fails the fetch with the upstream error (task, source, fix), and the corpus check, which
+    never downloads, fails the task naming `memtrial corpus fetch`: never a pass or a traceback."""
     index.add_tarball("nicklabel", "2.0.0", TARBALL)
     repo, _ = make_repo(_upstream_task("ab" * 32))
+    (fetched,) = fetch_upstream_sources(repo, "HEAD", repo / "corpora" / "tasks")
+    assert fetched.error and "npm tarball nicklabel==2.0.0" in fetched.error and "digest mismatch" in fetched.error
+    requests = sum(index.requests.values())
     report = check_corpus(repo / "corpora" / "tasks", repo)
     (failure,) = report.failures
     assert failure.task_id == "nicklabel-prefix" and failure.invariant == "layout"
-    assert "npm tarball nicklabel==2.0.0" in failure.message and "digest mismatch" in failure.message
+    assert "npm tarball nicklabel==2.0.0" in failure.message and "run `memtrial corpus fetch`" in failure.message
+    assert sum(index.requests.values()) == requests, "the corpus check sent a request"
 
 
 # --------------------------------------------------------------------------- the bundled real-project tasks
@@ -341,6 +348,7 @@ def test_preparation_builds_the_composed_fixture_and_certifies_it(index: Package
 
     digest = index.add_tarball("nicklabel", "2.0.0", TARBALL)
     repo, commit = make_repo(_upstream_task(digest))
+    assert [f.error for f in fetch_upstream_sources(repo, commit, repo / "corpora" / "tasks")] == [None]
     prepared = prepare_task(repo, commit, repo / "corpora/tasks/nicklabel-prefix/task.json")
     assert {f.path for f in prepared.build.files} == {"index.js", "package.json", "README.md", "test/basic.test.js"}
     assert prepared.build.source.subdir == FIXTURE_FOLDER and prepared.certification.verdict == "clean"

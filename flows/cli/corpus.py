@@ -105,8 +105,9 @@ def corpus_fetch(
     revision: Annotated[str, typer.Option(help="Commit whose task manifests and overlays are used.")] = "HEAD",
     as_json: JsonFlag = False,
 ) -> None:
-    """Fetch, verify and cache the pinned upstream source of every real-project task (PyPI sdist,
-    npm tarball or git commit) and compose its fixture; nothing is fetched twice. Exit 1 on any failure."""
+    """Set-up: fetch, verify and cache the pinned upstream source of every real-project task (PyPI sdist,
+    npm tarball or git commit) in this machine's cache and compose its fixture; nothing is fetched twice,
+    and runs never download. Exit 1 on any failure."""
     from flows.settings import PROJECT_ROOT
     from tasks_lib.corpus.prepare import fetch_upstream_sources
     from tasks_lib.corpus.upstream import upstream_cache_root

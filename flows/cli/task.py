@@ -43,6 +43,20 @@ def _commit(repo: Path, subdir: str, revision: str | None) -> str:
     return snapshot_commit(repo, [subdir]) if revision is None else resolve_commit(repo, revision)
 
 
+def _fetch_release(folder: Path, repo: Path, commit: str, task_subdir: str) -> None:
+    """Fetch the pinned upstream release of the task in `folder` into the machine's cache (an author's
+    first check of a new pin); a task without one, or whose manifest the check refuses, fetches nothing."""
+    from tasks_lib.contracts import TaskManifest
+    from tasks_lib.corpus.upstream import fixture_origin
+
+    try:
+        manifest = TaskManifest.model_validate_json((folder / "task.json").read_bytes())
+    except (OSError, ValueError):
+        return
+    if manifest.upstream is not None:
+        fixture_origin(repo, commit, task_subdir, manifest, fetch=True)
+
+
 @task_app.command("new")
 def task_new(
     task_id: Annotated[str, typer.Argument(help="The new task's id and folder name (lowercase letters, digits, '-').")],
@@ -67,11 +81,13 @@ def task_check(
     revision: RevisionOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Run every corpus invariant for one task, with seconds per check. Exit 1 on any failure."""
+    """Run every corpus invariant for one task, with seconds per check; an upstream task's pinned release is
+    fetched into the machine's cache first (the one check that downloads). Exit 1 on any failure."""
     from tasks_lib.corpus.tasks import INVARIANTS, check_corpus
 
     root, repo, subdir = _roots(tasks_root)
     commit = _commit(repo, subdir, revision)
+    _fetch_release(root / task_id, repo, commit, f"{subdir}/{task_id}")
     started = time.monotonic()
     report = check_corpus(root, repo, commit, only=[task_id])
     wall = time.monotonic() - started

@@ -8,6 +8,11 @@ unchanged, and the same content always gives the same commit id, hence the same 
 (`objects/corpus/<commit>.pack`). A worker fetches the pack once, indexes it (git re-hashes every
 object, so a tampered pack cannot pass for the commit), checks that the commit's tasks tree is the
 one the flow named, and materializes it into a local cache folder it re-uses for every arm.
+
+The pack also carries every upstream task's composed fixture whose release this machine's upstream
+cache holds (`tasks_lib.corpus.upstream`): its tree sits at `.memtrial-upstream/<compose key>` of the
+pack's commit, where `compose_fixture` finds it, so a worker builds an upstream fixture from the pack's
+own objects, with no upstream cache and no network.
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ import tempfile
 import threading
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from tasks_lib.artifacts import ArtifactStore, check_key
-from tasks_lib.contracts import ContractModel, GitOid, RelPath
+from tasks_lib.contracts import ContractModel, GitOid, RelPath, TaskManifest
 from tasks_lib.corpus.build import build_tree, resolve_tree
+from tasks_lib.corpus.upstream import PACK_MESSAGE, PACKED_FIXTURES, compose_fixture, is_fetched, packed_fixture_path
 from tasks_lib.errors import ArtifactNotFound, CorpusError
 
 PACKS = "objects/corpus"
@@ -64,18 +72,65 @@ def _wrap_tree(repo: Path, tree: str, subdir: str, env: dict[str, str]) -> str:
     return tree
 
 
-def publish_corpus_pack(store: ArtifactStore, repo: Path, commit: str, tasks_subdir: str) -> CorpusPack:
-    """Pack `tasks_subdir` of `commit` in `repo` and store it (once: the key is its content's commit id).
+def _manifests(repo: Path, commit: str, tasks_subdir: str) -> list[tuple[str, TaskManifest]]:
+    """(task folder, manifest) of every task folder of `tasks_subdir` at `commit` whose task.json is valid
+    (an invalid one is the corpus invariants' to report, not the pack's)."""
+    listing = _git(repo, "ls-tree", "-z", f"{commit}:{tasks_subdir}").decode().split("\0")
+    folders = [entry.split("\t", 1)[1] for entry in listing if entry and entry.split()[1] == "tree"]
+    if not folders:
+        return []
+    batch = _git(repo, "cat-file", "--batch", input="".join(f"{commit}:{tasks_subdir}/{f}/task.json\n" for f in folders).encode())
+    out, at = [], 0
+    for folder in folders:
+        header_end = batch.index(b"\n", at)
+        header = batch[at:header_end].split()
+        at = header_end + 1
+        if header[-1] == b"missing":
+            continue
+        size = int(header[2])
+        body, at = batch[at:at + size], at + size + 1
+        try:
+            out.append((folder, TaskManifest.model_validate_json(body)))
+        except ValidationError:
+            continue
+    return out
 
-    New objects go to a scratch object folder (the source repository is only read). Raises
-    CorpusPackError when git cannot build the pack, CorpusError when the folder is not in the commit.
+
+def _upstream_entries(repo: Path, commit: str, tasks_subdir: str) -> tuple[list[str], list[str]]:
+    """(mktree lines of `PACKED_FIXTURES`, object folders holding them): the composed fixture of every
+    upstream task whose release this machine's cache holds, composed offline."""
+    lines, objects = [], []
+    for folder, manifest in _manifests(repo, commit, tasks_subdir):
+        if manifest.upstream is None or not is_fetched(manifest.upstream):
+            continue
+        origin = compose_fixture(repo, commit, f"{tasks_subdir}/{folder}/{manifest.fixture}", manifest.task_id, manifest.upstream)
+        tree = resolve_tree(origin.repo, origin.commit, origin.subdir, str(origin.repo))
+        overlay = resolve_tree(repo, commit, f"{tasks_subdir}/{folder}/{manifest.fixture}", str(repo))
+        lines.append(f"040000 tree {tree}\t{packed_fixture_path(manifest.upstream, overlay).rsplit('/', 1)[1]}")
+        objects.append(str(origin.repo / "objects"))
+    return sorted(set(lines)), sorted(set(objects))
+
+
+def publish_corpus_pack(store: ArtifactStore, repo: Path, commit: str, tasks_subdir: str) -> CorpusPack:
+    """Pack `tasks_subdir` of `commit` in `repo`, with the composed upstream fixtures this machine's cache
+    can build (see the module docstring), and store it (once: the key is its content's commit id).
+
+    New objects go to a scratch object folder (the source repository and the upstream cache are only
+    read). Raises CorpusPackError when git cannot build the pack, CorpusError when the folder is not in
+    the commit, UpstreamError when a cached release cannot be composed.
     """
     tasks_tree = resolve_tree(repo, commit, tasks_subdir, str(repo))
     objects = Path(_git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir").decode().strip()) / "objects"
+    fixtures, upstream_objects = _upstream_entries(repo, commit, tasks_subdir)
     with tempfile.TemporaryDirectory(prefix="memtrial-pack-") as scratch:
-        env = {"GIT_OBJECT_DIRECTORY": scratch, "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects), **_IDENTITY}
+        env = {"GIT_OBJECT_DIRECTORY": scratch, "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.pathsep.join([str(objects), *upstream_objects]),
+               **_IDENTITY}
         root = _wrap_tree(repo, tasks_tree, tasks_subdir, env)
-        pack_commit = _git(repo, "commit-tree", root, "-m", f"memtrial corpus pack of {tasks_subdir}", env=env).decode().strip()
+        if fixtures:
+            packed = _git(repo, "mktree", env=env, input=("\n".join(fixtures) + "\n").encode()).decode().strip()
+            top = _git(repo, "ls-tree", root, env=env).decode()
+            root = _git(repo, "mktree", env=env, input=f"{top}040000 tree {packed}\t{PACKED_FIXTURES}\n".encode()).decode().strip()
+        pack_commit = _git(repo, "commit-tree", root, "-m", f"{PACK_MESSAGE}{tasks_subdir}", env=env).decode().strip()
         key = check_key(f"{PACKS}/{pack_commit}.pack")
         if not store.exists(key):
             listing = _git(repo, "rev-list", "--objects", pack_commit, env=env)

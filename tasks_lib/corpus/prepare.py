@@ -113,8 +113,9 @@ class UpstreamFetch:
 
 
 def fetch_upstream_sources(repo_root: Path, revision: str, tasks_root: Path) -> list[UpstreamFetch]:
-    """Fetch and compose the pinned source of every upstream task under `tasks_root` at `revision`
-    (warming the cache, e.g. before going offline); one entry per upstream task, errors included."""
+    """Fetch and compose the pinned source of every upstream task under `tasks_root` at `revision` into
+    this machine's cache (set-up: the one place a run's releases are downloaded); one entry per upstream
+    task, errors included."""
     out = []
     for manifest in find_task_manifests(tasks_root):
         task = load_document(manifest, TaskManifest)
@@ -122,7 +123,7 @@ def fetch_upstream_sources(repo_root: Path, revision: str, tasks_root: Path) -> 
             continue
         task_subdir = manifest.parent.resolve().relative_to(repo_root.resolve()).as_posix()
         try:
-            origin = fixture_origin(repo_root, revision, task_subdir, task)
+            origin = fixture_origin(repo_root, revision, task_subdir, task, fetch=True)
             out.append(UpstreamFetch(task.task_id, describe(task.upstream), origin.commit, None))
         except MemtrialError as error:
             out.append(UpstreamFetch(task.task_id, describe(task.upstream), None, str(error)))

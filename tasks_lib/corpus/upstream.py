@@ -15,11 +15,19 @@ upstream task from git objects exactly as it builds any other fixture:
    task's overlay (read from the task repository's git objects) written over it. It is keyed on
    the pin and the overlay's tree id, so the same task gives the same fixture tree on any machine.
 
-The cache lives under the artifact root (`$MEMTRIAL_UPSTREAM_CACHE`, else `<artifact root>/upstream`
-for a local artifact root); a lock file serialises fetches and composition between threads and
-processes. Downloads use `$MEMTRIAL_PYPI_INDEX` (a PEP 503 simple index, default PyPI's) and
-`$MEMTRIAL_NPM_REGISTRY` (default npm's); every network wait is bounded (`$MEMTRIAL_FETCH_TIMEOUT`,
-seconds), so a machine without network fails with one error naming the task, the source and what to do.
+Only set-up downloads (`memtrial corpus fetch`, and `memtrial task check` for the task it checks:
+`fetch=True`); everything else composes from what the cache already holds and refuses a missing
+release with `UpstreamNotFetched`, which names `memtrial corpus fetch`. Runs never fetch: the flow
+composes every upstream fixture from this machine's cache and publishes it inside the corpus pack
+(`PACKED_FIXTURES/<compose key>` in the pack's commit, `tasks_lib.corpus.packs`); a fixture read
+from such a commit comes from its own git objects, so a worker needs neither the cache nor the network.
+
+The cache is per machine, outside any artifact root: `$MEMTRIAL_UPSTREAM_CACHE`, else
+`$XDG_CACHE_HOME/memtrial/upstream`, else `~/.cache/memtrial/upstream` (see `upstream_cache_root`).
+A lock file serialises fetches and composition between threads and processes. Downloads use
+`$MEMTRIAL_PYPI_INDEX` (a PEP 503 simple index, default PyPI's) and `$MEMTRIAL_NPM_REGISTRY` (default
+npm's); every network wait is bounded (`$MEMTRIAL_FETCH_TIMEOUT`, seconds), so a machine without
+network fails with one error naming the task, the source and what to do.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import hashlib
 import io
 import json
 import os
+import pwd
 import re
 import subprocess
 import tarfile
@@ -57,6 +66,14 @@ MAX_ARCHIVE_BYTES = 64 * 1024 * 1024
 """A larger archive is refused: a task's upstream is a small library, not a monorepo."""
 FIXTURE_FOLDER = "fixture"
 """Folder of the composed commit that holds the fixture."""
+PACKED_FIXTURES = ".memtrial-upstream"
+"""Folder of a corpus pack's commit holding each upstream task's composed fixture tree, named by its compose key."""
+PACK_MESSAGE = "memtrial corpus pack of "
+"""How a corpus pack's commit message starts (`tasks_lib.corpus.packs`): the only commits whose packed fixtures are used."""
+CACHE_ENV = "MEMTRIAL_UPSTREAM_CACHE"
+"""Overrides the machine's upstream cache folder."""
+FETCH_COMMAND = "memtrial corpus fetch"
+"""The set-up command that fills the cache (named in every refusal of a missing release)."""
 COMPOSE_VERSION = "memtrial-upstream-compose/1"
 """Bumped when composition changes, so cached composed commits are rebuilt."""
 SDIST_SUFFIXES = (".tar.gz", ".zip")
@@ -70,6 +87,10 @@ _COMMIT_ENV = {
 
 class UpstreamError(CorpusError):
     """An upstream source cannot be fetched, differs from its pin, or cannot be unpacked or composed."""
+
+
+class UpstreamNotFetched(UpstreamError):
+    """A pinned release is not in this machine's upstream cache, and this command does not download."""
 
 
 @dataclass(frozen=True)
@@ -93,17 +114,27 @@ def describe(source: Upstream) -> str:
 
 
 def upstream_cache_root() -> Path:
-    """The local cache folder: $MEMTRIAL_UPSTREAM_CACHE, else `upstream/` under the local artifact root
-    ($MEMTRIAL_ARTIFACT_ROOT when it is a folder, else $MEMTRIAL_HOME/artifacts or the checkout's
-    `.memtrial/artifacts`)."""
-    explicit = os.environ.get("MEMTRIAL_UPSTREAM_CACHE")
+    """This machine's cache of pinned releases, outside every artifact root: $MEMTRIAL_UPSTREAM_CACHE, else
+    $XDG_CACHE_HOME/memtrial/upstream, else ~/.cache/memtrial/upstream (HOME, or the user's home in
+    the password database when HOME is unset, empty or relative, as under some CI runners and containers).
+
+    Raises UpstreamError naming MEMTRIAL_UPSTREAM_CACHE when none of these gives an absolute folder."""
+    explicit = os.environ.get(CACHE_ENV, "")
     if explicit:
         return Path(explicit).resolve()
-    artifacts = os.environ.get("MEMTRIAL_ARTIFACT_ROOT", "")
-    if artifacts and "://" not in artifacts:
-        return Path(artifacts).resolve() / "upstream"
-    home = os.environ.get("MEMTRIAL_HOME") or str(Path(__file__).resolve().parents[2] / ".memtrial")
-    return Path(home).resolve() / "artifacts" / "upstream"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / "memtrial" / "upstream"
+    home = os.environ.get("HOME", "")
+    if not os.path.isabs(home) or home == "/":
+        try:
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:
+            home = ""
+    if not os.path.isabs(home) or home == "/":
+        raise UpstreamError(f"no home folder for uid {os.getuid()} (HOME={os.environ.get('HOME', '')!r}) to keep the upstream "
+                            f"cache in; set {CACHE_ENV} to a writable folder and run `{FETCH_COMMAND}`")
+    return Path(home) / ".cache" / "memtrial" / "upstream"
 
 
 def fetch_timeout() -> float:
@@ -371,15 +402,44 @@ def _commit_tree(repo: Path, files_root: Path, parent: str | None, message: str,
     return _git_out(repo, *args, env=_COMMIT_ENV, what=what)
 
 
-def upstream_commit(source: Upstream, cache: Path, what: str) -> str:
-    """The cache repository's commit of the pinned source as released (fetched and committed if needed)."""
+def not_fetched(what: str, cache: Path) -> UpstreamNotFetched:
+    """The one-line refusal of a release missing from the cache: the task, the source and the set-up command."""
+    return UpstreamNotFetched(f"{what}: not in the upstream cache {cache}; run `{FETCH_COMMAND}` once with the "
+                              "network (set-up): runs never download")
+
+
+def _archive_cached(source: PypiSdist | NpmTarball, cache: Path) -> bool:
+    path = cache / "archives" / "sha256" / source.sha256
+    return path.is_file() and sha256_bytes(path.read_bytes()) == source.sha256
+
+
+def is_fetched(source: Upstream, cache: Path | None = None) -> bool:
+    """Whether the pinned release is in the cache (committed, or its verified archive), so it can be composed
+    offline. Only reads: creates nothing, downloads nothing."""
+    cache = cache or upstream_cache_root()
+    repo = cache / "git"
+    if (repo / "HEAD").is_file():
+        if isinstance(source, GitCommit):
+            return _has_commit(repo, source.commit)
+        if _git(repo, "rev-parse", "--verify", "--quiet", f"refs/upstream/sha256-{source.sha256}").returncode == 0:
+            return True
+    return not isinstance(source, GitCommit) and _archive_cached(source, cache)
+
+
+def upstream_commit(source: Upstream, cache: Path, what: str, fetch: bool = False) -> str:
+    """The cache repository's commit of the pinned source as released (committed if needed; downloaded
+    only with `fetch`). Raises UpstreamNotFetched when it is not cached and `fetch` is False."""
     repo = _cache_repo(cache)
     if isinstance(source, GitCommit):
+        if not fetch and not _has_commit(repo, source.commit):
+            raise not_fetched(what, cache)
         return _fetch_git(repo, source, what)
     ref = f"refs/upstream/sha256-{source.sha256}"
     existing = _git(repo, "rev-parse", "--verify", "--quiet", ref)
     if existing.returncode == 0:
         return existing.stdout.decode().strip()
+    if not fetch and not _archive_cached(source, cache):
+        raise not_fetched(what, cache)
     archive = fetch_archive(source, cache, what)
     with tempfile.TemporaryDirectory(prefix="memtrial-upstream-unpack-") as tmp:
         if unpack_archive(archive, Path(tmp), what) == 0:
@@ -453,18 +513,43 @@ def _shadowed_folders(listed: list[str], overlay_paths: list[str]) -> list[str]:
     return [p for p in listed if p in folders or any(str(parent) in files for parent in PurePosixPath(p).parents)]
 
 
-def compose_fixture(repo_root: Path, commit: str, overlay_subdir: str, task_id: str, source: Upstream,
-                    cache: Path | None = None) -> FixtureOrigin:
-    """The composed fixture of an upstream task (see the module docstring), fetched and built if needed.
+def _packed_tree(project: Path, commit: str, path: str) -> bool:
+    """Whether `commit` of the repository at `project` is a corpus pack's commit (no parent, the pack's
+    message) holding a tree at `path`. Only a pack's fixtures are trusted without the cache: a source
+    checkout's commit always composes from the verified release."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
+    kind = subprocess.run(["git", "-C", str(project), "cat-file", "-t", f"{commit}:{path}"], capture_output=True, check=False, env=env)
+    if kind.returncode != 0 or kind.stdout.strip() != b"tree":
+        return False
+    body = subprocess.run(["git", "-C", str(project), "cat-file", "commit", commit], capture_output=True, check=False, env=env)
+    header, _, message = body.stdout.decode(errors="replace").partition("\n\n")
+    return body.returncode == 0 and not any(line.startswith("parent ") for line in header.splitlines()) \
+        and message.startswith(PACK_MESSAGE)
 
-    Raises UpstreamError naming the task and the source when the source cannot be fetched, differs
+
+def packed_fixture_path(source: Upstream, overlay_tree: str) -> str:
+    """Where a corpus pack's commit holds the composed fixture of `source` with the overlay tree `overlay_tree`."""
+    return f"{PACKED_FIXTURES}/{_compose_key(source, overlay_tree)}"
+
+
+def compose_fixture(repo_root: Path, commit: str, overlay_subdir: str, task_id: str, source: Upstream,
+                    cache: Path | None = None, fetch: bool = False) -> FixtureOrigin:
+    """The composed fixture of an upstream task (see the module docstring).
+
+    When `commit` itself holds the composed tree (a corpus pack, `packed_fixture_path`), that is the
+    origin: no cache, no network. Otherwise it is composed in the cache from the cached release,
+    downloaded first only with `fetch`. Raises UpstreamNotFetched when the release is not cached and
+    `fetch` is False; UpstreamError naming the task and the source when it cannot be fetched, differs
     from its pin, or cannot be unpacked; the errors of build_tree for the overlay.
     """
-    cache = cache or upstream_cache_root()
     what = f"task {task_id}: upstream {describe(source)}"
     with reachable_repository(repo_root) as project:
         resolved = resolve_commit(project, commit, str(repo_root))
         overlay_tree = resolve_tree(project, resolved, overlay_subdir, str(repo_root))
+        packed = packed_fixture_path(source, overlay_tree)
+        if _packed_tree(project, resolved, packed):
+            return FixtureOrigin(repo=Path(repo_root), commit=resolved, subdir=packed)
+    cache = cache or upstream_cache_root()
     key = _compose_key(source, overlay_tree)
     with _cache_lock(cache):
         repo = _cache_repo(cache)
@@ -472,7 +557,7 @@ def compose_fixture(repo_root: Path, commit: str, overlay_subdir: str, task_id: 
         known = _git(repo, "rev-parse", "--verify", "--quiet", ref)
         if known.returncode == 0:
             return FixtureOrigin(repo=repo, commit=known.stdout.decode().strip(), subdir=FIXTURE_FOLDER)
-        base = upstream_commit(source, cache, what)
+        base = upstream_commit(source, cache, what, fetch)
         with tempfile.TemporaryDirectory(prefix="memtrial-upstream-overlay-") as tmp:
             overlay_root = Path(tmp) / "overlay"
             build_tree(repo_root, resolved, overlay_root, subdir=overlay_subdir)
@@ -481,14 +566,14 @@ def compose_fixture(repo_root: Path, commit: str, overlay_subdir: str, task_id: 
     return FixtureOrigin(repo=repo, commit=composed, subdir=FIXTURE_FOLDER)
 
 
-def fixture_origin(repo_root: Path, commit: str, task_subdir: str, manifest: TaskManifest, cache: Path | None = None) -> FixtureOrigin:
+def fixture_origin(repo_root: Path, commit: str, task_subdir: str, manifest: TaskManifest, cache: Path | None = None,
+                   fetch: bool = False) -> FixtureOrigin:
     """Where the fixture of the task at `task_subdir` (in `repo_root` at `commit`) is built from:
-    the task's own folder, or for an upstream task the composed commit in the upstream cache."""
+    the task's own folder, or for an upstream task its composed fixture (`compose_fixture`)."""
     subdir = f"{task_subdir}/{manifest.fixture}"
     if manifest.upstream is None:
         return FixtureOrigin(repo=Path(repo_root), commit=commit, subdir=subdir)
-    return compose_fixture(Path(repo_root), commit, subdir, manifest.task_id, manifest.upstream, cache)
-
+    return compose_fixture(Path(repo_root), commit, subdir, manifest.task_id, manifest.upstream, cache, fetch)
 
 
 def upstream_fixture_bytes(task_root: Path, manifest: TaskManifest, revision: str = "HEAD") -> int:

@@ -417,3 +417,64 @@ def test_a_cluster_that_loses_every_worker_fails_the_run_in_bounded_time_with_on
     cells = [(r["task_id"], r["condition"], r["trial"]) for r in records]
     assert len(cells) == len(TASKS) * 2 * 2 and len(set(cells)) == len(cells), cells
     assert agent["arms_cached"] >= finished, f"{finished} arm(s) finished before the loss, {agent['arms_cached']} from cache"
+
+
+def listening_on(pid: int) -> set[tuple[str, int]]:
+    """The (address, port) pairs process `pid` listens on over TCP, read from /proc (no `ss` needed)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:  # closed while listed
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        path = Path(f"/proc/{pid}/net/{table}")
+        for line in path.read_text().splitlines()[1:] if path.exists() else []:  # no tcp6 where IPv6 is off
+            fields = line.split()
+            (address, port), state, inode = fields[1].split(":"), fields[3], fields[9]
+            if state != "0A" or inode not in inodes:  # 0A: LISTEN
+                continue
+            raw = b"".join(bytes.fromhex(address[i:i + 8])[::-1] for i in range(0, len(address), 8))
+            found.add((socket.inet_ntop(family, raw), int(port, 16)))
+    return found
+
+
+def test_the_documented_dask_scheduler_and_worker_listen_only_on_127_0_0_1(tmp_path: Path) -> None:
+    """The failure prevented: a Dask scheduler and worker started as docs/DEPLOY.md section 4 writes them
+    listening on every interface (the scheduler's dashboard and the worker's ports default to 0.0.0.0),
+    which exposes a service that runs any code a client sends. The doc's two command lines are run as
+    written (only the ports are replaced by free ones) and every socket they listen on must be loopback."""
+    text = (REPO / "docs" / "DEPLOY.md").read_text(encoding="utf-8")
+    section = text.split("\n## 4. ", 1)[1].split("\n## 5. ", 1)[0]
+    lines = {kind: [line for line in section.splitlines() if re.search(rf"(^|\s)dask {kind} ", line)] for kind in ("scheduler", "worker")}
+    assert [len(found) for found in lines.values()] == [1, 1], lines
+    port, dashboard = (free_port() for _ in range(2))
+    env = {**stock(dict(os.environ)), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def run(kind: str) -> subprocess.Popen[bytes]:
+        line = lines[kind][0].replace(":8786", f":{port}").replace("--port 8786", f"--port {port}").replace(":8787", f":{dashboard}")
+        with open(tmp_path / f"{kind}.log", "wb") as log:
+            return subprocess.Popen(["bash", "-c", line], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)  # bash execs it
+
+    scheduler = run("scheduler")
+    procs = [scheduler]
+    try:
+        wait_for(lambda: scheduler.poll() is not None or any(p == port for _, p in listening_on(scheduler.pid)), "the documented scheduler")
+        assert scheduler.poll() is None, (tmp_path / "scheduler.log").read_text()
+        procs.append(run("worker"))
+        wait_for_workers(f"tcp://127.0.0.1:{port}", 1)
+        listeners = {kind: listening_on(proc.pid) for kind, proc in zip(("scheduler", "worker"), procs)}
+    finally:
+        stop(procs)
+    assert all(listeners.values()), listeners
+    assert {address for found in listeners.values() for address, _ in found} == {"127.0.0.1"}, listeners
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

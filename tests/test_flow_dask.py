@@ -1,8 +1,9 @@
-"""Scale-out on an external Dask scheduler: two workers started from another folder, sharing with the
-flow only the S3-compatible bucket (moto's server on 127.0.0.1) and the Prefect API, run the default
-matrix's arms and produce the same records and headline as a local run. Where this machine allows a
-mount namespace, the workers cannot see `<tmp_path>/checkout` (an empty read-only tmpfs over it), so
-a flow run on a clone there proves every stage sent to a worker is location-independent."""
+"""Scale-out on an external, stock Dask scheduler (no Dask setting): two workers started from another
+folder, sharing with the flow only the S3-compatible bucket (moto's server on 127.0.0.1) and the
+Prefect API, run the default matrix's arms and produce the same records and headline as a local run.
+Where this machine allows a mount namespace, the workers cannot see `<tmp_path>/checkout` (an empty
+read-only tmpfs over it), so a flow run on a clone there proves every stage sent to a worker is
+location-independent."""
 
 from __future__ import annotations
 

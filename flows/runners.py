@@ -7,7 +7,7 @@ arm code as the flow. Each failure is one line naming the worker and the fix, in
 hangs on tasks no worker can unpickle, or arms graded by other code than their cache key names. The
 scheduler needs no setting of its own: a stock `dask scheduler` is fine.
 
-memtrial bounds its own wait for workers, on the client side (`WatchedDaskTaskRunner`): while tasks
+memtrial bounds its own wait for workers, on the client side (`flows.dask_runner.WatchedDaskTaskRunner`): while tasks
 it submitted are unfinished, it asks the scheduler for its workers every second, and once the cluster
 has had no worker for `runner.no_workers_timeout` seconds it cancels those tasks. `cluster_loss_named`
 turns that (or Dask's own error, from a scheduler with `distributed.scheduler.no-workers-timeout`
@@ -18,8 +18,8 @@ and cached results, so a rerun with workers back runs only the rest.
 from __future__ import annotations
 
 import os
-from concurrent.futures import CancelledError
 from collections.abc import Iterator
+from concurrent.futures import CancelledError
 from contextlib import contextmanager
 from typing import Any
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from flows import stages
 from flows.paired import INVARIANTS, PREPARE, arm_stage, matrix_flow, records_stage
-from flows.progress import reporter
+from flows.progress import counted, reporter
 from flows.report_artifacts import publish_headline
 from flows.runners import ready_task_runner
 from flows.secrets import resolve_secret_references
@@ -178,14 +178,12 @@ def _nightly(config: RunConfig, run_id: str, artifact_root: str) -> tuple[Nightl
     for result in paired:
         digest = stages.records_digest(result.records)
         texts = {k: v for k, v in memory_texts.items() if any(r.task_id == k for r in result.records)}
-        graded.append((result, digest, texts, aggregate(artifact_root, result.run_id, digest, grading_code, texts, outside)))
-        progress.advance(GRADE)
+        graded.append((result, digest, texts, counted(aggregate, GRADE, artifact_root, result.run_id, digest, grading_code, texts, outside)))
     progress.finish(GRADE)
     store = open_store(artifact_root)
     progress.start(REPORT, len(graded))
     for agent, (result, digest, texts, tables) in zip(config.all_agents, graded):
-        location = render(artifact_root, result.run_id, digest, report_code, texts)
-        progress.advance(REPORT)
+        location = counted(render, REPORT, artifact_root, result.run_id, digest, report_code, texts)
         outcomes.append(AgentOutcome(
             agent=agent.name,
             run_id=result.run_id, records_key=result.records_key, tables=tables, report=location,

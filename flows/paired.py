@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from flows import stages
 from flows.budget import PairGuard
-from flows.progress import reporter
+from flows.progress import counted, reporter
 from flows.runners import cluster_loss_named
 from flows.status import run_marker
 from tasks_lib.arm.steps import check_conditions, schedule, select_tasks, skipped_cells, task_subdir_of
@@ -259,8 +259,7 @@ def _store_records(agent: AgentSpec, artifact_root: str, run_id: str, records: l
                    storage: stages.ArtifactResultStorage) -> str:
     progress = reporter()
     progress.start(records_stage(agent), 1)
-    key = stages.store_records.with_options(result_storage=storage)(artifact_root, run_id, records)
-    progress.advance(records_stage(agent))
+    key = counted(stages.store_records.with_options(result_storage=storage), records_stage(agent), artifact_root, run_id, records)
     progress.finish(records_stage(agent))
     return key
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.progress import (
@@ -173,6 +173,14 @@ _current: Reporter = NullReporter()
 def reporter() -> Reporter:
     """The reporter of the running flow (a NullReporter unless the CLI installed one)."""
     return _current
+
+
+def counted(task: Any, stage: str, *args: Any, **kwargs: Any) -> Any:
+    """Call the Prefect task `task` in the flow and return its result, advancing `stage` by one task,
+    counted as from cache exactly when Prefect's final state of the task run is `Cached`."""
+    state = task(*args, return_state=True, **kwargs)
+    reporter().advance(stage, cached=state.is_completed() and state.name == "Cached")
+    return state.result()
 
 
 @contextmanager

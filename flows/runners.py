@@ -2,22 +2,24 @@
 
 An external Dask cluster (`runner.address`) is checked before the flow submits anything
 (`ready_task_runner`): the scheduler answers, at least one worker joins within
-`MEMTRIAL_DASK_WORKER_TIMEOUT` seconds (default 60), the scheduler fails tasks left without any
-worker (`distributed.scheduler.no-workers-timeout`) within `runner.no_workers_timeout` seconds, and
-every worker imports memtrial with the same arm code as the flow. Each failure is one line naming the
-worker and the fix, instead of a flow that hangs on tasks no worker can unpickle, or arms graded by
-other code than their cache key names.
+`MEMTRIAL_DASK_WORKER_TIMEOUT` seconds (default 60), and every worker imports memtrial with the same
+arm code as the flow. Each failure is one line naming the worker and the fix, instead of a flow that
+hangs on tasks no worker can unpickle, or arms graded by other code than their cache key names. The
+scheduler needs no setting of its own: a stock `dask scheduler` is fine.
 
-A cluster that loses every worker mid-run fails the run once the no-workers timeout passes (a local
-cluster's scheduler gets `runner.no_workers_timeout`): `cluster_loss_named` turns Dask's error into
-one line naming the scheduler and what to do; the arms already finished keep their records and
-cached results, so a rerun with workers back runs only the rest.
+memtrial bounds its own wait for workers, on the client side (`flows.dask_runner.WatchedDaskTaskRunner`): while tasks
+it submitted are unfinished, it asks the scheduler for its workers every second, and once the cluster
+has had no worker for `runner.no_workers_timeout` seconds it cancels those tasks. `cluster_loss_named`
+turns that (or Dask's own error, from a scheduler with `distributed.scheduler.no-workers-timeout`
+set) into one line naming the scheduler and what to do; the arms already finished keep their records
+and cached results, so a rerun with workers back runs only the rest.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from concurrent.futures import CancelledError
 from contextlib import contextmanager
 from typing import Any
 
@@ -44,22 +46,23 @@ def task_runner(spec: RunnerSpec) -> Any:
             raise RunnerError("runner.address is only for runner.kind dask; remove it or set kind: dask")
         return ThreadPoolTaskRunner(max_workers=spec.workers)
     try:
-        from prefect_dask import DaskTaskRunner
+        from flows.dask_runner import WatchedDaskTaskRunner
     except ImportError:
         raise RunnerError("runner.kind dask needs prefect-dask; install memtrial with the [dask] extra") from None
     if spec.address:
-        return DaskTaskRunner(address=spec.address)
+        return WatchedDaskTaskRunner(spec.no_workers_timeout, address=spec.address)
     import dask
 
     dask.config.set({NO_WORKERS_TIMEOUT: f"{spec.no_workers_timeout:g}s"})  # the local cluster's scheduler runs in this process
-    return DaskTaskRunner(cluster_kwargs={"n_workers": spec.workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None, "host": "127.0.0.1"})
+    return WatchedDaskTaskRunner(spec.no_workers_timeout, cluster_kwargs={
+        "n_workers": spec.workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None, "host": "127.0.0.1"})
 
 
 def ready_task_runner(spec: RunnerSpec) -> Any:
     """`task_runner(spec)`, after checking an external Dask cluster can run the arms (`check_cluster`)."""
     runner = task_runner(spec)
     if spec.kind == "dask" and spec.address:
-        check_cluster(spec.address, float(os.environ.get(WORKER_TIMEOUT_ENV) or 60), spec.no_workers_timeout)
+        check_cluster(spec.address, float(os.environ.get(WORKER_TIMEOUT_ENV) or 60))
     return runner
 
 
@@ -70,10 +73,10 @@ def worker_code_digest() -> str:
     return stages.code_digest(*stages.ARM_CODE)
 
 
-def check_cluster(address: str, timeout: float, no_workers_timeout: float = 120) -> None:
+def check_cluster(address: str, timeout: float) -> None:
     """Raise RunnerError unless the scheduler at `address` answers, a worker joins within `timeout`
-    seconds, the scheduler fails tasks left without workers within `no_workers_timeout` seconds, and
-    every worker runs the flow's arm code."""
+    seconds, and every worker runs the flow's arm code. The scheduler's own settings are not checked:
+    the flow bounds its wait for workers itself (`WorkerWatch`)."""
     from distributed import Client
 
     try:
@@ -86,7 +89,6 @@ def check_cluster(address: str, timeout: float, no_workers_timeout: float = 120)
         except TimeoutError:
             raise RunnerError(f"runner.address {address}: no Dask worker joined within {timeout:g}s; start workers "
                               f"(see docs/DEPLOY.md) or raise {WORKER_TIMEOUT_ENV}") from None
-        _check_no_workers_timeout(client, address, no_workers_timeout)
         expected = worker_code_digest()
         for worker, answer in sorted(client.run(worker_code_digest, on_error="return").items()):
             if isinstance(answer, BaseException):
@@ -98,22 +100,6 @@ def check_cluster(address: str, timeout: float, no_workers_timeout: float = 120)
     finally:
         client.close()
 
-
-def _check_no_workers_timeout(client: Any, address: str, bound: float) -> None:
-    """RunnerError unless the scheduler fails tasks left without any worker within `bound` seconds."""
-    configured = client.run_on_scheduler(_scheduler_no_workers_timeout)
-    fix = f"start it with DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT={bound:g}s"
-    if not configured:
-        raise RunnerError(f"runner.address {address}: the scheduler has no {NO_WORKERS_TIMEOUT}, so a cluster that loses "
-                          f"every worker would hang the run; {fix}")
-    if configured > bound:
-        raise RunnerError(f"runner.address {address}: the scheduler's {NO_WORKERS_TIMEOUT} ({configured:g}s) is longer than "
-                          f"runner.no_workers_timeout ({bound:g}s); {fix} or raise runner.no_workers_timeout")
-
-
-def _scheduler_no_workers_timeout(dask_scheduler: Any) -> float | None:
-    """Run on the scheduler: the seconds it lets a task wait without any worker (None: forever)."""
-    return dask_scheduler.no_workers_timeout
 
 
 def scheduler_address() -> str:
@@ -128,17 +114,31 @@ def scheduler_address() -> str:
         return str(getattr(runner, "address", None) or "the Dask cluster")
 
 
+def watch_lost() -> float | None:
+    """The seconds the running flow's Dask cluster had had no worker when memtrial's watch gave up (None: it did not)."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    watch = getattr(context.task_runner if context else None, "watch", None)
+    return getattr(watch, "lost", None)
+
+
 @contextmanager
 def cluster_loss_named(what: str) -> Iterator[None]:
-    """Turn Dask's error for tasks that waited out the no-workers timeout (every worker lost) into one
-    RunnerError naming the scheduler, what was left undone and what to do. Other errors pass through."""
+    """Turn a lost cluster (every worker gone) into one RunnerError naming the scheduler, what was left
+    undone and what to do: the tasks memtrial's own watch cancelled (`flows.dask_runner.WorkerWatch`),
+    or Dask's error from a scheduler with its own no-workers timeout. Other errors pass through."""
     try:
         yield
     except Exception as error:
         kind = type(error)
-        if kind.__name__ not in NO_WORKER_ERRORS or not kind.__module__.startswith("distributed"):
+        lost = watch_lost()
+        if lost is not None and isinstance(error, CancelledError):
+            waited: object = lost
+        elif kind.__name__ in NO_WORKER_ERRORS and kind.__module__.startswith("distributed"):
+            waited = getattr(error, "timeout", None)
+        else:
             raise
-        waited = getattr(error, "timeout", None)
         after = f" for {waited:g}s" if isinstance(waited, (int, float)) else ""
         raise RunnerError(f"Dask scheduler {scheduler_address()} has had no worker{after}, so {what} could not finish; "
                           "start workers (docs/DEPLOY.md section 4), then rerun: the finished arms keep their records") from None

@@ -26,7 +26,7 @@ from prefect.futures import PrefectFuture
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from flows import stages
-from flows.progress import reporter
+from flows.progress import counted, reporter
 from flows.settings import PROJECT_ROOT, build_under_test
 from tasks_lib.artifacts import suite_key, suite_rankings_key
 from tasks_lib.errors import MemtrialError
@@ -188,13 +188,12 @@ def _suite_call(name: str, stage: Callable[..., str], config: RunConfig, run_id:
 
 
 def _suite_done(name: str) -> None:
-    reporter().advance(suite_stage(name))
     reporter().finish(suite_stage(name))
 
 
 def _run_suite(name: str, stage: Callable[..., str], config: RunConfig, run_id: str, artifact_root: str) -> str:
     bound, args = _suite_call(name, stage, config, run_id, artifact_root)
-    key = bound(*args)
+    key = counted(bound, suite_stage(name), *args)
     _suite_done(name)
     return key
 
@@ -223,6 +222,7 @@ def collect_suites(futures: dict[str, PrefectFuture | None], config: RunConfig, 
             keys[name] = SUITE_FLOWS[name](config, run_id, artifact_root)
             continue
         keys[name] = future.result()
+        reporter().advance(suite_stage(name), cached=future.state.is_completed() and future.state.name == "Cached")
         _suite_done(name)
     return keys
 
@@ -322,8 +322,7 @@ def trend_snapshots(config: RunConfig, run_id: str, artifact_root: str, results:
     bound = trend_snapshot.with_options(result_storage=stages.result_storage(artifact_root, config.result_root))
     out = {}
     for suite in chosen:
-        out[suite] = bound(artifact_root, run_id, suite, results[suite], config.embedder)
-        progress.advance(TREND)
+        out[suite] = counted(bound, TREND, artifact_root, run_id, suite, results[suite], config.embedder)
     failures = sum(len(v["regressions"]) for v in out.values())
     progress.finish(TREND, f"{failures} regression(s)" if failures else "no regression")
     return out

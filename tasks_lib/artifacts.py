@@ -13,6 +13,7 @@ import io
 import json
 import os
 import secrets
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from abc import ABC, abstractmethod
@@ -39,7 +40,14 @@ SUITES_FOLDER = "suites"
 """A run's suite results: `runs/<run_id>/suites/<name>.json`, and the public datasets' rankings beside them."""
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
 READ_THREADS = 16
-"""Most artifact reads in flight at once when a stage reads many objects (each an S3 round trip)."""
+"""Most artifact reads in flight at once in one process when stages read many objects (each an S3 round
+trip): `read_concurrently` runs up to this many per call and, across calls, holds one of as many slots."""
+S3_POOL_CONNECTIONS = READ_THREADS + 48
+"""boto3's connection pool of an S3 store: one connection for each concurrent read (`READ_THREADS`) and 48
+for the requests of the stage tasks running at once in the same process (task-runner threads, Prefect's
+result storage). A smaller pool (boto3's default is 10) makes urllib3 open extra connections and log
+"Connection pool is full, discarding connection" for each."""
+_read_slots = threading.BoundedSemaphore(READ_THREADS)
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -50,11 +58,18 @@ def new_run_id(prefix: str = "run") -> str:
 
 def read_concurrently(read: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """`read` over `items` on up to READ_THREADS threads, results in the order of `items` (the first
-    exception propagates). For artifact reads: I/O-bound, so threads overlap the round trips."""
+    exception propagates). For artifact reads: I/O-bound, so threads overlap the round trips; concurrent
+    calls share READ_THREADS slots, so the reads in flight never outgrow an S3 store's pool (so `read` must
+    not call `read_concurrently` itself)."""
     if len(items) < 2:
         return [read(item) for item in items]
+
+    def slotted(item: T) -> R:
+        with _read_slots:
+            return read(item)
+
     with ThreadPoolExecutor(max_workers=min(READ_THREADS, len(items))) as pool:
-        return list(pool.map(read, items))
+        return list(pool.map(slotted, items))
 
 
 def run_key(run_id: str, *parts: str) -> str:
@@ -221,7 +236,8 @@ class S3Store(ArtifactStore):
             region_name=settings.region or "us-east-1",
             aws_access_key_id=settings.access_key_id,
             aws_secret_access_key=settings.secret_access_key,
-            config=Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10, read_timeout=60),
+            config=Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10, read_timeout=60,
+                          max_pool_connections=S3_POOL_CONNECTIONS),
         )
 
     def _key(self, key: str) -> str:

@@ -62,8 +62,8 @@ class RunnerSpec(ContractModel):
     """Scheduler address of an existing Dask cluster (tcp://host:8786); only with kind dask."""
     no_workers_timeout: float = Field(default=120, gt=0, le=86400)
     """Seconds a Dask cluster may be left without any worker before the run fails (one line naming the
-    scheduler; the records already stored are kept). A local cluster's scheduler is started with it; an
-    external scheduler must have its own `distributed.scheduler.no-workers-timeout` no longer than it."""
+    scheduler; the records already stored are kept). memtrial watches the cluster itself, so any
+    scheduler works with its defaults; a local cluster's scheduler is also started with it."""
 
     @field_validator("address")
     @classmethod

@@ -1,9 +1,10 @@
-"""The real thing: a Prefect server on 127.0.0.1, a process work pool and worker, the nightly
-deployment from deployments/prefect.yaml, one triggered run, and its artifacts.
+"""The real thing, as docs/DEPLOY.md section 1 writes it: a Prefect server on 127.0.0.1, a process work
+pool and worker, the nightly deployment from deployments/prefect.yaml, one triggered run, and its
+artifacts.
 
-Everything runs as separate processes (`prefect server start`, `prefect worker start`, `prefect
-deploy`), each with its own PREFECT_HOME in tmp_path and a SQLite database; the server and the
-worker are stopped by their PIDs in a finalizer, also when the test fails.
+The doc's command lines are run as written (only the port is replaced by a free one), each terminal a
+bash process in a fresh clone with HOME a temporary folder; the server and the worker are stopped by
+their PIDs in a finalizer, also when the test fails.
 """
 
 from __future__ import annotations
@@ -106,10 +107,39 @@ def wait_for_server(base: str, server: subprocess.Popen[bytes], processes: Proce
 
 
 def source_repository(tmp_path: Path) -> Path:
-    """A clone of this checkout's HEAD: the source the deployment is built and pulled from."""
+    """A fresh clone of this checkout's HEAD (no `.memtrial/`, nothing pushed anywhere): the checkout the
+    deployment is built from, and the repository its worker fetches the commit from."""
     source = tmp_path / "source"
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(PROJECT_ROOT), str(source)], check=True)
     return source
+
+
+DOC_PORT = "4200"
+"""The server port docs/DEPLOY.md section 1 uses; the test replaces it with a free port (tests run in parallel)."""
+
+
+def section_one_blocks() -> tuple[list[list[str]], list[str]]:
+    """docs/DEPLOY.md section 1 as written: its three terminals (each the lines after `# N.`) and the
+    trigger block, comments dropped."""
+    text = (PROJECT_ROOT / "docs" / "DEPLOY.md").read_text(encoding="utf-8")
+    section = text.split("\n## 1. ", 1)[1].split("\n## 2. ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 2, f"docs/DEPLOY.md section 1 should hold the terminals and the trigger block, found {len(blocks)}"
+    terminals: list[list[str]] = []
+    for line in blocks[0].splitlines():
+        if re.match(r"# \d+\. ", line):
+            terminals.append([])
+        elif line.strip() and not line.lstrip().startswith("#"):
+            terminals[-1].append(line)
+    trigger = [line for line in blocks[1].splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert len(terminals) == 3 and all(terminals), terminals
+    return terminals, trigger
+
+
+def as_run(lines: list[str], port: int) -> str:
+    """A bash script of the doc's `lines`, stopping at the first failing command, on `port`."""
+    return "set -e\n" + "\n".join(line.replace(f":{DOC_PORT}", f":{port}").replace(f"--port {DOC_PORT}", f"--port {port}")
+                                   for line in lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -126,45 +156,42 @@ class DeployedRun:
 
 @pytest.fixture(scope="module")
 def deployed_run(tmp_path_factory: pytest.TempPathFactory, processes: Processes) -> DeployedRun:
-    """Server, pool, `prefect deploy` of nightly-process, a worker, one triggered smoke run, waited for."""
+    """docs/DEPLOY.md section 1 run as written in a fresh clone, each terminal a bash process (the port
+    replaced by a free one, HOME a temporary folder): server, pool, `prefect deploy` of nightly-process,
+    a worker, then the documented trigger of one smoke run, waited for."""
     tmp_path = tmp_path_factory.mktemp("deployment")
     source = source_repository(tmp_path)
     if not (source / "flows" / "nightly.py").exists():
         pytest.fail("flows/nightly.py is not committed at HEAD; the deployment's entrypoint is missing")
+    git(source, "-c", "user.name=memtrial-test", "-c", "user.email=test@memtrial.invalid", "commit", "-q", "--allow-empty",
+        "-m", "a commit that exists only in this clone (never pushed)")
     sha = git(source, "rev-parse", "HEAD")
     port = free_port()
     base = f"http://127.0.0.1:{port}/api"
-    artifacts = tmp_path / "artifacts"
+    home = tmp_path / "home"
+    home.mkdir()
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MEMTRIAL_"))},
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
-        "PREFECT_API_URL": base,
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_UI_ENABLED": "false",
-        "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{tmp_path / 'prefect.db'}",
+        **{k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MEMTRIAL_", "AWS_"))},
+        "HOME": str(home),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
-        "MEMTRIAL_HOME": str(tmp_path / "memtrial-home"),
-        "MEMTRIAL_ARTIFACT_ROOT": str(artifacts),
-        "MEMTRIAL_GIT_REPOSITORY": str(source),
     }
-    server = processes.start("server", [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)], env, tmp_path)
+    (server_lines, deploy_lines, worker_lines), trigger = section_one_blocks()
+    server = processes.start("server", ["bash", "-c", as_run(server_lines, port)], env, source)
     wait_for_server(base, server, processes)
 
-    def cli(*args: str) -> str:
-        done = subprocess.run([PREFECT, "--no-prompt", *args], env=env, cwd=source, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, f"prefect {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    def terminal(name: str, lines: list[str]) -> str:
+        done = subprocess.run(["bash", "-c", as_run(lines, port)], env=env, cwd=source, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"docs/DEPLOY.md section 1, {name}, failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         return done.stdout
 
-    cli("work-pool", "create", "memtrial-process", "--type", "process")
-    cli("deploy", "--prefect-file", "deployments/prefect.yaml", "--name", "nightly-process")
-
+    terminal("terminal 2", deploy_lines)
     deployment = api(base, "GET", "/deployments/name/nightly/nightly-process")
     assert isinstance(deployment, dict), deployment
 
-    worker = processes.start("worker", [PREFECT, "worker", "start", "--pool", "memtrial-process", "--limit", "1"], env, tmp_path)
-    run_id = "nightly-deployment-test"
-    triggered = cli("deployment", "run", "nightly/nightly-process",
-                    "--param", "config_path=configs/smoke.yaml", "--param", f"run_id={run_id}")
+    worker = processes.start("worker", ["bash", "-c", as_run(worker_lines, port)], env, source)
+    exports = [line for line in deploy_lines if line.startswith("export PREFECT_API_URL=")]
+    triggered = terminal("the trigger (in terminal 2)", [*exports, *trigger])
     flow_run_id = UUID.search(triggered)
     assert flow_run_id, triggered
 
@@ -179,6 +206,9 @@ def deployed_run(tmp_path_factory: pytest.TempPathFactory, processes: Processes)
         if state in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
             break
         time.sleep(3)
+    artifacts = home / "memtrial-artifacts"
+    summaries = sorted(artifacts.glob("runs/*/nightly.json"))
+    run_id = summaries[0].parent.name if len(summaries) == 1 else ""
     return DeployedRun(sha=sha, deployment=deployment, state=state, artifacts=artifacts, run_id=run_id,
                        worker_log=(processes.logs / "worker.log").read_text(errors="replace"))
 
@@ -213,3 +243,12 @@ def test_deployed_run_persists_stage_results(deployed_run: DeployedRun) -> None:
     Prefect's `_sync=True`), leaving nothing for a rerun to take from cache."""
     assert "unexpected keyword argument '_sync'" not in deployed_run.worker_log
     assert any((deployed_run.artifacts / "prefect-results").rglob("*"))
+
+
+def test_deploy_section_one_runs_as_written_on_a_fresh_clone_with_an_unpushed_commit(deployed_run: DeployedRun) -> None:
+    """The failure prevented: docs/DEPLOY.md section 1 failing when followed literally on a fresh clone:
+    the server could not open its database under a missing `.memtrial/`, and the worker's
+    `git fetch origin <sha>` failed for a commit that was committed but not pushed."""
+    assert deployed_run.deployment["version"] == deployed_run.sha
+    assert deployed_run.state == "COMPLETED", f"flow run ended {deployed_run.state}:\n{deployed_run.worker_log[-4000:]}"
+    assert deployed_run.run_id, f"no run under {deployed_run.artifacts} (the documented MEMTRIAL_ARTIFACT_ROOT)"

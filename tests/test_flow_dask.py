@@ -1,8 +1,9 @@
-"""Scale-out on an external Dask scheduler: two workers started from another folder, sharing with the
-flow only the S3-compatible bucket (moto's server on 127.0.0.1) and the Prefect API, run the default
-matrix's arms and produce the same records and headline as a local run. Where this machine allows a
-mount namespace, the workers cannot see `<tmp_path>/checkout` (an empty read-only tmpfs over it), so
-a flow run on a clone there proves every stage sent to a worker is location-independent."""
+"""Scale-out on an external, stock Dask scheduler (no Dask setting): two workers started from another
+folder, sharing with the flow only the S3-compatible bucket (moto's server on 127.0.0.1) and the
+Prefect API, run the default matrix's arms and produce the same records and headline as a local run.
+Where this machine allows a mount namespace, the workers cannot see `<tmp_path>/checkout` (an empty
+read-only tmpfs over it), so a flow run on a clone there proves every stage sent to a worker is
+location-independent."""
 
 from __future__ import annotations
 
@@ -32,8 +33,7 @@ COMPARED = ("task_id", "condition", "trial", "outcome", "infra_failure", "audit_
 
 
 NO_WORKERS_SECONDS = 5
-BOUNDED = {"DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT": f"{NO_WORKERS_SECONDS}s"}
-"""What docs/DEPLOY.md tells you to start a scheduler with (short here): tasks left without any worker fail."""
+"""The run config's `runner.no_workers_timeout` in the lost-workers test (short here)."""
 REPO = Path(__file__).resolve().parents[1]
 HIDE = ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount -t tmpfs -o ro,size=64k memtrial-hidden "$0" && exec "$@"']
 """Prefix that runs a command in its own mount namespace with an empty read-only tmpfs over the folder given next.
@@ -76,11 +76,17 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait()
 
 
+def stock(env: dict[str, str]) -> dict[str, str]:
+    """`env` without any Dask setting (`DASK_*`): what a scheduler someone else runs may well have."""
+    return {k: v for k, v in env.items() if not k.startswith("DASK_")}
+
+
 def start_scheduler(folder: Path, env: dict[str, str]) -> tuple[str, subprocess.Popen[bytes]]:
-    """A Dask scheduler on 127.0.0.1 (a free port), started in `folder`; returns its address."""
+    """A stock Dask scheduler (no `DASK_*` setting, only the address options) on 127.0.0.1 (a free port),
+    started in `folder`; returns its address."""
     scheduler_file = folder / "scheduler.json"
     proc = start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                  "--scheduler-file", str(scheduler_file)], folder, env, folder / "scheduler.log")
+                  "--scheduler-file", str(scheduler_file)], folder, stock(env), folder / "scheduler.log")
     try:
         wait_for(scheduler_file.exists, "the Dask scheduler")
     except AssertionError:
@@ -114,14 +120,14 @@ def wait_for_workers(address: str, count: int) -> None:
 
 @pytest.fixture
 def dask_cluster(prefect_harness: None, s3_env: str, tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
-    """A Dask scheduler and two single-threaded workers, each started from its own folder with its own
+    """A stock Dask scheduler (no Dask setting) and two single-threaded workers, each started from its own folder with its own
     memtrial home and pack cache; they share the S3 endpoint and the Prefect API, nothing else. Where
     the machine allows (`can_hide`), `<tmp_path>/checkout` is an empty read-only folder to the workers."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (tmp_path / "checkout").mkdir()
     hide = tmp_path / "checkout" if can_hide() else None
-    address, scheduler = start_scheduler(elsewhere, {**worker_env(elsewhere / "scheduler"), **BOUNDED})
+    address, scheduler = start_scheduler(elsewhere, worker_env(elsewhere / "scheduler"))
     procs = [scheduler]
     try:
         procs += [start_worker(address, elsewhere / f"worker{n}", worker_env(elsewhere / f"worker{n}"), hide) for n in (1, 2)]
@@ -203,7 +209,7 @@ def test_a_worker_that_cannot_import_memtrial_fails_fast_with_one_line(tmp_path:
     shadow = tmp_path / "shadow" / "flows"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("raise ImportError('memtrial is not installed on this worker')\n")
-    address, scheduler = start_scheduler(tmp_path, {**os.environ, **BOUNDED})
+    address, scheduler = start_scheduler(tmp_path, dict(os.environ))
     worker = start_worker(address, tmp_path / "shadow", {**os.environ, "PYTHONPATH": str(tmp_path / "shadow")})
     try:
         started = time.monotonic()
@@ -214,18 +220,31 @@ def test_a_worker_that_cannot_import_memtrial_fails_fast_with_one_line(tmp_path:
         stop([worker, scheduler])
 
 
-def test_a_scheduler_that_would_wait_forever_without_workers_is_refused(tmp_path: Path) -> None:
-    """The failure prevented: a cluster that loses every worker mid-run leaving the run pending forever
-    (Dask's default keeps tasks without a worker waiting)."""
-    from flows.runners import RunnerError, check_cluster
+def test_the_smoke_matrix_runs_on_a_stock_scheduler_that_has_no_dask_setting(
+        dask_cluster: tuple[str, list[subprocess.Popen[bytes]]], s3_env: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The failure prevented: `memtrial run` refusing (exit 2) a `dask scheduler` started with its defaults
+    until it is restarted with a no-workers timeout, a setting people who use a cluster rarely own. The
+    bundled smoke matrix runs through the CLI on a stock scheduler and two workers sharing only the bucket."""
+    import yaml
 
-    address, scheduler = start_scheduler(tmp_path, {k: v for k, v in os.environ.items() if "NO_WORKERS_TIMEOUT" not in k})
-    worker = start_worker(address, tmp_path, dict(os.environ))
-    try:
-        with pytest.raises(RunnerError, match="no-workers-timeout.*DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT=120s"):
-            check_cluster(address, 60)
-    finally:
-        stop([worker, scheduler])
+    from flows.cli.main import main
+
+    address, workers = dask_cluster
+    bucket = f"stock-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3", endpoint_url=s3_env, region_name="us-east-1").create_bucket(Bucket=bucket)
+    smoke = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+    config = tmp_path / "smoke-dask.yaml"
+    config.write_text(yaml.safe_dump({**smoke, "runner": {"kind": "dask", "address": address}}))
+    capsys.readouterr()
+    status = main(["run", "--config", str(config), "--artifacts", f"s3://{bucket}/smoke", "--json"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    (agent,) = json.loads(out)["agents"]
+    records = read_parquet(s3_client(s3_env), bucket, f"smoke/runs/{agent['run_id']}/records.parquet").to_dict("records")
+    assert sorted((r["task_id"], r["condition"]) for r in records) == sorted(
+        (task, condition) for task in smoke["tasks"] for condition in smoke["conditions"])
+    assert {r["worker"].rsplit(":", 1)[1] for r in records} <= {str(w.pid) for w in workers}
 
 
 def test_a_local_cluster_fails_tasks_left_without_workers_after_runner_no_workers_timeout() -> None:
@@ -342,15 +361,12 @@ def test_a_cluster_that_loses_every_worker_fails_the_run_in_bounded_time_with_on
     ending in a distributed traceback), and the arms it had finished lost. Both workers die as soon as
     the first arm has finished (its cached result stored): the run exits 2 within the no-workers
     timeout (plus slack for a loaded machine) with one line naming the scheduler; with a worker back,
-    `memtrial rerun` takes the finished arms from cache and leaves exactly one record per cell. A
-    scheduler whose timeout exceeds `runner.no_workers_timeout` is refused before anything runs."""
+    `memtrial rerun` takes the finished arms from cache and leaves exactly one record per cell. The
+    scheduler is a stock one (it would keep the tasks waiting forever): the bound is memtrial's own."""
     from flows.cli.main import main
-    from flows.runners import RunnerError, check_cluster
     from prefect.settings import PREFECT_API_URL
 
     address, workers = dask_cluster
-    with pytest.raises(RunnerError, match=rf"no-workers-timeout \({NO_WORKERS_SECONDS}s\) is longer than runner.no_workers_timeout \(2s\)"):
-        check_cluster(address, 10, no_workers_timeout=2)
     bucket = f"lost-{uuid.uuid4().hex[:10]}"
     boto3.client("s3", endpoint_url=s3_env, region_name="us-east-1").create_bucket(Bucket=bucket)
     config = tmp_path / "lost.yaml"
@@ -402,3 +418,64 @@ def test_a_cluster_that_loses_every_worker_fails_the_run_in_bounded_time_with_on
     cells = [(r["task_id"], r["condition"], r["trial"]) for r in records]
     assert len(cells) == len(TASKS) * 2 * 2 and len(set(cells)) == len(cells), cells
     assert agent["arms_cached"] >= finished, f"{finished} arm(s) finished before the loss, {agent['arms_cached']} from cache"
+
+
+def listening_on(pid: int) -> set[tuple[str, int]]:
+    """The (address, port) pairs process `pid` listens on over TCP, read from /proc (no `ss` needed)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:  # closed while listed
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        path = Path(f"/proc/{pid}/net/{table}")
+        for line in path.read_text().splitlines()[1:] if path.exists() else []:  # no tcp6 where IPv6 is off
+            fields = line.split()
+            (address, port), state, inode = fields[1].split(":"), fields[3], fields[9]
+            if state != "0A" or inode not in inodes:  # 0A: LISTEN
+                continue
+            raw = b"".join(bytes.fromhex(address[i:i + 8])[::-1] for i in range(0, len(address), 8))
+            found.add((socket.inet_ntop(family, raw), int(port, 16)))
+    return found
+
+
+def test_the_documented_dask_scheduler_and_worker_listen_only_on_127_0_0_1(tmp_path: Path) -> None:
+    """The failure prevented: a Dask scheduler and worker started as docs/DEPLOY.md section 4 writes them
+    listening on every interface (the scheduler's dashboard and the worker's ports default to 0.0.0.0),
+    which exposes a service that runs any code a client sends. The doc's two command lines are run as
+    written (only the ports are replaced by free ones) and every socket they listen on must be loopback."""
+    text = (REPO / "docs" / "DEPLOY.md").read_text(encoding="utf-8")
+    section = text.split("\n## 4. ", 1)[1].split("\n## 5. ", 1)[0]
+    lines = {kind: [line for line in section.splitlines() if re.search(rf"(^|\s)dask {kind} ", line)] for kind in ("scheduler", "worker")}
+    assert [len(found) for found in lines.values()] == [1, 1], lines
+    port, dashboard = (free_port() for _ in range(2))
+    env = {**stock(dict(os.environ)), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def run(kind: str) -> subprocess.Popen[bytes]:
+        line = lines[kind][0].replace(":8786", f":{port}").replace("--port 8786", f"--port {port}").replace(":8787", f":{dashboard}")
+        with open(tmp_path / f"{kind}.log", "wb") as log:
+            return subprocess.Popen(["bash", "-c", line], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)  # bash execs it
+
+    scheduler = run("scheduler")
+    procs = [scheduler]
+    try:
+        wait_for(lambda: scheduler.poll() is not None or any(p == port for _, p in listening_on(scheduler.pid)), "the documented scheduler")
+        assert scheduler.poll() is None, (tmp_path / "scheduler.log").read_text()
+        procs.append(run("worker"))
+        wait_for_workers(f"tcp://127.0.0.1:{port}", 1)
+        listeners = {kind: listening_on(proc.pid) for kind, proc in zip(("scheduler", "worker"), procs)}
+    finally:
+        stop(procs)
+    assert all(listeners.values()), listeners
+    assert {address for found in listeners.values() for address, _ in found} == {"127.0.0.1"}, listeners
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -5,6 +5,7 @@ run. Proven by counting real stage executions (MEMTRIAL_STAGE_TRACE), not by tim
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -147,3 +148,33 @@ def test_an_arm_runs_its_steps_as_nested_task_runs_of_run_arm(prefect_harness: N
     lines = [tuple(line.split("\t")) for line in trace.read_text(encoding="utf-8").splitlines()]
     arm_lines = lines[[stage for stage, _ in lines].index("run-arm"):][:len(ARM_STEPS)]
     assert arm_lines == [(step, label if step in ("run-arm", "run-agent") else "") for step in ARM_STEPS]
+
+
+def test_rerun_does_not_print_0_from_cache_for_stages_prefect_shows_as_cached(
+        prefect_harness: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The failure prevented: `memtrial rerun` of a finished run printing "0 from cache" for the records,
+    grading and report stages while Prefect shows each of their task runs as Cached. Every stage's
+    from-cache count must equal the number of its task runs in the rerun whose Prefect state is Cached."""
+    import re
+    from datetime import datetime, timezone
+
+    from prefect.client.orchestration import get_client
+
+    from flows.cli.main import main
+
+    config = write_config(tmp_path)
+    assert main(["run", "--config", str(config), "--plain", "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    rerun_started = datetime.now(timezone.utc)
+    assert main(["rerun", run_id, "--plain"]) == 0
+    shown = dict(re.findall(r"stage \d+/\d+ (.+): done, \d+ task\(s\), (\d+) from cache", capsys.readouterr().err))
+
+    async def task_runs():  # type: ignore[no-untyped-def]
+        async with get_client() as client:
+            return await client.read_task_runs()
+
+    cached_in_prefect = Counter(r.name.rsplit("-", 1)[0] for r in asyncio.run(task_runs())
+                                if r.created and r.created >= rerun_started and r.state_name == "Cached")
+    stage_tasks = {"records: calibration": "store-records", "grade + aggregate": "aggregate", "report": "report"}
+    assert {stage: int(shown[stage]) for stage in stage_tasks} == {stage: cached_in_prefect[task] for stage, task in stage_tasks.items()}
+    assert all(cached_in_prefect[task] == 1 for task in stage_tasks.values()), cached_in_prefect

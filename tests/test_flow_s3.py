@@ -64,3 +64,31 @@ def test_nightly_on_s3_results_and_artifacts_then_rerun_from_s3_cache(
     rerun = Counter(line.split("\t")[0] for line in trace.read_text().splitlines()[first:])
     assert rerun == Counter(), f"a rerun of a completed run executed {dict(rerun)}"
     assert again.agents[0].arms_cached == 2
+
+
+def test_a_run_on_s3_logs_no_connection_pool_is_full_warning(
+        prefect_harness: None, s3_env: str, tmp_path: Path) -> None:
+    """The failure prevented: every S3 run printing 22-24 urllib3 "Connection pool is full, discarding
+    connection" warnings, because boto3's pool (10 connections by default) was smaller than the reads
+    and writes memtrial keeps in flight (the grading and report stages read the evidence of the smoke
+matrix's four arms on 16 threads). A nightly run of four arms on moto's server must log none."""
+    import logging
+
+    from flows.nightly import nightly
+
+    bucket = f"pool-{uuid.uuid4().hex[:10]}"
+    s3_client(s3_env).create_bucket(Bucket=bucket)
+    config = tmp_path / "pool.yaml"
+    config.write_text(f"tasks: [{TASK}]\nconditions: ['off', 'on']\ntrials: 2\nsuites: []\nartifact_root: s3://{bucket}/pool\n", encoding="utf-8")
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = seen.append  # type: ignore[method-assign]  # on urllib3's own logger: Prefect reconfigures the root's handlers
+    pool_log = logging.getLogger("urllib3.connectionpool")
+    pool_log.addHandler(handler)
+    try:
+        result = nightly(config_path=str(config), run_id=new_run_id("pool"))
+    finally:
+        pool_log.removeHandler(handler)
+    assert result.agents[0].attempts == 4
+    full = [r.getMessage() for r in seen if "Connection pool is full" in r.getMessage()]
+    assert full == [], f"{len(full)} warning(s), e.g. {full[0]}"

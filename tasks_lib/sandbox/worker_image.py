@@ -220,7 +220,10 @@ def build_worker_tar(dest: Path, checkout: Path, commit: str, extras: Iterable[s
                                      "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
         _add_text(tar, "etc/group", f"root:x:0:\nmemtrial:x:{UID}:\nnogroup:x:65534:\n")
         _add_text(tar, "etc/hosts", "127.0.0.1 localhost\n")
+        # as the Dockerfile's `git config --system/--global --add safe.directory` (root's, for a root worker)
         _add_text(tar, "etc/gitconfig", f"[safe]\n\tdirectory = /{PROJECT_INSIDE}\n")
+        _add_dir(tar, "root", 0o700)
+        _add_text(tar, "root/.gitconfig", f"[safe]\n\tdirectory = /{PROJECT_INSIDE}\n")
         clone = Path(scratch) / "project"
         _clone(checkout, commit, clone)
         _add_dir(tar, "home/memtrial", 0o755, UID)

@@ -52,14 +52,22 @@ def test_the_jobs_take_the_store_address_from_the_deploying_environment(monkeypa
     assert prefect_yaml["definitions"]["work_pools"]["docker"]["job_variables"]["networks"] == [compose_network]
 
 
-def test_docker_jobs_get_the_compose_workers_sandbox_options() -> None:
+def test_compose_workers_and_docker_jobs_get_the_sandboxs_privileges() -> None:
     """Regression: compose workers and docker jobs ran with docker's default privileges, under which
-    bubblewrap cannot create its namespaces. Both get the same list (tested for real in test_worker_image)."""
+    bubblewrap cannot create its namespaces. The compose worker (uid 1000) gets security options only;
+    a docker job, created through the engine API that has no `systempaths=unconfined`, gets what a
+    Kubernetes pod gets (tested for real in test_worker_image)."""
     worker = load("compose.yaml")["services"]["worker"]
-    docker_pool = load("prefect.yaml")["definitions"]["work_pools"]["docker"]["job_variables"]
     assert worker["security_opt"] == ["seccomp=unconfined", "systempaths=unconfined", "apparmor=unconfined"]
-    assert docker_pool["container_create_kwargs"]["security_opt"] == worker["security_opt"]
     assert "cap_add" not in worker and "privileged" not in worker and "user" not in worker, "uid 1000, no capability"
+    job = load("prefect.yaml")["definitions"]["work_pools"]["docker"]["job_variables"]["container_create_kwargs"]
+    template = json.loads((DEPLOYMENTS / "kubernetes" / "base-job-template.json").read_text())
+    (container,) = template["job_configuration"]["job_manifest"]["spec"]["template"]["spec"]["containers"]
+    context = container["securityContext"]
+    assert job["user"] == f"{context['runAsUser']}:{context['runAsGroup']}"
+    assert job["cap_add"] == context["capabilities"]["add"]
+    assert job["security_opt"] == ["seccomp=unconfined", "apparmor=unconfined"]
+    assert "privileged" not in job
 
 
 def test_the_kubernetes_job_template_carries_the_sandbox_privileges_and_every_variable_it_uses() -> None:

@@ -80,14 +80,25 @@ def worker_image(private_docker: dict[str, str], tmp_path_factory: pytest.TempPa
 def run_in_worker(client: Any, image: str, command: list[str], privileges: dict[str, Any],
                   artifacts: Path | None = None) -> tuple[int, str]:
     """Run `command` in a container of the worker image with `privileges`; (exit status, output)."""
-    volumes = {str(artifacts): {"bind": "/artifacts", "mode": "rw"}} if artifacts else {}
-    container = client.containers.run(image, command, detach=True, network_mode="none", volumes=volumes,
-                                      environment={"PREFECT_HOME": "/tmp/prefect"}, **privileges)
+    api = client.api
+    options = dict(privileges)
+    security_opt = list(options.pop("security_opt", []))
+    unmasked = "systempaths=unconfined" in security_opt  # a docker CLI / compose option, not an API one:
+    security_opt = [o for o in security_opt if o != "systempaths=unconfined"]  # they send empty masked paths
+    host_config = api.create_host_config(network_mode="none", security_opt=security_opt or None,
+                                         cap_add=options.pop("cap_add", None) or None,
+                                         binds=[f"{artifacts}:/artifacts:rw"] if artifacts else None)
+    if unmasked:
+        host_config.update({"MaskedPaths": [], "ReadonlyPaths": []})
+    created = api.create_container(image, command, user=options.pop("user", None), host_config=host_config,
+                                   environment={"PREFECT_HOME": "/tmp/prefect"}, volumes=["/artifacts"] if artifacts else None)
+    assert not options, f"privileges this helper does not pass on: {options}"
     try:
-        status = container.wait(timeout=RUN_SECONDS)["StatusCode"]
-        return status, container.logs().decode(errors="replace")
+        api.start(created["Id"])
+        status = api.wait(created["Id"], timeout=RUN_SECONDS)["StatusCode"]
+        return status, api.logs(created["Id"]).decode(errors="replace")
     finally:
-        container.remove(force=True)
+        api.remove_container(created["Id"], force=True)
 
 
 def test_without_the_deployed_privileges_bubblewrap_cannot_run_in_the_worker(worker_image: tuple[Any, str]) -> None:

@@ -120,3 +120,19 @@ def test_the_engines_address_is_a_location_and_the_pinned_image_part_of_the_arms
     assert plain.config_digest() == RunConfig(sandbox="docker", docker=DockerSpec(host="tcp://10.0.0.1:2376")).config_digest()
     assert plain.config_digest() != RunConfig(sandbox="docker", docker=DockerSpec(image=image)).config_digest()
     assert DockerSpec(host="unix:///x.sock", image=image).sandbox_options() == {"base_url": "unix:///x.sock", "image": image}
+
+
+def test_a_pinned_image_the_engine_cannot_pull_is_refused_in_one_line(
+        user_engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The failure prevented: a pinned `docker.image` the engine lacks and cannot pull (no registry here)
+    surfacing only inside every arm as an ungradable check. Preflight tries the pull once and refuses
+    the run in one line naming the image and both fixes."""
+    monkeypatch.setenv("DOCKER_HOST", user_engine)
+    image = "example.org/sandbox@sha256:" + "a" * 64
+    root = tmp_path / "artifacts"
+    config = _config(tmp_path, f"docker: {{image: '{image}'}}\n")
+    assert main(["run", "--config", str(config), "--artifacts", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"field 'docker': docker engine at {user_engine} has no image {image} and cannot pull it" in err, err
+    assert "load it into the engine, or leave docker.image unset" in err and not root.exists(), err

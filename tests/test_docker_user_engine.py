@@ -47,6 +47,7 @@ def _config(tmp_path: Path, extra: str = "") -> Path:
     return config
 
 
+@pytest.mark.slow  # a smoke run: about 60 s on 2 busy cores
 def test_a_smoke_run_on_the_users_engine_grades_every_attempt_in_a_container(
         prefect_harness: None, user_engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

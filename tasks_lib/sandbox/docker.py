@@ -267,7 +267,6 @@ class DockerSandbox(Sandbox):
         )
 
 
-
 def _first_line(error: BaseException) -> str:
     """The first line of an SDK error (they can span a whole HTTP response)."""
     text = str(error).strip() or type(error).__name__

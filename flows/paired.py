@@ -122,7 +122,7 @@ def arm_specs(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, *, run_
         specs.append(ArmSpec(
             run_id=run_id, task_id=task.task_id, task_folder=task.root.name, condition=attempt.condition,
             trial=attempt.trial, order=attempt.order, agent=agent, sandbox=config.sandbox, embedder=config.embedder,
-            provisioner=config.provisioner, corpus_pack=tasks.pack, commit=commit, source_commit=origins[task.task_id],
+            docker=config.docker if config.sandbox == "docker" else None, provisioner=config.provisioner, corpus_pack=tasks.pack, commit=commit, source_commit=origins[task.task_id],
             tasks_subdir=tasks.tasks_subdir, artifact_root=artifact_root,
             corpus_id=tasks.prepared[task.task_id].build.corpus_id, task_tree_oid=trees[task.task_id],
             manifest_sha256=manifests[task.task_id], verifier_sha256=task.manifest.verifier.asset.sha256,

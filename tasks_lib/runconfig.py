@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -28,6 +29,7 @@ from tasks_lib.contracts import (
 from tasks_lib.corpus.packs import CorpusPack
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
+from tasks_lib.sandbox.docker import ENGINE_URL_PATTERN, PINNED_IMAGE_PATTERN
 
 CALIBRATION_AGENT = "calibration"
 FREE_AGENTS = frozenset({CALIBRATION_AGENT})
@@ -49,6 +51,36 @@ class AgentSpec(ContractModel):
     def paid(self) -> bool:
         """True when this agent can spend money (anything but the calibration agent)."""
         return self.name not in FREE_AGENTS
+
+
+class DockerSpec(ContractModel):
+    """Which Docker engine and image `sandbox: docker` uses (read only with `sandbox: docker`)."""
+
+    host: str | None = None
+    """The engine's address (`unix:///var/run/docker.sock`, `tcp://HOST:2376`, `ssh://user@host`);
+    default: `DOCKER_HOST` where the arm runs, else the default socket `unix:///var/run/docker.sock`."""
+    image: str | None = None
+    """A pinned image reference (`name@sha256:<64 hex digits>`) the commands run in, pulled when the
+    engine lacks it; default: an image built on the engine from this machine's files, nothing pulled."""
+
+    def sandbox_options(self) -> dict[str, str]:
+        """The `docker` provider's keyword options (`DockerSandbox(base_url=..., image=...)`) this names."""
+        return {k: v for k, v in (("base_url", self.host), ("image", self.image)) if v is not None}
+
+    @field_validator("host")
+    @classmethod
+    def _an_engine_address(cls, host: str | None) -> str | None:
+        if host is not None and not re.match(ENGINE_URL_PATTERN, host):
+            raise ValueError(f"{host!r} is not an engine address; use unix:///path/docker.sock, tcp://HOST:PORT or ssh://USER@HOST")
+        return host
+
+    @field_validator("image")
+    @classmethod
+    def _a_pinned_image(cls, image: str | None) -> str | None:
+        if image is not None and not re.match(PINNED_IMAGE_PATTERN, image):
+            raise ValueError(f"{image!r} is not pinned; use name@sha256:<64 hex digits> (a tag can move), or leave "
+                             "image unset to build one from this machine's files")
+        return image
 
 
 class RunnerSpec(ContractModel):
@@ -110,6 +142,8 @@ class RunConfig(Document):
     """Embedder of the reference memory system (`hashed` is offline and needs no model)."""
     sandbox: Literal["local", "docker"] = "local"
     """Where the agent's commands run."""
+    docker: DockerSpec = Field(default_factory=DockerSpec)
+    """The engine and image of `sandbox: docker` (default: the user's engine, an image built from this machine's files)."""
     artifact_root: str | None = None
     """Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts)."""
     result_root: str | None = None
@@ -130,6 +164,13 @@ class RunConfig(Document):
         if (self.memory_system == "provisioner") != (self.provisioner is not None):
             raise ValueError("memory_system: 'provisioner' needs a provisioner: {argv: [...]}, and a provisioner "
                              "needs memory_system: provisioner; set both or neither")
+        return self
+
+    @model_validator(mode="after")
+    def _docker_needs_the_docker_sandbox(self) -> RunConfig:
+        if self.sandbox != "docker" and self.docker != DockerSpec():
+            raise ValueError(f"docker: is read only with sandbox: docker (this config has sandbox: {self.sandbox}); "
+                             "set sandbox: docker or remove docker:")
         return self
 
     @field_validator("agents")
@@ -157,6 +198,8 @@ class RunConfig(Document):
         """SHA-256 of the fields that change what an arm measures (not where results are stored)."""
         fields = {"agents", "conditions", "memory_system", "embedder", "sandbox", "revision"}
         identity = self.model_dump(mode="json", include=fields | ({"provisioner"} if self.provisioner else set()))
+        if self.docker.image is not None:  # what the commands run in; the engine's address is a location
+            identity["docker_image"] = self.docker.image
         return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -208,6 +251,8 @@ class ArmSpec(ContractModel):
     """The agent."""
     sandbox: Literal["local", "docker"]
     """Where the agent's commands run."""
+    docker: DockerSpec | None = None
+    """The engine and image of `sandbox: docker` (None for `local`); its `host` is a location, not part of the identity."""
     embedder: Literal["hashed", "minilm"]
     """Embedder of the reference memory system."""
     provisioner: ProvisionerSpec | None = None
@@ -242,7 +287,8 @@ class ArmSpec(ContractModel):
         unrelated commit leaves the task's tree, and so the arm, unchanged), the pack (it holds every
         task; `task_tree_oid` is this task's content) nor any location (folder, artifact root)."""
         identity = self.model_dump(mode="json", exclude={"task_folder", "commit", "corpus_pack", "source_commit", "artifact_root"}
-                                   | (set() if self.provisioner else {"provisioner"}))
+                                   | (set() if self.provisioner else {"provisioner"})
+                                   | (set() if self.docker and self.docker.image else {"docker"}))
         return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     @property

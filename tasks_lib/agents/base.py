@@ -63,6 +63,9 @@ class AgentSession(ContractModel):
     """Model name to ask for, when the agent takes one."""
     sandbox: NonEmptyText = "local"
     """Sandbox provider the agent's commands run in."""
+    sandbox_options: dict[str, str] = Field(default_factory=dict)
+    """How the run config builds that provider (`docker`: `base_url`, `image`); an adapter's own
+    `sandbox_options` override them."""
     hidden_paths: tuple[Path, ...] = ()
     """Runner-owned host paths the agent must never see (the task corpus with hidden tests and
     solutions, the checkout and its git history, the artifact root); a confining adapter hides them."""

@@ -307,7 +307,7 @@ class CommandAgent(Agent):
         exit_code: int | None = None
         infra: str | None = None
         try:
-            sandbox = open_sandbox(session.sandbox, self.sandbox_options)
+            sandbox = open_sandbox(session.sandbox, {**session.sandbox_options, **self.sandbox_options})
         except InfraFailure as error:
             return self._result(session, session_id, steps, None, str(error), totals, started)
         io_dir = Path(tempfile.mkdtemp())

@@ -171,7 +171,7 @@ class OpenAIChatAgent(Agent):
         infra: str | None = None
         sandbox: Sandbox | None = None
         try:
-            sandbox = open_sandbox(session.sandbox, self.sandbox_options)
+            sandbox = open_sandbox(session.sandbox, {**session.sandbox_options, **self.sandbox_options})
             system = self.instructions
             steps.append(TranscriptStep(source="system", kind="prompt", text=system))
             notes, notes_steps = notes_context(session)

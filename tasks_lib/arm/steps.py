@@ -150,6 +150,8 @@ class ArmSetup:
     """Embedder of the embedded reference store."""
     sandbox: str = "local"
     """Where the agent's commands run."""
+    sandbox_options: Mapping[str, str] = field(default_factory=dict)
+    """How the run config builds that provider (`docker`: engine and image); an agent's own `sandbox_options` win."""
     provisioner: ProvisionerSpec | None = None
     """A memory system's provisioner that holds the memories instead of the embedded store."""
     source_commit: str | None = None
@@ -499,6 +501,7 @@ def run_agent(
     *,
     agent_options: Mapping[str, object] | None = None,
     sandbox: str = "local",
+    sandbox_options: Mapping[str, str] | None = None,
 ) -> AgentRun:
     """Stage 3: run the agent over the visible prompt(s) within the task's `agent_timeout_seconds`;
     its wall time is measured here when it reports none."""
@@ -512,6 +515,7 @@ def run_agent(
         hook_argv=HOOK_ARGV,
         timeout_seconds=task.manifest.agent_timeout_seconds,
         sandbox=sandbox,
+        sandbox_options=dict(sandbox_options or {}),
         hidden_paths=runner_owned_paths(task),
     )
     started = time.monotonic()
@@ -713,12 +717,13 @@ def run_attempt(attempt: Attempt, setup: ArmSetup, *, templates: WorkspaceTempla
                                                             setup.provisioner)
         try:
             run = wrap("run-agent", run_agent)(attempt, workspace, memory, setup.agent_name,
-                                               agent_options=setup.agent_options, sandbox=setup.sandbox)
+                                               agent_options=setup.agent_options, sandbox=setup.sandbox,
+                                               sandbox_options=setup.sandbox_options)
         finally:
             release_memory(memory, setup.embedder)
         receipt = wrap("audit-mutations", audit_workspace)(attempt, workspace)
         check = wrap("check-workspace", check_workspace)(attempt, workspace, receipt, run, sandbox=setup.sandbox,
-                                                         sandbox_options=sandbox_options_of(setup.agent_options))
+                                                         sandbox_options=sandbox_options_of(setup.agent_options) or setup.sandbox_options)
         return wrap("record-arm", record_attempt)(attempt, run_id=setup.run_id, workspace=workspace, memory=memory,
                                                  run=run, receipt=receipt, check=check, agent_name=setup.agent_name,
                                                  store=setup.store, source_commit=setup.source_commit)

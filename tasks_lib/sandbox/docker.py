@@ -8,11 +8,19 @@ swap), process count and file size come from the limits; all capabilities are dr
 command never runs as root: a root runner lends the workspace to a uid of its own for the run
 (see `identity`), any other runner runs it as itself. On timeout the container is killed, which
 kills every process in it. Isolation is `container`.
+
+The engine is the one the caller names (`base_url`, e.g. a private dockerd's socket in the tests), else
+the user's own: `DOCKER_HOST` (with `DOCKER_TLS_VERIFY` / `DOCKER_CERT_PATH`, as the docker CLI reads
+them), else the default socket `unix:///var/run/docker.sock`. The image is the pinned reference the
+caller names (`name@sha256:...`, pulled when the engine lacks it), else one built on that engine from
+this machine's files (`rootfs.ensure_image`: nothing is pulled; tag = hash of its inputs), once per
+process and engine.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 
 from tasks_lib.sandbox.base import (
@@ -26,11 +34,40 @@ from tasks_lib.sandbox.base import (
 from tasks_lib.sandbox.capture import BoundedSink, drain_chunks
 from tasks_lib.sandbox.errors import SandboxError, SandboxUnavailable, SandboxUnsupported
 from tasks_lib.sandbox.identity import RunIdentity, lent_workspace, run_identity
+from tasks_lib.sandbox.rootfs import ensure_image
 
 WORKSPACE_INSIDE = "/workspace"
 TMPFS_OPTIONS = "rw,nosuid,nodev,size=512m,mode=1777"
 READER_JOIN_SECONDS = 10.0
 API_TIMEOUT_SECONDS = 60
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+"""The engine used when neither the caller nor `DOCKER_HOST` names one (the docker CLI's default)."""
+ENGINE_URL_PATTERN = r"^(unix|tcp|ssh|npipe)://\S+$"
+"""What an engine address looks like (as `DOCKER_HOST` takes it)."""
+PINNED_IMAGE_PATTERN = r"^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$"
+"""A pinned image reference: `name@sha256:<64 hex digits>` (a tag alone can move)."""
+PING_SECONDS = 10
+"""How long the engine has to answer the first ping."""
+
+_BUILT_IMAGES: dict[str, str] = {}
+"""engine address -> the image this process built (or found) there from host files."""
+
+
+def engine_url(base_url: str | None = None) -> str:
+    """The engine a `DockerSandbox(base_url=...)` talks to: `base_url`, else `DOCKER_HOST`, else the default socket."""
+    return base_url or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+
+
+def local_image(base_url: str | None = None) -> str:
+    """The sandbox image built from this machine's files on the engine (built once per process and engine).
+
+    Raises:
+        SandboxUnavailable: the rootfs cannot be assembled or the engine refuses the import.
+    """
+    url = engine_url(base_url)
+    if url not in _BUILT_IMAGES:
+        _BUILT_IMAGES[url] = ensure_image(url)
+    return _BUILT_IMAGES[url]
 
 
 class DockerSandbox(Sandbox):
@@ -38,11 +75,13 @@ class DockerSandbox(Sandbox):
 
     name = "docker"
 
-    def __init__(self, *, base_url: str, image: str) -> None:
-        """Connect to the daemon at `base_url` (e.g. a private dockerd's unix:// socket).
+    def __init__(self, *, base_url: str | None = None, image: str | None = None) -> None:
+        """Connect to the engine at `engine_url(base_url)` and make sure it has the image: `image` (a
+        pinned reference, pulled when missing), else one built there from this machine's files.
 
         Raises:
-            SandboxUnavailable: the daemon does not answer or has no image `image`.
+            SandboxUnavailable: the engine does not answer, or has no image `image` and cannot pull it,
+                or cannot build the local one.
         """
         import docker  # noqa: PLC0415 - the SDK is only loaded for this provider
         from docker.errors import DockerException, ImageNotFound  # noqa: PLC0415
@@ -50,15 +89,50 @@ class DockerSandbox(Sandbox):
 
         self._docker = docker
         self._api_errors: tuple[type[BaseException], ...] = (DockerException, RequestException, OSError)
+        url = engine_url(base_url)
+        self.base_url = url
+        if not re.match(ENGINE_URL_PATTERN, url):
+            raise SandboxUnavailable(f"docker engine address {url!r} is not unix://, tcp://, ssh:// or npipe://; fix DOCKER_HOST or docker.host")
+        try:
+            if base_url is None:  # the user's engine, with the TLS settings the docker CLI reads
+                self._client = docker.DockerClient.from_env(timeout=PING_SECONDS)
+            else:
+                self._client = docker.DockerClient(base_url=url, timeout=PING_SECONDS)
+            self._client.ping()
+            self._client.api.timeout = API_TIMEOUT_SECONDS
+        except self._api_errors as error:
+            raise SandboxUnavailable(f"docker engine at {url} does not answer ({_first_line(error)}); start it, or point "
+                                     f"DOCKER_HOST (docker.host in the run config) at one that runs") from error
+        if image is None:
+            try:
+                self.image = local_image(url)
+            except SandboxUnavailable:
+                self._client.close()
+                raise
+            return
         self.image = image
         try:
-            self._client = docker.DockerClient(base_url=base_url, timeout=API_TIMEOUT_SECONDS)
-            self._client.ping()
-            self._client.images.get(image)
-        except ImageNotFound as error:
-            raise SandboxUnavailable(f"docker daemon at {base_url} has no image {image!r}; build it with ensure_image()") from error
+            try:
+                self._client.images.get(image)
+            except ImageNotFound:
+                self._pull(image)
+            except self._api_errors as error:
+                raise SandboxUnavailable(f"docker engine at {url} does not answer ({_first_line(error)})") from error
+        except SandboxUnavailable:
+            self._client.close()
+            raise
+
+    def _pull(self, image: str) -> None:
+        """Pull the pinned `image`; SandboxUnavailable naming the fix when the engine cannot."""
+        if not re.match(PINNED_IMAGE_PATTERN, image):
+            raise SandboxUnavailable(f"docker engine at {self.base_url} has no image {image!r} and it is not pinned "
+                                     "(name@sha256:...); pin it, or leave docker.image unset to build one from this machine's files")
+        try:
+            self._client.images.pull(image)
         except self._api_errors as error:
-            raise SandboxUnavailable(f"docker daemon at {base_url} does not answer: {error}") from error
+            raise SandboxUnavailable(f"docker engine at {self.base_url} has no image {image} and cannot pull it "
+                                     f"({_first_line(error)}); load it into the engine, or leave docker.image unset "
+                                     "to build one from this machine's files") from error
 
     def capabilities(self) -> SandboxCapabilities:
         return SandboxCapabilities(provider=self.name, isolation="container", network_modes=("none",))
@@ -192,3 +266,8 @@ class DockerSandbox(Sandbox):
             unenforced=tuple(unenforced),
         )
 
+
+def _first_line(error: BaseException) -> str:
+    """The first line of an SDK error (they can span a whole HTTP response)."""
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0][:300]

@@ -14,16 +14,20 @@ import re
 import shutil
 import subprocess
 import tarfile
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from tasks_lib.sandbox.errors import SandboxUnavailable
 
-PROGRAMS = ("sh", "cat", "ls", "env", "sleep", "setsid", "head", "touch", "mkdir", "rm", "id", "true", "false", "wc", "tr", "grep")
-"""Programs copied into the image besides python3."""
+PROGRAMS = ("sh", "cat", "ls", "env", "sleep", "setsid", "head", "tail", "touch", "mkdir", "rmdir", "rm", "mv", "cp", "ln",
+            "chmod", "id", "true", "false", "wc", "tr", "grep", "sed", "cut", "sort", "uniq", "date", "dirname", "basename",
+            "mktemp", "readlink", "stat", "tee", "seq", "expr", "cmp", "tar", "gzip")
+"""Programs copied into the image besides python3 (Debian's essential set): what the bundled tasks' shell
+tests and verifiers call (`rotlog-keep-count` needs dirname, mktemp, basename and gzip)."""
 
-OPTIONAL_PROGRAMS = ("node",)
-"""Programs copied when the host has them (verifiers run `node --test`)."""
+OPTIONAL_PROGRAMS = ("node", "awk", "diff", "find", "xargs")
+"""Programs copied when the host has them (verifiers run `node --test`; awk, diff, find, xargs)."""
 
 PYTHON = "/usr/bin/python3"
 """The host interpreter copied into the image (a Debian build with its stdlib under /usr/lib)."""
@@ -105,8 +109,9 @@ def build_rootfs_tar(dest: Path) -> str:
     return digest.hexdigest()
 
 
-def ensure_image(base_url: str, workdir: Path) -> str:
-    """Build (once) and return the tag of the sandbox image on the daemon at `base_url`.
+def ensure_image(base_url: str, workdir: Path | None = None) -> str:
+    """Build (once) and return the tag of the sandbox image on the daemon at `base_url`; the tar is
+    written under `workdir` (default: a temporary folder) and removed afterwards.
 
     Raises:
         SandboxUnavailable: the rootfs cannot be assembled or the daemon refuses the import.
@@ -114,6 +119,9 @@ def ensure_image(base_url: str, workdir: Path) -> str:
     import docker  # noqa: PLC0415
     from docker.errors import DockerException  # noqa: PLC0415
 
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="memtrial-rootfs-") as scratch:
+            return ensure_image(base_url, Path(scratch))
     tar_path = workdir / "rootfs.tar"
     digest = build_rootfs_tar(tar_path)
     tag = digest[:16]

@@ -74,16 +74,16 @@ def config_problems(config: RunConfig, project_root: Path, source: str) -> list[
 
 def sandbox_fix(sandbox: str) -> str:
     """What to do when `sandbox` cannot run a check here: the missing piece first, then the other routes."""
+    opt_out = f"or set {UNSANDBOXED_OPT_OUT}=1 to run checks unsandboxed (named in every record)"
     if sandbox == "local":
         tools = ["prlimit", "taskset", *(["setpriv"] if os.geteuid() == 0 else [])]
         missing = [*(["bubblewrap"] if shutil.which("bwrap") is None else []),
                    *(["util-linux"] if any(shutil.which(tool) is None for tool in tools) else [])]
         first = f"apt-get install {' '.join(missing)}" if missing else "allow bubblewrap to create user namespaces here"
         other = "or set sandbox: docker (--sandbox docker) with a Docker engine"
-    else:
-        first = "start the Docker engine and build the sandbox image"
-        other = "or set sandbox: local (--sandbox local) with bubblewrap"
-    return f"{first}, {other}, or set {UNSANDBOXED_OPT_OUT}=1 to run checks unsandboxed (named in every record)"
+        return f"fix: {first}, {other}, {opt_out}"
+    # the docker provider's own message already names what to do with the engine or the image
+    return f"or set sandbox: local (--sandbox local) with bubblewrap, {opt_out}"
 
 
 def sandbox_problems(config: RunConfig, project_root: Path, source: str) -> list[Violation]:
@@ -105,7 +105,7 @@ def sandbox_problems(config: RunConfig, project_root: Path, source: str) -> list
         if problem is not None:
             where = (f"agents[{index}].options.sandbox_options" if own
                      else "docker" if config.sandbox == "docker" else "sandbox")
-            problems.append(Violation(source, where, f"{problem}; fix: {sandbox_fix(config.sandbox)}"))
+            problems.append(Violation(source, where, f"{problem}; {sandbox_fix(config.sandbox)}"))
     return problems
 
 

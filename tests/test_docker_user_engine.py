@@ -129,11 +129,11 @@ def test_a_pinned_image_the_engine_cannot_pull_is_refused_in_one_line(
     surfacing only inside every arm as an ungradable check. Preflight tries the pull once and refuses
     the run in one line naming the image and both fixes."""
     monkeypatch.setenv("DOCKER_HOST", user_engine)
-    image = "example.org/sandbox@sha256:" + "a" * 64
+    image = "127.0.0.1:9/sandbox@sha256:" + "a" * 64  # a registry on loopback where nothing listens: no traffic leaves
     root = tmp_path / "artifacts"
     config = _config(tmp_path, f"docker: {{image: '{image}'}}\n")
     assert main(["run", "--config", str(config), "--artifacts", str(root)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
-    assert f"field 'docker': docker engine at {user_engine} has no image {image} and cannot pull it" in err, err
+    assert f"field 'docker': sandbox 'docker' is unavailable: docker engine at {user_engine} has no image {image} and cannot pull it" in err, err
     assert "load it into the engine, or leave docker.image unset" in err and not root.exists(), err

@@ -104,7 +104,7 @@ def test_a_docker_engine_that_does_not_answer_is_refused_before_any_arm(tmp_path
                           capture_output=True, text=True, timeout=120, check=False)
     elapsed = time.monotonic() - started
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, (done.stdout, done.stderr)
-    assert f"field 'agents[0].options.sandbox_options': sandbox 'docker' is unavailable: docker daemon at unix://{socket} does not answer" \
+    assert f"field 'agents[0].options.sandbox_options': sandbox 'docker' is unavailable: docker engine at unix://{socket} does not answer" \
         in done.stderr, done.stderr
     assert "sandbox: local" in done.stderr and f"{UNSANDBOXED_OPT_OUT}=1" in done.stderr, done.stderr
     assert elapsed < REFUSED_WITHIN_SECONDS, f"refused after {elapsed:.1f} s"

@@ -49,6 +49,8 @@ HARNESS_GAP_LIMIT = Fraction(1, 5)
 """|success(ablate:all) - success(off)| above this is flagged as a harness problem."""
 MISSING_EVIDENCE = "missing evidence: "
 """How a failure reason starts when the stored evidence did not back the recorded outcome (named per attempt)."""
+ATTEMPT_ERROR = "attempt error in "
+"""How a failure reason starts when an error of the attempt's own step made it ungradable (`tasks_lib.arm.steps`)."""
 ECHO_CHARS = 40
 """Characters of a memory's opening text the v1 surface echo looks for."""
 
@@ -611,7 +613,7 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
     if ungradable:
         distrust.append(f"{ungradable} attempt(s) are ungradable (no outcome); they are in no rate's denominator")
     distrust.extend(f"{r.task_id}/{r.condition}/t{r.trial}: {r.failure_reason}" for r in records
-                    if r.outcome == "ungradable" and (r.failure_reason or "").startswith(MISSING_EVIDENCE))
+                    if r.outcome == "ungradable" and (r.failure_reason or "").startswith((MISSING_EVIDENCE, ATTEMPT_ERROR)))
     for d in deltas:
         if d.flagged and d.task_id == "*":
             distrust.append(f"harness check: success(ablate:all) - success(off) = {d.delta} (limit {HARNESS_GAP_LIMIT}); "
@@ -620,6 +622,11 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
             distrust.append(f"harness check, task {d.task_id}: success(ablate:all) - success(off) = {d.delta} "
                             f"({d.passes_a}/{d.gradable_a} vs {d.passes_b}/{d.gradable_b} passed; limit {HARNESS_GAP_LIMIT})")
     warnings = list(distrust)
+    unenforced = sorted({note for r in records for note in r.agent_unenforced})
+    if unenforced:
+        limited = sum(bool(r.agent_unenforced) for r in records)
+        warnings.append(f"{limited} attempt(s) ran with limits the agent's sandbox could not enforce on this machine: "
+                        + "; ".join(unenforced))
     mui = mui_tallies(grades)
     if not records:
         warnings.append("the run has no attempts to grade")

@@ -56,6 +56,7 @@ from tasks_lib.agents.base import Agent, AgentRun, AgentSession
 from tasks_lib.agents.calibration import CalibrationAgent
 from tasks_lib.agents.calibration_plan import feed_key_texts, ingest_feed, key_texts, misleading_texts
 from tasks_lib.agents.registry import get_agent
+from tasks_lib.analysis.grading import ATTEMPT_ERROR
 from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
 from tasks_lib.arm.comparability import arm_memory_config_digest, record_fields
 from tasks_lib.arm.injection import confirm_delivery
@@ -718,7 +719,7 @@ class AttemptBroke(MemtrialError):
         detail = str(error)
         if len(detail) > MAX_ERROR_CHARS:
             detail = detail[: MAX_ERROR_CHARS // 2] + " [...] " + detail[-MAX_ERROR_CHARS // 2 :]
-        super().__init__(f"attempt error in {step}: {type(error).__name__}: {detail}")
+        super().__init__(f"{ATTEMPT_ERROR}{step}: {type(error).__name__}: {detail}")
         self.step = step
 
 

@@ -551,6 +551,11 @@ class PreparedCorpus(Document):
 # --------------------------------------------------------------------------- runs and grades
 
 
+ATTEMPT_ERROR = "attempt error in "
+"""How a record's `failure_reason` starts when an error of the attempt's own step (materialise, the
+agent step's workspace, audit, check, record) made it ungradable (`tasks_lib.arm.steps`)."""
+
+
 class RunRecord(Document):
     """One attempt: a task under one condition, one trial."""
 

@@ -36,7 +36,7 @@ from tasks_lib.agents.base import Transcript
 from tasks_lib.analysis.damage import Damage, damage_table
 from tasks_lib.analysis.headline import Comparison, headline
 from tasks_lib.analysis.stats import clopper_pearson, mcnemar_exact, paired_continuous_summary, pass_at_k, pass_hat_k, wilson
-from tasks_lib.contracts import Condition, ContractModel, Document, Identifier, RunRecord
+from tasks_lib.contracts import ATTEMPT_ERROR, Condition, ContractModel, Document, Identifier, RunRecord
 
 COST_SAVING_FACTOR = Fraction(3, 2)
 """The off attempt must use at least this many times the on attempt's tokens for a cost saving
@@ -49,8 +49,6 @@ HARNESS_GAP_LIMIT = Fraction(1, 5)
 """|success(ablate:all) - success(off)| above this is flagged as a harness problem."""
 MISSING_EVIDENCE = "missing evidence: "
 """How a failure reason starts when the stored evidence did not back the recorded outcome (named per attempt)."""
-ATTEMPT_ERROR = "attempt error in "
-"""How a failure reason starts when an error of the attempt's own step made it ungradable (`tasks_lib.arm.steps`)."""
 ECHO_CHARS = 40
 """Characters of a memory's opening text the v1 surface echo looks for."""
 

@@ -56,7 +56,6 @@ from tasks_lib.agents.base import Agent, AgentRun, AgentSession
 from tasks_lib.agents.calibration import CalibrationAgent
 from tasks_lib.agents.calibration_plan import feed_key_texts, ingest_feed, key_texts, misleading_texts
 from tasks_lib.agents.registry import get_agent
-from tasks_lib.analysis.grading import ATTEMPT_ERROR
 from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
 from tasks_lib.arm.comparability import arm_memory_config_digest, record_fields
 from tasks_lib.arm.injection import confirm_delivery
@@ -68,7 +67,7 @@ from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.budget.errors import BudgetError
 from tasks_lib.arm.history import HISTORY_DIR, release_history, write_history
 from tasks_lib.conditions import NO_MEMORY_SYSTEM, UnknownCondition, applies, planted_memories, spec_of
-from tasks_lib.contracts import RunRecord, check_rel_path
+from tasks_lib.contracts import ATTEMPT_ERROR, RunRecord, check_rel_path
 from tasks_lib.corpus.certify import certify_home
 from tasks_lib.corpus.feed import feed_documents
 from tasks_lib.corpus.packs import pack_cache_root

@@ -87,3 +87,15 @@ def test_a_machine_without_cgroups_names_every_tree_limit_unenforced(workspace: 
     for words in ("memory limit of the whole process tree", "process limit of the whole process tree", "CPU quota",
                   "per process (RLIMIT_AS)", "tmpfs pages are not counted"):
         assert words in notes, notes
+
+
+@needs_cgroups
+def test_pages_written_to_the_private_tmp_count_against_the_attempt_memory(workspace: Path) -> None:
+    """Regression: /tmp was a tmpfs of host RAM counted in no limit; with a tmpfs cap above the memory
+    limit, writing past the memory limit into /tmp must end the run for memory, not take host memory."""
+    limits = SandboxLimits(memory_mb=128, tmpfs_mb=1024, timeout_seconds=25)
+    script = ("f = open('/tmp/fill', 'wb', buffering=0)\nfor _ in range(400):\n    f.write(b'x' * (1 << 20))\n"
+              "print('wrote 400 MiB')\n")
+    result = LocalSandbox().run(SandboxRequest(argv=("python3", "-c", script), workspace=workspace, limits=limits))
+    assert result.killed and result.kill_reason == "memory", result
+    assert "wrote 400 MiB" not in result.stdout.text

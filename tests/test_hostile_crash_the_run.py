@@ -1,9 +1,10 @@
 """Hostile class: one attempt crashing the run. 25 nested folders with 200-byte names in an allowed
-path made the runner's hand-back of the workspace build host paths past PATH_MAX; `memtrial run`
+path made the runner's hand-back of the workspace build host paths past PATH_MAX (and a tree 1,500
+folders deep made Python's recursive tree walks raise RecursionError); `memtrial run`
 exited 2 with no records table or report, and a rerun crashed the same way. Through the real nightly
 flow with a hostile `command` agent running unprivileged: the deep tree, a fifo, a socket and an
-unreadable folder each make only their own attempt `ungradable` with its reason; the other attempts
-are graded, the report is written, and a rerun of the same run completes from cache."""
+unreadable folder each fail only their own attempt (graded, or `ungradable` naming the step and the
+error); the other attempts are graded, the report is written, and a rerun of the same run completes."""
 
 from __future__ import annotations
 
@@ -31,7 +32,13 @@ if os.path.isdir("logship"):  # a tree deeper than PATH_MAX in an allowed path
         fd = child
     leaf = os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
     os.write(leaf, b"deep")
-    print("left a tree of", 25 * 201, "bytes of path")
+    fd = os.open("logship", os.O_RDONLY)
+    for _ in range(1500):  # and one deeper than Python's recursion limit (shutil.rmtree, os.walk)
+        os.mkdir("a", dir_fd=fd)
+        child = os.open("a", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    print("left a tree of", 25 * 201, "bytes of path and one 1500 folders deep")
 elif os.path.isdir("tabmill"):  # a fifo, a socket and a folder nobody may read
     os.mkfifo("tabmill/pipe")
     socket.socket(socket.AF_UNIX).bind("tabmill/sock")
@@ -167,3 +174,23 @@ def test_an_attempt_that_cannot_be_materialised_is_ungradable_and_the_matrix_goe
     assert (broken.failure_reason or "").startswith("attempt error in materialize-workspace: "), broken.failure_reason
     assert store.exists(f"runs/one-broken/attempts/{broken.task_id}/off/t0/record.json")
     assert graded.task_id == "logship-partial-exit" and graded.outcome in ("pass", "fail") and not graded.infra_failure
+
+
+def test_teardown_removes_a_tree_deeper_than_the_recursion_limit(tmp_path: Path) -> None:
+    """Regression: teardown used shutil.rmtree, which recurses in Python: a 3,000-folder-deep tree raised
+    RecursionError (not caught by ignore_errors) and crashed the run in the attempt's finally."""
+    from tasks_lib.sandbox.fstree import remove_tree
+
+    root = tmp_path / "scratch"
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY)
+    for _ in range(3000):
+        os.mkdir("a", dir_fd=fd)
+        child = os.open("a", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.mkfifo("pipe", dir_fd=fd)
+    os.symlink("/etc/passwd", "link", dir_fd=fd)
+    os.close(fd)
+    remove_tree(root)
+    assert not root.exists() and os.path.exists("/etc/passwd")

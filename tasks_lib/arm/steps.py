@@ -84,6 +84,7 @@ from tasks_lib.memory.realms import trial_realm
 from tasks_lib.memory.reference.replica import strip_lanes
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.provenance import run_provenance, write_provenance
+from tasks_lib.sandbox.fstree import remove_tree
 
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
 """The memory delivery hook every agent's prompt/session hooks call."""
@@ -692,8 +693,12 @@ def record_attempt(
 
 
 def teardown_workspace(workspace: Workspace) -> None:
-    """Stage 8: remove the attempt's scratch root (workspace, HOME, memory store)."""
-    shutil.rmtree(workspace.root, ignore_errors=True)
+    """Stage 8: remove the attempt's scratch root (workspace, HOME, memory store), by folder descriptor
+    (`remove_tree`: a tree deeper than Python's recursion limit or PATH_MAX goes too)."""
+    try:
+        remove_tree(workspace.root)
+    except OSError:
+        pass  # the runner's own scratch folder: what could not be removed is only disk, never evidence
 
 
 class StepWrapper(Protocol):

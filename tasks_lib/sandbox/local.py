@@ -52,6 +52,7 @@ from tasks_lib.sandbox.base import (
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
 from tasks_lib.sandbox.cgroups import RunCgroup, make_run_cgroup
 from tasks_lib.sandbox.errors import SandboxError, SandboxRequestError, SandboxUnavailable, SandboxUnsupported
+from tasks_lib.sandbox.fstree import remove_tree
 from tasks_lib.sandbox.hostview import host_view_args, is_visible, parent_dirs, under
 from tasks_lib.sandbox.identity import SETPRIV_CAPS, RunIdentity, lent_workspace, run_identity, setpriv_argv
 from tasks_lib.sandbox.procs import TreeWatcher, is_running, kill_tree
@@ -160,7 +161,10 @@ class LocalSandbox(Sandbox):
                 return self._execute(request, env, bwrap_args, workspace_path, unenforced, identity, cgroup)
         finally:
             cgroup.remove()  # a folder that would not go holds no live process of ours (killed) and is only a name
-            shutil.rmtree(scratch, ignore_errors=True)  # our own scratch; a leftover is only disk
+            try:
+                remove_tree(scratch)  # by descriptor: the command may have left a tree too deep for shutil.rmtree
+            except OSError:
+                pass  # our own scratch; a leftover is only disk
 
     # ------------------------------------------------------------------ pieces
 

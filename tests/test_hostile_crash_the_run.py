@@ -8,6 +8,7 @@ error); the other attempts are graded, the report is written, and a rerun of the
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -89,6 +90,12 @@ def test_the_other_attempts_are_graded_and_the_report_is_written(crashed_run: tu
     assert {r.outcome for r in calibration} <= {"pass", "fail"} and len(calibration) >= len(TASKS)
     reports = list((tmp_path / "artifacts" / "runs" / "crash-command").rglob("report.html"))
     assert reports, "the hostile agent's run has no report"
+    summary = json.loads((tmp_path / "artifacts" / "runs" / "crash-command" / "summary.json").read_text())
+    ungradable = [r for r in records if r.outcome == "ungradable"]
+    if ungradable:  # named in the distrust lines (so `memtrial run` exits 1), each with its step and error
+        assert f"{len(ungradable)} attempt(s) are ungradable" in " ".join(summary["distrust"])
+        for record in ungradable:
+            assert f"{record.task_id}/{record.condition}/t{record.trial}: {record.failure_reason}" in summary["distrust"]
 
 
 def test_a_rerun_of_the_run_completes(crashed_run: tuple[Path, list[RunRecord]], prefect_harness: None) -> None:

@@ -50,7 +50,7 @@ from tasks_lib.sandbox.base import (
     SandboxResult,
 )
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
-from tasks_lib.sandbox.cgroups import RunCgroup, make_run_cgroup
+from tasks_lib.sandbox.cgroups import LAUNCHER_FAILED, RunCgroup, make_run_cgroup
 from tasks_lib.sandbox.errors import SandboxError, SandboxRequestError, SandboxUnavailable, SandboxUnsupported
 from tasks_lib.sandbox.fstree import remove_tree
 from tasks_lib.sandbox.hostview import host_view_args, is_visible, parent_dirs, under
@@ -312,6 +312,9 @@ class LocalSandbox(Sandbox):
         if any(r.is_alive() for r in readers):
             unenforced.append("an escaped process kept an output pipe open; capture stopped early")
         code = proc.returncode
+        if code == LAUNCHER_FAILED and cgroup.folders and "cgroup.procs" in stderr.result().text:
+            raise SandboxError(f"local sandbox: the command could not join its cgroup ({', '.join(map(str, cgroup.distinct))}); "
+                               "it never started")
         signal_number = -code if code < 0 else None
         killed = timed_out or out_of_memory or signal_number is not None
         return SandboxResult(

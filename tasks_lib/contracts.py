@@ -551,6 +551,11 @@ class PreparedCorpus(Document):
 # --------------------------------------------------------------------------- runs and grades
 
 
+ATTEMPT_ERROR = "attempt error in "
+"""How a record's `failure_reason` starts when an error of the attempt's own step (materialise, the
+agent step's workspace, audit, check, record) made it ungradable (`tasks_lib.arm.steps`)."""
+
+
 class RunRecord(Document):
     """One attempt: a task under one condition, one trial."""
 
@@ -624,6 +629,9 @@ class RunRecord(Document):
     under the explicit opt-out); None when it did not run in any."""
     check_unenforced: tuple[str, ...] = ()
     """What the check's sandbox could not enforce for this attempt (the opt-out first, when it was used)."""
+    agent_unenforced: tuple[str, ...] = ()
+    """Each limit or guarantee the agent's sandbox could not enforce for this attempt (e.g. no cgroup:
+    memory per process only), as its provider named it; empty when it enforced all of them."""
     build_under_test: NonEmptyText
     """The memory-system build measured; recorded per data point, not in the comparability key."""
     memory_config_digest: Sha256 | None = None

@@ -135,6 +135,8 @@ def _print_attempt(view: AttemptView) -> None:
         out.print(f"unwitnessed ids:  {', '.join(r.unwitnessed_ids)} (never counted as delivered)")
     out.print(f"tokens:           {r.input_tokens} in, {r.output_tokens} out; cost ${r.cost_usd:.4f}")
     out.print(f"wall time:        {r.wall_seconds:.2f} s")
+    if r.agent_unenforced:
+        out.print(f"agent limits:     not enforced: {'; '.join(r.agent_unenforced)}")
     out.print(f"check exit code:  {'-' if r.check_exit_code is None else r.check_exit_code}")
     unenforced = f" (not enforced: {', '.join(r.check_unenforced)})" if r.check_unenforced else ""
     out.print(f"check sandbox:    {r.check_sandbox or '-'}{unenforced}")

@@ -91,6 +91,9 @@ class AgentRun(ContractModel):
     model: str | None = None
     """The model the session asked for (None for an agent that runs no named model); part of the
     comparability key of its records."""
+    sandbox_unenforced: tuple[str, ...] = ()
+    """Each limit or guarantee the session's sandbox could not enforce (`SandboxResult.unenforced`,
+    de-duplicated over its commands); empty for an agent whose sandbox enforced them all."""
 
 
 class Agent(abc.ABC):

@@ -123,6 +123,11 @@ CONFINED_NOTE = (
     "writable; network shared (model endpoint)"
 )
 UNPRIVILEGED = " as an unprivileged uid (no capabilities, no new privileges)"
+SESSION_UNLIMITED = (
+    "claude-code session: memory, processes and CPU are not limited for its process tree (no cgroup per session); "
+    "its private /tmp, /var/tmp and /home tmpfs are uncapped",
+)
+"""What a claude-code session's confinement (`session_confine`) does not enforce, named in every record it affects."""
 PLAIN_NOTE = (
     "claude-code ran as a plain subprocess (own session, HOME and TMPDIR; scrubbed environment), NOT confined: "
     "{reason}; it shares the host filesystem, network and the runner's uid"
@@ -558,6 +563,7 @@ class ClaudeCodeAgent(Agent):
             wall_seconds=round(time.monotonic() - started, 6),
             transcript=Transcript(agent=self.name, session_id=session_id, steps=tuple(steps)),
             model=model,
+            sandbox_unenforced=SESSION_UNLIMITED,
         )
 
     @staticmethod

@@ -306,6 +306,7 @@ class CommandAgent(Agent):
         totals = [0, 0, 0.0]
         exit_code: int | None = None
         infra: str | None = None
+        unenforced: dict[str, None] = {}
         try:
             sandbox = open_sandbox(session.sandbox, {**session.sandbox_options, **self.sandbox_options})
         except InfraFailure as error:
@@ -333,6 +334,7 @@ class CommandAgent(Agent):
                     exit_code = None
                     break
                 result = sandbox.run(self._request(session, session_id, index, stdin, steps, io_dir, remaining))
+                unenforced.update(dict.fromkeys(result.unenforced))
                 if result.unenforced and index == 0:
                     steps.append(TranscriptStep(source="system", kind="message", text="sandbox did not enforce: " + "; ".join(result.unenforced)))
                 parsed, got_in, got_out, got_cost = parse_agent_output(result.stdout.text)
@@ -355,7 +357,7 @@ class CommandAgent(Agent):
         finally:
             sandbox.close()
             shutil.rmtree(io_dir, ignore_errors=True)
-        return self._result(session, session_id, steps, exit_code, infra, totals, started)
+        return self._result(session, session_id, steps, exit_code, infra, totals, started, unenforced)
 
     def _hook(self, session: AgentSession, event: str, session_id: str, prompt: str | None, steps: list[TranscriptStep]) -> HookCall:
         call = call_hook(session, event, session_id, prompt, self.hook_timeout_seconds)
@@ -387,7 +389,7 @@ class CommandAgent(Agent):
 
     def _result(
         self, session: AgentSession, session_id: str, steps: list[TranscriptStep], exit_code: int | None, infra: str | None,
-        totals: list[float], started: float,
+        totals: list[float], started: float, unenforced: dict[str, None] | None = None,
     ) -> AgentRun:
         return AgentRun(
             model=session.model or self.model,
@@ -398,6 +400,7 @@ class CommandAgent(Agent):
             cost_usd=float(totals[2]),
             wall_seconds=round(time.monotonic() - started, 6),
             transcript=Transcript(agent=self.name, session_id=session_id, steps=tuple(steps)),
+            sandbox_unenforced=tuple(unenforced or ()),
         )
 
 

@@ -165,6 +165,7 @@ class OpenAIChatAgent(Agent):
         started = time.monotonic()
         deadline = started + session.timeout_seconds
         session_id = f"openai-chat-{uuid.uuid4().hex[:16]}"
+        self._unenforced: dict[str, None] = {}
         steps: list[TranscriptStep] = []
         usage = [0, 0]
         exit_code: int | None = 0
@@ -213,6 +214,7 @@ class OpenAIChatAgent(Agent):
             wall_seconds=round(time.monotonic() - started, 6),
             transcript=Transcript(agent=self.name, session_id=session_id, steps=tuple(steps)),
             model=model,
+            sandbox_unenforced=tuple(self._unenforced),
         )
 
     def _answer(
@@ -347,6 +349,7 @@ class OpenAIChatAgent(Agent):
             hidden_paths=self.hidden_paths,
             limits=self.limits.model_copy(update={"timeout_seconds": timeout}),
         ))
+        self._unenforced.update(dict.fromkeys(result.unenforced))
         status = f"timed out after {timeout:g}s" if result.timed_out else (
             f"killed by signal {result.signal}" if result.exit_code is None else f"exit code {result.exit_code}")
         half = MAX_TOOL_OUTPUT_CHARS // 2

@@ -36,7 +36,7 @@ from tasks_lib.agents.base import Transcript
 from tasks_lib.analysis.damage import Damage, damage_table
 from tasks_lib.analysis.headline import Comparison, headline
 from tasks_lib.analysis.stats import clopper_pearson, mcnemar_exact, paired_continuous_summary, pass_at_k, pass_hat_k, wilson
-from tasks_lib.contracts import Condition, ContractModel, Document, Identifier, RunRecord
+from tasks_lib.contracts import ATTEMPT_ERROR, Condition, ContractModel, Document, Identifier, RunRecord
 
 COST_SAVING_FACTOR = Fraction(3, 2)
 """The off attempt must use at least this many times the on attempt's tokens for a cost saving
@@ -53,6 +53,8 @@ NAMED_ATTEMPTS = 5
 """A grouped warning names its attempts up to this many; beyond, it names its tasks (as many again)."""
 ECHO_CHARS = 40
 """Characters of a memory's opening text the v1 surface echo looks for."""
+OWN_REASON_PREFIXES = (MISSING_EVIDENCE, ATTEMPT_ERROR)
+"""Ungradable reasons that differ per attempt: grouped under the prefix, then each named with its own reason."""
 
 Ratio = Annotated[str, StringConstraints(pattern=r"^-?\d+(?:/\d+)?$")]
 """An exact rational as text, `str(Fraction)`: `0`, `1`, `2/3`, `-1/4`."""
@@ -611,17 +613,18 @@ def _named(rows: Sequence[RunRecord]) -> str:
 
 def ungradable_warnings(records: Sequence[RunRecord]) -> list[str]:
     """One warning per cause of the ungradable attempts, with their count and names (most frequent
-    first), then each missing-evidence attempt with its own reason: a run whose every check could not
-    be sandboxed says so once, not once per task."""
+    first), then each missing-evidence or attempt-error attempt with its own reason: a run whose every
+    check could not be sandboxed says so once, not once per task."""
     causes: dict[str, list[RunRecord]] = defaultdict(list)
     for r in records:
         if r.outcome == "ungradable":
             reason = r.failure_reason or "no reason recorded"
-            causes[MISSING_EVIDENCE.removesuffix(": ") if reason.startswith(MISSING_EVIDENCE) else reason].append(r)
+            own = next((p for p in OWN_REASON_PREFIXES if reason.startswith(p)), None)
+            causes[own.strip().removesuffix(":").removesuffix(" in") if own else reason].append(r)
     lines = [f"{len(rows)} attempt(s) are ungradable (no outcome; in no rate's denominator): {cause} ({_named(rows)})"
              for cause, rows in sorted(causes.items(), key=lambda item: (-len(item[1]), item[0]))]
     return lines + [f"{r.task_id}/{r.condition}/t{r.trial}: {r.failure_reason}" for r in records
-                    if r.outcome == "ungradable" and (r.failure_reason or "").startswith(MISSING_EVIDENCE)]
+                    if r.outcome == "ungradable" and (r.failure_reason or "").startswith(OWN_REASON_PREFIXES)]
 
 
 def harness_warnings(deltas: Sequence[ConditionDelta]) -> list[str]:
@@ -666,6 +669,11 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
     distrust.extend(ungradable_warnings(records))
     distrust.extend(harness_warnings(deltas))
     warnings = list(distrust)
+    unenforced = sorted({note for r in records for note in r.agent_unenforced})
+    if unenforced:
+        limited = sum(bool(r.agent_unenforced) for r in records)
+        warnings.append(f"{limited} attempt(s) ran with limits the agent's sandbox could not enforce on this machine: "
+                        + "; ".join(unenforced))
     mui = mui_tallies(grades)
     if not records:
         warnings.append("the run has no attempts to grade")

@@ -11,6 +11,9 @@ An allowed path covers that file or the whole subtree under it. Directories crea
 to an allowed path (`target/` for `target/debug`) are allowed as additions. The allowlist has to
 describe what the toolchain writes (a lockfile, a build folder), not only what the task is about.
 
+A path longer than the kernel takes (PATH_MAX: 25 folders with 200-byte names) is opened one
+folder at a time relative to its parent's descriptor, so such a tree is audited like any other.
+
 Hashing runs on a thread pool (hashlib releases the GIL on buffers over 2 KiB), so all cores read
 and hash at once; a snapshot never follows a symlink.
 
@@ -207,12 +210,35 @@ class AuditReceipt(Document):
 # --------------------------------------------------------------------------- snapshot
 
 
+LONG_PATH = 3072
+"""Bytes of a host path from which `_open_at` walks folder descriptors instead (PATH_MAX is 4096)."""
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_at(root: str, rel: str, flags: int) -> int:
+    """os.open of `rel` under `root`: by its path when short, else one folder at a time from `root`
+    by descriptor (never through a symlink), so a path past PATH_MAX opens too."""
+    path = os.path.join(root, rel) if rel else root
+    if len(os.fsencode(path)) < LONG_PATH:
+        return os.open(path, flags)
+    parts = rel.strip("/").split("/")
+    fd = os.open(root, DIR_FLAGS)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        return os.open(parts[-1], flags, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
 def _hash_file(root: str, rel: str, budget: _Budget | None = None) -> tuple[int, int, str]:
     """(mode bits, size, sha256) of regular file `rel`, opened without following a symlink; with a
     `budget`, its apparent size is charged before any byte is read and time is checked per chunk."""
     path = os.path.join(root, rel)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = _open_at(root, rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as error:
         raise AuditError(f"{path}: cannot be opened for the audit ({error.strerror}); the tree must be readable and still") from error
     try:
@@ -265,30 +291,42 @@ def _walk(root: str, budget: _Budget | None = None) -> tuple[list[Row], list[str
     while stack:
         prefix = stack.pop()
         try:
-            with os.scandir(os.path.join(root, prefix) if prefix else root) as items:
-                listing = list(items)
+            folder = _open_at(root, prefix, DIR_FLAGS)
         except OSError as error:
             raise AuditError(f"{os.path.join(root, prefix)}: cannot list it for the audit ({error.strerror})") from error
-        if budget is not None:
-            if len(described) + len(files) + len(listing) > budget.limits.max_entries:
-                budget.stop(LimitBreach(limit="entries", allowed=budget.limits.max_entries, path=_shown(prefix.rstrip("/")) or None))
-            budget.tick(_shown(prefix.rstrip("/")) or None)
-        for item in listing:
-            rel = prefix + item.name
-            if item.is_file(follow_symlinks=False):
-                files.append(rel)
-                continue
-            info = item.stat(follow_symlinks=False)
-            shown = _shown(rel)
-            if stat.S_ISDIR(info.st_mode):
-                described.append((shown, "dir", stat.S_IMODE(info.st_mode), None, None, None))
-                stack.append(rel + "/")
-            elif stat.S_ISLNK(info.st_mode):
-                target = _shown(os.readlink(item.path))
-                described.append((shown, "symlink", 0, None, None, target))
-            else:
-                described.append((shown, "other", stat.S_IMODE(info.st_mode), None, None, None))
+        try:
+            with os.scandir(folder) as items:
+                listing = list(items)
+            _describe(listing, prefix, folder, budget, described, files, stack)
+        except OSError as error:
+            raise AuditError(f"{os.path.join(root, prefix)}: cannot list it for the audit ({error.strerror})") from error
+        finally:
+            os.close(folder)
     return described, files
+
+
+def _describe(listing: list[os.DirEntry[str]], prefix: str, folder: int, budget: _Budget | None, described: list[Row],
+              files: list[str], stack: list[str]) -> None:
+    """Sort one folder's entries (listed from descriptor `folder`) into `described`, `files` and `stack`."""
+    if budget is not None:
+        if len(described) + len(files) + len(listing) > budget.limits.max_entries:
+            budget.stop(LimitBreach(limit="entries", allowed=budget.limits.max_entries, path=_shown(prefix.rstrip("/")) or None))
+        budget.tick(_shown(prefix.rstrip("/")) or None)
+    for item in listing:
+        rel = prefix + item.name
+        if item.is_file(follow_symlinks=False):
+            files.append(rel)
+            continue
+        info = item.stat(follow_symlinks=False)
+        shown = _shown(rel)
+        if stat.S_ISDIR(info.st_mode):
+            described.append((shown, "dir", stat.S_IMODE(info.st_mode), None, None, None))
+            stack.append(rel + "/")
+        elif stat.S_ISLNK(info.st_mode):
+            target = _shown(os.readlink(item.name, dir_fd=folder))
+            described.append((shown, "symlink", 0, None, None, target))
+        else:
+            described.append((shown, "other", stat.S_IMODE(info.st_mode), None, None, None))
 
 
 def _batches(files: list[str]) -> list[list[str]]:

@@ -64,9 +64,10 @@ from tasks_lib.arm.provisioned import LiveArm, release, restore_arm, restore_fee
 from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check, sandbox_options_of
 from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
 from tasks_lib.artifacts import ArtifactStore, run_key
+from tasks_lib.budget.errors import BudgetError
 from tasks_lib.arm.history import HISTORY_DIR, release_history, write_history
 from tasks_lib.conditions import NO_MEMORY_SYSTEM, UnknownCondition, applies, planted_memories, spec_of
-from tasks_lib.contracts import RunRecord, check_rel_path
+from tasks_lib.contracts import ATTEMPT_ERROR, RunRecord, check_rel_path
 from tasks_lib.corpus.certify import certify_home
 from tasks_lib.corpus.feed import feed_documents
 from tasks_lib.corpus.packs import pack_cache_root
@@ -83,6 +84,7 @@ from tasks_lib.memory.realms import trial_realm
 from tasks_lib.memory.reference.replica import strip_lanes
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.provenance import run_provenance, write_provenance
+from tasks_lib.sandbox.fstree import remove_tree
 
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
 """The memory delivery hook every agent's prompt/session hooks call."""
@@ -677,6 +679,7 @@ def record_attempt(
         check_output=check_key,
         check_sandbox=check.sandboxed.sandbox if check.sandboxed is not None else None,
         check_unenforced=check.sandboxed.unenforced if check.sandboxed is not None else (),
+        agent_unenforced=run.sandbox_unenforced,
         build_under_test=memory.build,
         memory_config_digest=memory.config_digest,
         worker=f"{socket.gethostname()}:{os.getpid()}",
@@ -688,8 +691,12 @@ def record_attempt(
 
 
 def teardown_workspace(workspace: Workspace) -> None:
-    """Stage 8: remove the attempt's scratch root (workspace, HOME, memory store)."""
-    shutil.rmtree(workspace.root, ignore_errors=True)
+    """Stage 8: remove the attempt's scratch root (workspace, HOME, memory store), by folder descriptor
+    (`remove_tree`: a tree deeper than Python's recursion limit or PATH_MAX goes too)."""
+    try:
+        remove_tree(workspace.root)
+    except OSError:
+        pass  # the runner's own scratch folder: what could not be removed is only disk, never evidence
 
 
 class StepWrapper(Protocol):
@@ -707,28 +714,125 @@ def call_step(name: StepName, step: Callable[P, R], /) -> Callable[P, R]:
     return step
 
 
+class AttemptBroke(MemtrialError):
+    """One attempt's own step raised: that attempt is ungradable, the run goes on."""
+
+    def __init__(self, step: StepName, error: BaseException) -> None:
+        detail = str(error)
+        if len(detail) > MAX_ERROR_CHARS:
+            detail = detail[: MAX_ERROR_CHARS // 2] + " [...] " + detail[-MAX_ERROR_CHARS // 2 :]
+        super().__init__(f"{ATTEMPT_ERROR}{step}: {type(error).__name__}: {detail}")
+        self.step = step
+
+
+MAX_ERROR_CHARS = 600
+"""Characters of an attempt's error kept in its record (a path past PATH_MAX is longer than that)."""
+
+RUN_ERRORS: tuple[type[BaseException], ...] = (BudgetError,)
+"""Errors of a step that end the whole run, never only the attempt (the money fence)."""
+
+AGENT_STEP_ERRORS: tuple[type[BaseException], ...] = (OSError, RecursionError, UnicodeError)
+"""What the agent step may raise from the workspace the agent left (its hand-back, a path past PATH_MAX,
+a tree deeper than the open-file limit) and counts as that attempt's own; any other error of the agent
+step (the agent or its sandbox cannot be set up) stops the run."""
+
+
+def guarded(name: StepName, step: Callable[P, R], owned: tuple[type[BaseException], ...] = (Exception,)) -> Callable[P, R]:
+    """`step`, with each error of the kinds `owned` (except `RUN_ERRORS`) raised as `AttemptBroke`: an
+    error of the step itself, told apart from one the orchestrator's wrapper raises around it."""
+
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return step(*args, **kwargs)
+        except RUN_ERRORS:
+            raise
+        except owned as error:
+            raise AttemptBroke(name, error) from error
+
+    call.__name__, call.__doc__, call.__wrapped__ = step.__name__, step.__doc__, step  # type: ignore[attr-defined]
+    return call
+
+
 def run_attempt(attempt: Attempt, setup: ArmSetup, *, templates: WorkspaceTemplates | None = None,
                 wrap: StepWrapper = call_step) -> RunRecord:
     """Run one attempt end to end (the stages in order, each of `STEP_NAMES` through `wrap`) and store
-    its transcript, receipt and record; release and teardown always run, unwrapped."""
-    workspace = wrap("materialize-workspace", materialize_workspace)(attempt, setup.source, templates=templates)
+    its transcript, receipt and record; release and teardown always run, unwrapped.
+
+    An attempt can only fail itself: an error while materialising, auditing, checking or recording it
+    (or, in the agent step, from the workspace it left: a path past PATH_MAX, an unreadable entry)
+    stores an `ungradable` record naming the step and the error (`broken_record`), and the run goes
+    on. Errors of the orchestrator's wrapper, budget errors, and an agent or memory system that
+    cannot be set up at all still end the run."""
+    stage: dict[str, object] = {}
+    try:
+        workspace = wrap("materialize-workspace", guarded("materialize-workspace", materialize_workspace))(
+            attempt, setup.source, templates=templates)
+    except AttemptBroke as broke:
+        return broken_record(attempt, setup, broke, stage)
+    stage["workspace"] = workspace
     try:
         memory = wrap("provision-memory", provision_memory)(attempt, setup.run_id, workspace.root, setup.embedder,
                                                             setup.provisioner)
+        stage["memory"] = memory
         try:
-            run = wrap("run-agent", run_agent)(attempt, workspace, memory, setup.agent_name,
-                                               agent_options=setup.agent_options, sandbox=setup.sandbox,
-                                               sandbox_options=setup.sandbox_options)
+            run = wrap("run-agent", guarded("run-agent", run_agent, AGENT_STEP_ERRORS))(
+                attempt, workspace, memory, setup.agent_name, agent_options=setup.agent_options, sandbox=setup.sandbox,
+                sandbox_options=setup.sandbox_options)
         finally:
             release_memory(memory, setup.embedder)
-        receipt = wrap("audit-mutations", audit_workspace)(attempt, workspace)
-        check = wrap("check-workspace", check_workspace)(attempt, workspace, receipt, run, sandbox=setup.sandbox,
-                                                         sandbox_options=sandbox_options_of(setup.agent_options) or setup.sandbox_options)
-        return wrap("record-arm", record_attempt)(attempt, run_id=setup.run_id, workspace=workspace, memory=memory,
-                                                 run=run, receipt=receipt, check=check, agent_name=setup.agent_name,
-                                                 store=setup.store, source_commit=setup.source_commit)
+        stage["run"] = run
+        receipt = wrap("audit-mutations", guarded("audit-mutations", audit_workspace))(attempt, workspace)
+        stage["receipt"] = receipt
+        check = wrap("check-workspace", guarded("check-workspace", check_workspace))(
+            attempt, workspace, receipt, run, sandbox=setup.sandbox, sandbox_options=sandbox_options_of(setup.agent_options) or setup.sandbox_options)
+        return wrap("record-arm", guarded("record-arm", record_attempt))(
+            attempt, run_id=setup.run_id, workspace=workspace, memory=memory, run=run, receipt=receipt, check=check,
+            agent_name=setup.agent_name, store=setup.store, source_commit=setup.source_commit)
+    except AttemptBroke as broke:
+        return broken_record(attempt, setup, broke, stage)
     finally:
         teardown_workspace(workspace)
+
+
+def broken_record(attempt: Attempt, setup: ArmSetup, broke: AttemptBroke, stage: Mapping[str, object]) -> RunRecord:
+    """Store and return the `ungradable` record of an attempt whose own step raised: the reason names
+    the step and the error; the transcript and the audit receipt are stored when those steps ended."""
+    task, prefix = attempt.task, attempt_prefix(attempt)
+    workspace = stage.get("workspace")
+    memory = stage.get("memory")
+    run = stage.get("run")
+    receipt = stage.get("receipt")
+    transcript_key = receipt_key = None
+    if isinstance(run, AgentRun):
+        transcript_key = run_key(setup.run_id, *prefix, "transcript.json")
+        setup.store.put_json(transcript_key, run.transcript)
+    if isinstance(receipt, AuditReceipt):
+        receipt_key = run_key(setup.run_id, *prefix, "audit.json")
+        setup.store.put_json(receipt_key, receipt)
+    pinned_task = workspace.pinned.task if isinstance(workspace, Workspace) else task
+    record = RunRecord(
+        run_id=setup.run_id, task_id=task.task_id, task_kind=task.manifest.kind, condition=attempt.condition,
+        trial=attempt.trial, order=attempt.order, agent=setup.agent_name, calibration=setup.agent_name == "calibration",
+        corpus_id=workspace.corpus_id if isinstance(workspace, Workspace) else None,
+        outcome="ungradable", infra_failure=True, failure_reason=str(broke),
+        audit_passed=receipt.passed if isinstance(receipt, AuditReceipt) else None,
+        input_tokens=run.input_tokens if isinstance(run, AgentRun) else 0,
+        output_tokens=run.output_tokens if isinstance(run, AgentRun) else 0,
+        cost_usd=run.cost_usd if isinstance(run, AgentRun) else 0.0,
+        wall_seconds=run.wall_seconds if isinstance(run, AgentRun) else 0.0,
+        transcript=transcript_key, injection="unknown",
+        planted_ids=memory.planted_ids if isinstance(memory, ProvisionedMemory) else (),
+        audit_receipt=receipt_key,
+        agent_unenforced=run.sandbox_unenforced if isinstance(run, AgentRun) else (),
+        build_under_test=memory.build if isinstance(memory, ProvisionedMemory) else REFERENCE_BUILD,
+        memory_config_digest=memory.config_digest if isinstance(memory, ProvisionedMemory) else None,
+        worker=f"{socket.gethostname()}:{os.getpid()}",
+        **{**record_fields(pinned_task, setup.agent_name, run.model if isinstance(run, AgentRun) else None,
+                           source_root=task.root),
+           **({"source_commit": setup.source_commit} if setup.source_commit else {})},
+    )
+    setup.store.put_json(run_key(setup.run_id, *prefix, "record.json"), record)
+    return record
 
 
 def check_conditions(conditions: Sequence[str], lanes: Sequence[str]) -> list[str]:

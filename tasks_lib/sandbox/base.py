@@ -55,17 +55,21 @@ class SandboxLimits(ContractModel):
     cpus: float = Field(default=1.0, gt=0, le=64)
     """CPU cores the command may use."""
     memory_mb: int = Field(default=2048, ge=16, le=262144)
-    """Memory limit in MiB (address space per process for `local`, the container's cgroup for `docker`)."""
+    """Memory limit in MiB of the whole process tree and its private tmpfs pages (the run's cgroup for
+    `local`, with address space per process as well; the container's cgroup for `docker`)."""
     timeout_seconds: float = Field(default=900.0, gt=0, le=86400)
     """Wall-clock limit; past it the whole process tree is killed."""
     network: Literal["none", "loopback"] = "none"
     """`none`: a private network namespace, nothing outside reachable; `loopback`: the host's loopback too."""
     max_processes: int = Field(default=512, ge=1, le=65536)
-    """Process limit (RLIMIT_NPROC for `local`, the pids cgroup for `docker`)."""
+    """Process limit of the whole tree (the run's pids cgroup, and RLIMIT_NPROC, for `local`; the pids cgroup for `docker`)."""
     max_file_mb: int = Field(default=4096, ge=1, le=1048576)
     """Largest file the command may write, in MiB."""
     max_output_bytes: int = Field(default=1 << 20, ge=1024, le=1 << 30)
     """Bytes of stdout and of stderr kept; the rest is read, counted and dropped."""
+    tmpfs_mb: int = Field(default=512, ge=1, le=262144)
+    """Size cap in MiB of each private tmpfs folder (`/tmp`, `/var/tmp`, HOME); what is written there
+    counts against `memory_mb` as well where the run's memory cgroup holds."""
 
     @classmethod
     def from_environment(cls, environment: Environment, timeout_seconds: float, **overrides: object) -> SandboxLimits:

@@ -53,9 +53,10 @@ def parent_dirs(path: str, made: set[str]) -> list[str]:
     return args
 
 
-def host_view_args(home: str | None, made: set[str], etc_extra: Iterable[str] = ()) -> list[str]:
+def host_view_args(home: str | None, made: set[str], etc_extra: Iterable[str] = (), tmpfs_bytes: int | None = None) -> list[str]:
     """bwrap arguments for the allow-listed view described above, an empty HOME at `home` (mode
-    1777; none when None) and the `/etc` entries `etc_extra` besides the allowed ones.
+    1777; none when None) and the `/etc` entries `etc_extra` besides the allowed ones; each
+    private tmpfs (`/tmp`, `/var/tmp`, `/home`) capped at `tmpfs_bytes` (bwrap `--size`) when given.
 
     `made` collects the folders created, for `parent_dirs`.
     """
@@ -70,9 +71,10 @@ def host_view_args(home: str | None, made: set[str], etc_extra: Iterable[str] = 
     for path in _etc_entries(etc_extra):
         args += ["--ro-bind", path, path]
     args += ["--proc", "/proc", "--dev", "/dev", "--perms", "0755", "--dir", "/var"]
+    size = ["--size", str(tmpfs_bytes)] if tmpfs_bytes is not None else []
     for private in PRIVATE_TMP:
-        args += ["--perms", "01777", "--tmpfs", private]
-    args += ["--perms", "0755", "--tmpfs", "/home"]
+        args += ["--perms", "01777", *size, "--tmpfs", private]
+    args += ["--perms", "0755", *size, "--tmpfs", "/home"]
     if home is not None:
         args += ["--perms", "01777", "--dir", home]
     made.update({"/etc", "/var", *PRIVATE_TMP, "/home", *([home] if home else [])})

@@ -86,12 +86,37 @@ def _uids(pid: int) -> tuple[int, ...] | None:
     return None
 
 
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+"""How `_chown_tree` opens a folder: never through a symlink, never inherited."""
+
+
 def _chown_tree(root: Path, uid: int, gid: int) -> None:
-    """lchown `root` and every entry under it, never following a symlink."""
+    """lchown `root` and every entry under it, never following a symlink.
+
+    The walk is relative to folder descriptors (`dir_fd`), never by host path: a tree the command
+    made deeper than PATH_MAX (25 folders with 200-byte names) is handed back like any other.
+    One descriptor is held per level being walked, so only a tree deeper than the process's open
+    file limit fails (OSError), and that fails its own attempt (`tasks_lib.arm.steps`).
+    """
     os.chown(root, uid, gid, follow_symlinks=False)
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            os.chown(os.path.join(dirpath, name), uid, gid, follow_symlinks=False)
+    stack = [os.open(root, DIR_FLAGS)]
+    pending: list[list[str]] = []
+    try:
+        while stack:
+            if len(pending) < len(stack):
+                with os.scandir(stack[-1]) as entries:
+                    names = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+                for name, _ in names:
+                    os.chown(name, uid, gid, dir_fd=stack[-1], follow_symlinks=False)
+                pending.append([name for name, is_dir in names if is_dir])
+            if pending[-1]:
+                stack.append(os.open(pending[-1].pop(), DIR_FLAGS, dir_fd=stack[-1]))
+            else:
+                pending.pop()
+                os.close(stack.pop())
+    finally:
+        for fd in stack:
+            os.close(fd)
 
 
 @contextmanager

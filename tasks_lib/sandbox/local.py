@@ -15,10 +15,16 @@ Without a working bwrap the command runs as a plain process in its own session (
 host filesystem, `/tmp`, the network and the runner's uid are shared; each result lists that in
 `unenforced`.
 
-In both modes util-linux `prlimit` sets address space (memory, per process), CPU time, file size,
-process count and core size, and `taskset` pins the command to whole cores. When the command
-ends (or times out) the process group, the session, every descendant seen while it ran and every
-process of the run's uid are killed; one still alive after that is counted in `survivors`.
+In both modes the whole process tree is limited by a cgroup of the run's own (`cgroups`: memory
+with no swap, process count, CPU quota), joined by a launcher before anything of the command runs;
+the private tmpfs folders are capped (`tmpfs_mb`, bwrap `--size`) and their pages count in the
+cgroup's memory. The kernel's out-of-memory kill in that cgroup ends the whole run, reported as
+`kill_reason: memory`. Where no cgroup can be made (no cgroup2 or v1 controller, a folder the
+runner may not write), each limit it would have held is named in `unenforced`. util-linux
+`prlimit` sets, per process, address space, CPU time, file size, process count and core size
+besides, and `taskset` pins the command to whole cores. When the command ends (or times out) the
+cgroup, the process group, the session, every descendant seen while it ran and every process of
+the run's uid are killed; one still alive after that is counted in `survivors`.
 """
 
 from __future__ import annotations
@@ -44,7 +50,9 @@ from tasks_lib.sandbox.base import (
     SandboxResult,
 )
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
+from tasks_lib.sandbox.cgroups import LAUNCHER_FAILED, RunCgroup, make_run_cgroup
 from tasks_lib.sandbox.errors import SandboxError, SandboxRequestError, SandboxUnavailable, SandboxUnsupported
+from tasks_lib.sandbox.fstree import remove_tree
 from tasks_lib.sandbox.hostview import host_view_args, is_visible, parent_dirs, under
 from tasks_lib.sandbox.identity import SETPRIV_CAPS, RunIdentity, lent_workspace, run_identity, setpriv_argv
 from tasks_lib.sandbox.procs import TreeWatcher, is_running, kill_tree
@@ -55,6 +63,8 @@ WORKSPACE_INSIDE = "/workspace"
 READER_JOIN_SECONDS = 5.0
 REAP_SECONDS = 2.0
 """How long killed processes get to disappear before they count as survivors."""
+POLL_SECONDS = 0.05
+"""How often a running command's cgroup is checked for an out-of-memory kill."""
 
 PROCESS_ONLY: dict[Guarantee, str] = {
     "private-tmp": "no bwrap: /tmp is the host's shared /tmp (TMPDIR is private)",
@@ -131,7 +141,9 @@ class LocalSandbox(Sandbox):
 
     def run(self, request: SandboxRequest) -> SandboxResult:
         request.validate_host_paths()
-        unenforced = self._unenforced(request)
+        limits = request.limits
+        cgroup = make_run_cgroup(limits.memory_mb << 20, limits.max_processes, limits.cpus)
+        unenforced = self._unenforced(request, cgroup)
         scratch = Path(tempfile.mkdtemp())  # neutral name: the command sees it as HOME
         try:
             identity = run_identity() if self._setpriv else None
@@ -146,19 +158,26 @@ class LocalSandbox(Sandbox):
                 bwrap_args = None
             env = {"PATH": DEFAULT_PATH, **request.env, "HOME": home, "TMPDIR": tmpdir}
             with lent_workspace(request.workspace, identity):
-                return self._execute(request, env, bwrap_args, workspace_path, unenforced, identity)
+                return self._execute(request, env, bwrap_args, workspace_path, unenforced, identity, cgroup)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)  # our own scratch; a leftover is only disk
+            cgroup.remove()  # a folder that would not go holds no live process of ours (killed) and is only a name
+            try:
+                remove_tree(scratch)  # by descriptor: the command may have left a tree too deep for shutil.rmtree
+            except OSError:
+                pass  # our own scratch; a leftover is only disk
 
     # ------------------------------------------------------------------ pieces
 
-    def _unenforced(self, request: SandboxRequest) -> list[str]:
+    def _unenforced(self, request: SandboxRequest, cgroup: RunCgroup) -> list[str]:
         limits = request.limits
-        notes = [f"{limits.memory_mb} MiB memory applies per process (RLIMIT_AS), not to the process tree"]
+        notes = list(cgroup.unenforced)
+        if "memory" not in cgroup.folders:
+            notes.append(f"{limits.memory_mb} MiB memory applies per process (RLIMIT_AS), not to the process tree")
+            notes.append(f"tmpfs_mb={limits.tmpfs_mb}: private tmpfs pages are not counted in any memory limit")
         cores = self._cores(limits)
-        if len(cores) != limits.cpus:
+        if len(cores) != limits.cpus and "cpu" not in cgroup.folders:
             notes.append(f"cpus={limits.cpus}: pinned to {len(cores)} whole core(s); a fractional quota is not enforced")
-        if os.geteuid() == 0 and not self._bwrap:
+        if os.geteuid() == 0 and not self._bwrap and "pids" not in cgroup.folders:
             notes.append("max_processes: RLIMIT_NPROC does not bind root")
         if limits.network == "loopback":
             notes.append("network=loopback: the host network is shared; egress beyond loopback is not blocked")
@@ -192,7 +211,7 @@ class LocalSandbox(Sandbox):
         if request.limits.network == "none":
             args.append("--unshare-net")
         made: set[str] = set()
-        args += host_view_args(SANDBOX_HOME, made)
+        args += host_view_args(SANDBOX_HOME, made, tmpfs_bytes=request.limits.tmpfs_mb << 20)
         args += ["--perms", "0755", "--dir", WORKSPACE_INSIDE, "--bind", workspace, WORKSPACE_INSIDE]
         for mount in request.mounts:
             if under(mount.inside, [WORKSPACE_INSIDE]):
@@ -208,7 +227,7 @@ class LocalSandbox(Sandbox):
                 continue  # nothing to hide, or outside the view already (a mount point would reveal its name)
             target = inside or text
             if hidden.is_dir() and not hidden.is_symlink():
-                args += ["--tmpfs", target]
+                args += ["--size", "4096", "--tmpfs", target, "--remount-ro", target]  # an empty, read-only mask
             else:
                 args += ["--ro-bind", "/dev/null", target]
         return [*args, "--remount-ro", "/", "--chdir", WORKSPACE_INSIDE]
@@ -245,9 +264,10 @@ class LocalSandbox(Sandbox):
         workspace_path: str,
         unenforced: list[str],
         identity: RunIdentity | None,
+        cgroup: RunCgroup,
     ) -> SandboxResult:
         limits = request.limits
-        argv = self._limit_prefix(limits)
+        argv = [*cgroup.enter_argv(), *self._limit_prefix(limits)]
         pass_fds: tuple[int, ...] = ()
         read_end = write_end = -1
         if bwrap_args is not None:
@@ -276,25 +296,27 @@ class LocalSandbox(Sandbox):
                 os.close(read_end)
         watcher = TreeWatcher(proc.pid).start() if bwrap_args is None else None
         readers = [drain_file(proc.stdout, stdout), drain_file(proc.stderr, stderr)]  # type: ignore[arg-type]
-        timed_out = False
         try:
-            proc.wait(timeout=limits.timeout_seconds)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            timed_out = self._wait(proc, started + limits.timeout_seconds, cgroup)
         finally:
             wall = time.monotonic() - started
             if watcher is not None:
                 watcher.stop()
+            cgroup.kill()
             kill_tree(proc.pid, watcher)  # leftovers of a finished command die with it too
             proc.wait()
-            survivors = self._reap(identity, watcher)
+            survivors = self._reap(identity, watcher, cgroup)
+        out_of_memory = not timed_out and cgroup.oom_kills() > 0
         for reader in readers:
             reader.join(READER_JOIN_SECONDS)
         if any(r.is_alive() for r in readers):
             unenforced.append("an escaped process kept an output pipe open; capture stopped early")
         code = proc.returncode
+        if code == LAUNCHER_FAILED and cgroup.folders and "cgroup.procs" in stderr.result().text:
+            raise SandboxError(f"local sandbox: the command could not join its cgroup ({', '.join(map(str, cgroup.distinct))}); "
+                               "it never started")
         signal_number = -code if code < 0 else None
-        killed = timed_out or signal_number is not None
+        killed = timed_out or out_of_memory or signal_number is not None
         return SandboxResult(
             provider=self.name,
             isolation="namespace" if bwrap_args is not None else "process",
@@ -305,15 +327,32 @@ class LocalSandbox(Sandbox):
             wall_seconds=round(wall, 6),
             timed_out=timed_out,
             killed=killed,
-            kill_reason="timeout" if timed_out else ("signal" if killed else None),
+            kill_reason="timeout" if timed_out else "memory" if out_of_memory else ("signal" if killed else None),
             workspace_path=workspace_path,
             unenforced=tuple(unenforced),
             survivors=survivors,
         )
 
     @staticmethod
-    def _reap(identity: RunIdentity | None, watcher: TreeWatcher | None) -> int:
-        """Kill every process of the run's uid; return how many of the run's processes are still alive.
+    def _wait(proc: subprocess.Popen[bytes], deadline: float, cgroup: RunCgroup) -> bool:
+        """Wait for the command until `deadline`; True when it timed out. An out-of-memory kill in the
+        run's cgroup ends the whole tree at once (cgroup v1 has no group kill of its own)."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            try:
+                proc.wait(timeout=min(POLL_SECONDS, left))
+                return False
+            except subprocess.TimeoutExpired:
+                if cgroup.oom_kills() > 0:
+                    cgroup.kill()
+                    proc.wait()
+                    return False
+
+    @staticmethod
+    def _reap(identity: RunIdentity | None, watcher: TreeWatcher | None, cgroup: RunCgroup) -> int:
+        """Kill every process of the run's uid and cgroup; return how many of the run's processes are still alive.
 
         Under bwrap the PID namespace ends with the command (the kernel kills what is left in it);
         a root runner's run also owns a uid of its own, so a process that escaped is found by uid.
@@ -326,7 +365,8 @@ class LocalSandbox(Sandbox):
                     pass
         deadline = time.monotonic() + REAP_SECONDS
         while True:
-            alive = set(identity.survivors()) if identity is not None else set()
+            cgroup.kill()
+            alive = (set(identity.survivors()) if identity is not None else set()) | cgroup.pids()
             if watcher is not None:
                 alive |= {pid for pid, start in watcher.seen.items() if is_running(pid, start)}
             if not alive or time.monotonic() > deadline:

@@ -1,0 +1,101 @@
+"""The local sandbox's cgroup per run (`tasks_lib.sandbox.cgroups`): limits that hold for the whole
+process tree, folders that go away after the run, and limits a machine cannot enforce named in the
+result instead of assumed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tasks_lib.sandbox import cgroups
+from tasks_lib.sandbox.base import SandboxLimits, SandboxRequest
+from tasks_lib.sandbox.cgroups import make_run_cgroup
+from tasks_lib.sandbox.local import LocalSandbox
+
+
+def _cgroups_here() -> bool:
+    probe = make_run_cgroup(64 << 20, 16, 1.0)
+    try:
+        return {"memory", "pids", "cpu"} <= set(probe.folders)
+    finally:
+        probe.remove()
+
+
+needs_cgroups = pytest.mark.skipif(not _cgroups_here(), reason="no writable cgroup with memory, pids and cpu controllers here")
+TWO_CHILDREN = """
+import os, time
+for _ in range(2):
+    if os.fork() == 0:
+        block = bytearray(b"\\x01") * (160 << 20)
+        time.sleep(30)
+        os._exit(0)
+time.sleep(30)
+print("both held")
+"""
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    folder.chmod(0o755)
+    return folder
+
+
+@needs_cgroups
+def test_two_processes_each_under_the_limit_but_together_over_it_are_killed_for_memory(workspace: Path) -> None:
+    """Regression: RLIMIT_AS bound each process alone, so a tree of processes each under the limit held more than it."""
+    limits = SandboxLimits(memory_mb=256, timeout_seconds=25)
+    result = LocalSandbox().run(SandboxRequest(argv=("python3", "-c", TWO_CHILDREN), workspace=workspace, limits=limits))
+    assert result.killed and result.kill_reason == "memory" and not result.timed_out, result
+    assert "both held" not in result.stdout.text
+    assert not any("RLIMIT_AS" in note for note in result.unenforced)
+
+
+@needs_cgroups
+def test_a_run_leaves_no_cgroup_folder_behind() -> None:
+    """A run's cgroup folders are removed with it, even with a process still inside when it ends."""
+    run = make_run_cgroup(64 << 20, 16, 0.5)
+    pid = os.fork()
+    if pid == 0:
+        with open(run.distinct[0] / "cgroup.procs", "w") as handle:
+            handle.write("0")
+        os.execv("/bin/sleep", ["sleep", "30"])
+    try:
+        for _ in range(100):
+            if pid in run.pids():
+                break
+            os.sched_yield()
+        assert run.remove() is None
+        assert not any(folder.exists() for folder in run.distinct)
+    finally:
+        os.waitpid(pid, 0)
+
+
+def test_a_machine_without_cgroups_names_every_tree_limit_unenforced(workspace: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: a limit the machine could not enforce went unrecorded. Simulated host without cgroup
+    mounts (a mock: the mount table read is an empty file); the run still works and says what did not hold."""
+    empty = tmp_path / "mountinfo"
+    empty.write_text("")
+    monkeypatch.setattr(cgroups, "MOUNTINFO", empty)
+    result = LocalSandbox().run(SandboxRequest(argv=("true",), workspace=workspace, limits=SandboxLimits(cpus=0.5, timeout_seconds=20)))
+    assert result.ok
+    notes = " | ".join(result.unenforced)
+    for words in ("memory limit of the whole process tree", "process limit of the whole process tree", "CPU quota",
+                  "per process (RLIMIT_AS)", "tmpfs pages are not counted"):
+        assert words in notes, notes
+
+
+@needs_cgroups
+def test_pages_written_to_the_private_tmp_count_against_the_attempt_memory(workspace: Path) -> None:
+    """Regression: /tmp was a tmpfs of host RAM counted in no limit; with a tmpfs cap above the memory
+    limit, writing past the memory limit into /tmp must end the run for memory, not take host memory."""
+    limits = SandboxLimits(memory_mb=128, tmpfs_mb=1024, timeout_seconds=25)
+    script = ("f = open('/tmp/fill', 'wb', buffering=0)\nfor _ in range(400):\n    f.write(b'x' * (1 << 20))\n"
+              "print('wrote 400 MiB')\n")
+    result = LocalSandbox().run(SandboxRequest(argv=("python3", "-c", script), workspace=workspace, limits=limits))
+    assert result.killed and result.kill_reason == "memory", result
+    assert "wrote 400 MiB" not in result.stdout.text

@@ -124,10 +124,11 @@ class DeliveryReceipt(Document):
     """Ids the runner planted for this attempt, as the witness serves them (empty when a provisioner assigns its own)."""
     planted_text_sha256: tuple[Sha256, ...] = ()
     """SHA-256 of the texts of the task's memories, for matching a system that assigns its own ids."""
-    recalls: tuple[ServedRecall, ...] = Field(default=(), max_length=MAX_RECALLS)
-    """Every recall answered, in order (at most MAX_RECALLS)."""
-    refused: tuple[str, ...] = Field(default=(), max_length=MAX_REFUSED_NOTED)
-    """The first MAX_REFUSED_NOTED requests refused (another realm, a write, over a bound), one line each."""
+    recalls: tuple[ServedRecall, ...] = ()
+    """Every recall answered, in order (the witness answers at most MAX_RECALLS)."""
+    refused: tuple[str, ...] = ()
+    """The first MAX_REFUSED_NOTED requests refused (another realm, a write, over a bound), one line each
+    (receipts written before the bound hold every refusal)."""
     refused_count: int = Field(default=0, ge=0)
     """Every request refused, noted or not."""
     connections_refused: int = Field(default=0, ge=0)

@@ -59,9 +59,11 @@ MESSAGE_STDERR_CHARS = 2000
 """How much of the stderr tail an error message quotes (the error object keeps the whole tail)."""
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 """An environment variable's name."""
-BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
-"""The runner's variables every provisioner inherits (where programs, the interpreter's packages and temp
-files are); the rest (API keys, cloud credentials, the runner's own settings) only when named in `pass_env`."""
+BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
+            "MEMTRIAL_MCP_MEMORY_SERVER")
+"""The runner's variables every provisioner inherits (where programs, the interpreter's packages, temp files
+and the bundled mcp-memory server are); the rest (API keys, cloud credentials, the runner's other settings)
+only when named in `pass_env`."""
 
 Verb = Literal["restore", "snapshot", "destroy"]
 Lane = Literal["fulltext", "semantic", "graph"]

@@ -36,6 +36,7 @@ from tasks_lib.corpus.packs import CorpusPack, publish_corpus_pack
 from tasks_lib.corpus.prepare import fixture_tree_oid
 from tasks_lib.corpus.tasks import CorpusCheckReport, LoadedTask, committed_folders, load_tasks, uncommitted_folders
 from tasks_lib.errors import MemtrialError
+from tasks_lib.memory.realms import ensure_run_secret
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.provenance import run_provenance, write_provenance
 from tasks_lib.runconfig import RUN_CONFIG_JSON, AgentSpec, ArmSpec, RunConfig
@@ -189,6 +190,7 @@ def fan_out_arms(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_
     `paid_arms`), then its records table. Returns (records, arms from cache, records key). Call inside a flow."""
     progress = reporter()
     stage = arm_stage(agent)
+    ensure_run_secret(stages.artifact_store(artifact_root), run_id)  # before the fan-out: every arm reads this one
     specs = arm_specs(config, agent, tasks, run_id=run_id, artifact_root=artifact_root)
     progress.start(stage, len(specs))
     sealed = stages.read_sealed_matrix(storage, specs)

@@ -37,6 +37,7 @@ from tasks_lib.contracts import ContractModel
 from tasks_lib.corpus.build import resolve_commit
 from tasks_lib.corpus.packs import publish_corpus_pack
 from tasks_lib.corpus.tasks import committed_folders, load_task, uncommitted_folders
+from tasks_lib.memory.realms import ensure_run_secret
 from tasks_lib.runconfig import RunConfig
 from tasks_lib.suites.writepath import ARMS, WritePathArm, WritePathError, WritePathResult, WritePathStep, load_sequence, run_step, summarize
 from tasks_lib.trees import sha256_bytes
@@ -128,6 +129,7 @@ def run_write_path(config: RunConfig, run_id: str, artifact_root: str) -> list[W
     storage = stages.result_storage(artifact_root, config.result_root)
     step = write_path_step.with_options(result_storage=storage)
     code = stages.code_digest(*STEP_CODE)
+    ensure_run_secret(stages.artifact_store(artifact_root), f"{run_id}-{SUITE}")  # before any step: all steps read this one
     results = []
     invariants = stages.check_invariants.with_options(result_storage=storage)
     for folder in folders:

@@ -605,7 +605,9 @@ class RunRecord(Document):
     injection_channel: str | None = None
     """The channel the transcript shows delivering (prompt-time retrieval, session start, ...)."""
     planted_ids: tuple[str, ...] = ()
-    """Memory ids planted for this attempt (forgotten by exact id afterwards)."""
+    """Memory ids planted for this attempt, under the ids the delivery witness serves them by (each
+    witness keys its own, see tasks_lib/memory/delivery/witness.py); the memory system's own ids when
+    no witness ran."""
     delivered_ids: tuple[str, ...] = ()
     """Planted memories the delivery witness served, by the ids it served them under."""
     served_ids: tuple[str, ...] = ()
@@ -618,6 +620,9 @@ class RunRecord(Document):
     """The delivery witness's receipt, relative to the artifact root (None in an arm without memory)."""
     delivery_nonce: str | None = Field(default=None, pattern=r"^[0-9a-f]{32}$")
     """The nonce the runner drew for the witness; the receipt carries the same value."""
+    witness_flooded: bool = False
+    """Whether the attempt's delivery witness turned connections or requests away (its receipt's `flooded`):
+    the agent flooded its own memory; the attempt is graded as usual and the report's delivery table says so."""
     audit_receipt: RelPath | None = None
     """Mutation-audit receipt, relative to the artifact root."""
     check_output: RelPath | None = None

@@ -29,7 +29,7 @@ from tasks_lib.contracts import MemorySpec
 from tasks_lib.memory.delivery.provenance import open_marker
 from tasks_lib.memory.env import MEMORY_OFF_ENV, REALM_ENV, STORE_ENV
 from tasks_lib.memory.planting import plant
-from tasks_lib.memory.realms import trial_realm
+from tasks_lib.memory.realms import new_run_secret, trial_realm
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.sandbox.session_confine import bwrap_for_sessions
 
@@ -59,7 +59,7 @@ def claude_binary() -> Path:
 def store(tmp_path: Path) -> tuple[Path, str, tuple[str, ...]]:
     """A reference memory store with one memory planted in this trial's realm."""
     path = tmp_path / "memory.sqlite"
-    realm = trial_realm("run-cc", "uploader-exit", "on", 0)
+    realm = trial_realm(new_run_secret(), "run-cc", "uploader-exit", "on", 0)
     with SqliteMemoryStore(path) as memory:
         memory.create_realm(realm)
         ids = plant(memory, realm, [MemorySpec(text=MEMORY, lane="keyword", kind="convention")])
@@ -268,7 +268,7 @@ def test_confined_session_cannot_see_runner_owned_paths_or_other_arms(claude_bin
     arm = tmp_path / "arm"
     arm.mkdir()
     db = arm / "memory.sqlite"  # beside the workspace, as arms.provision_memory puts it
-    realm = trial_realm("run-cc", "uploader-exit", "on", 0)
+    realm = trial_realm(new_run_secret(), "run-cc", "uploader-exit", "on", 0)
     with SqliteMemoryStore(db) as memory:
         memory.create_realm(realm)
         plant(memory, realm, [MemorySpec(text=MEMORY, lane="keyword", kind="convention")])

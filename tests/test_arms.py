@@ -47,6 +47,7 @@ from tasks_lib.arm.steps import (
     teardown_workspace,
 )
 from tasks_lib.artifacts import LocalStore
+from tasks_lib.contracts import RunRecord
 from tasks_lib.corpus.tasks import load_tasks, overlay
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV, REALM_ENV, SOCKET_ENV, STORE_ENV
@@ -55,8 +56,16 @@ from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = load_tasks(REPO / "corpora" / "tasks")
-PER_RUN = {"wall_seconds", "delivery_nonce"}
-"""Record fields that differ between two runs of the same attempt (time, and the witness's fresh nonce)."""
+PER_RUN = {"wall_seconds", "delivery_nonce", "planted_ids", "delivered_ids", "served_ids"}
+"""Record fields that differ between two runs of the same attempt (time, the witness's fresh nonce, and the
+ids it serves, keyed per witness); `same_ids_shape` compares the ids' counts and overlaps instead."""
+
+
+def same_ids_shape(a: RunRecord, b: RunRecord) -> bool:
+    """Whether two records planted, delivered and served as many ids, the delivered ones among the planted."""
+    def shape(r: RunRecord) -> tuple[int, int, int, bool]:
+        return len(r.planted_ids), len(r.delivered_ids), len(r.served_ids), set(r.delivered_ids) <= set(r.planted_ids)
+    return shape(a) == shape(b)
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
 # One task of each behaviour: convention (memory decides success), deducible (memory only saves
 # tokens), tare (memory costs a little), stale-trap (the correction must win).
@@ -332,7 +341,7 @@ def test_stages_called_one_by_one_give_the_composed_record(tmp_path: Path) -> No
                             check=check, agent_name="calibration", store=store)
     teardown_workspace(workspace)
     assert not workspace.root.exists()
-    assert record.model_dump(exclude=PER_RUN) == composed.model_dump(exclude=PER_RUN)
+    assert record.model_dump(exclude=PER_RUN) == composed.model_dump(exclude=PER_RUN) and same_ids_shape(record, composed)
     assert store.exists(record.transcript or "") and store.exists(record.audit_receipt or "")
 
 
@@ -353,7 +362,7 @@ def test_a_step_wrapper_sees_every_step_once_in_order_and_changes_no_record(tmp_
 
     wrapped = run_attempt(attempt, ArmSetup(**{**vars(setup), "store": LocalStore(tmp_path / "wrapped")}), wrap=wrap)
     assert tuple(seen) == STEP_NAMES
-    assert wrapped.model_dump(exclude=PER_RUN) == direct.model_dump(exclude=PER_RUN)
+    assert wrapped.model_dump(exclude=PER_RUN) == direct.model_dump(exclude=PER_RUN) and same_ids_shape(wrapped, direct)
 
 
 def test_a_failing_wrapped_step_still_forgets_the_memories_and_removes_the_scratch_root(tmp_path: Path) -> None:

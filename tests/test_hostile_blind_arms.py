@@ -25,7 +25,7 @@ from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.memory import env as memory_env_names
 from tasks_lib.memory.delivery.notes import NOTES_PATHS
 from tasks_lib.memory.delivery.provenance import find_provenance, wrap_block
-from tasks_lib.memory.realms import trial_realm
+from tasks_lib.memory.realms import new_run_secret, trial_realm
 from tasks_lib.sandbox.local import LocalSandbox
 
 GIVEAWAYS = re.compile(r"memtrial|benchmark|harness|trial|condition|ablat|calibration|\boff\b|\bon\b|logship", re.I)
@@ -35,7 +35,7 @@ GIVEAWAYS = re.compile(r"memtrial|benchmark|harness|trial|condition|ablat|calibr
 @pytest.mark.parametrize("condition", ["off", "on", "ablate:all", "ablate:keyword", "notes", "placebo", "harm:superseded", "harm:adjacent"])
 def test_the_realm_an_agent_may_see_names_no_arm(condition: str) -> None:
     """Regression: `trial:<run>.<task>.<condition>.t0` handed the agent its condition and task id."""
-    realm = trial_realm("paired-20261203-101010-abc123", "logship-partial-exit", condition, 2)
+    realm = trial_realm(new_run_secret(), "paired-20261203-101010-abc123", "logship-partial-exit", condition, 2)
     assert not GIVEAWAYS.search(realm), realm
 
 

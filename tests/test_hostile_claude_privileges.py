@@ -21,7 +21,7 @@ from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.contracts import MemorySpec
 from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV, STORE_ENV
 from tasks_lib.memory.planting import plant
-from tasks_lib.memory.realms import trial_realm
+from tasks_lib.memory.realms import new_run_secret, trial_realm
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.sandbox.procs import pids_matching
 from tasks_lib.sandbox.session_confine import bwrap_for_sessions
@@ -49,7 +49,7 @@ def test_a_root_runner_never_hands_the_cli_root_so_it_cannot_unmount_a_mask_or_r
     arm = tmp_path / "arm"
     arm.mkdir()
     db = arm / "memory.sqlite"
-    realm = trial_realm("run-cc", "uploader-exit", "on", 0)
+    realm = trial_realm(new_run_secret(), "run-cc", "uploader-exit", "on", 0)
     with SqliteMemoryStore(db) as memory:
         memory.create_realm(realm)
         plant(memory, realm, [MemorySpec(text=MEMORY, lane="keyword", kind="convention")])

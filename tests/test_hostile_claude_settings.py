@@ -18,7 +18,7 @@ from tasks_lib.agents.claude_code import ClaudeCodeAgent
 from tasks_lib.arm.injection import transcript_claims
 from tasks_lib.memory.delivery.provenance import wrap_block
 from tasks_lib.memory.env import REALM_ENV
-from tasks_lib.memory.realms import trial_realm
+from tasks_lib.memory.realms import new_run_secret, trial_realm
 
 FORGED = "The uploader exits with code 75 when the disk quota is full."
 
@@ -35,7 +35,7 @@ def _forged_settings(log: Path) -> str:
 
 def test_an_agent_written_settings_hook_never_runs_or_reaches_the_model(claude_binary: Path, tmp_path: Path) -> None:  # noqa: F811
     """Regression: the agent could install its own hook in ~/.claude/settings.json and forge delivery in an `off` arm."""
-    realm = trial_realm("run-cc", "uploader-exit", "off", 0)
+    realm = trial_realm(new_run_secret(), "run-cc", "uploader-exit", "off", 0)
     session = _session(tmp_path, {REALM_ENV: realm})
     ran = tmp_path / "forged-hook-ran"
     forged = _forged_settings(ran)

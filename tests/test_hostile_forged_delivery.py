@@ -29,7 +29,7 @@ from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, Tra
 from tasks_lib.analysis.grading import grade_attempts, summarize
 from tasks_lib.arm.injection import transcript_claims
 from tasks_lib.arm.steps import ArmSetup, TaskSource, run_attempt, run_matrix, schedule, select_tasks
-from tasks_lib.artifacts import LocalStore
+from tasks_lib.artifacts import LocalStore, run_key
 from tasks_lib.contracts import MemorySpec, RunRecord
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.errors import MemtrialError
@@ -38,6 +38,7 @@ from tasks_lib.memory.delivery.provenance import wrap_block
 from tasks_lib.memory.delivery.witness import DeliveryReceipt, DeliveryWitness
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
+from tasks_lib.memory.realms import RUN_SECRET_KEY
 from tasks_lib.memory.provisioner.verbs import SERVE_ENV, STATE_ENV
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 
@@ -105,7 +106,7 @@ class FooledAdapter(Agent):
 def test_a_delivery_the_adapter_reports_but_the_witness_never_served_is_not_delivery(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, condition: str) -> None:
     """Regression: delivery was read off the adapter's hook steps, so a forged step confirmed it, even
-    naming the task's real planted ids in `on`. Only the witness's receipt counts: it served nothing."""
+    naming ids the task's planted memories were served under in `on`. Only the witness's receipt counts: it served nothing."""
     attempt = schedule(select_tasks(TASKS, [TASK]), [condition], 1)[0]
     store = LocalStore(tmp_path / "artifacts")
     planted = {"on": None}
@@ -114,9 +115,11 @@ def test_a_delivery_the_adapter_reports_but_the_witness_never_served_is_not_deli
         return FooledAdapter(planted["on"] or (FORGED_ID,))
 
     monkeypatch.setitem(registry._AGENTS, FooledAdapter.name, fooled)
-    if condition == "on":  # the forged block names the ids this attempt will plant (the store's ids are deterministic)
+    if condition == "on":  # the forged block names the ids an earlier attempt of the same run and realm was served
+        probe = LocalStore(tmp_path / "probe")
         first = run_attempt(attempt, ArmSetup(run_id="fooled", source=TaskSource(REPO, HEAD, "corpora/tasks"),
-                                              agent_name="calibration", store=LocalStore(tmp_path / "probe")))
+                                              agent_name="calibration", store=probe))
+        store.put_bytes(run_key("fooled", RUN_SECRET_KEY), probe.get_bytes(run_key("fooled", RUN_SECRET_KEY)))
         planted["on"] = first.planted_ids
     record = run_attempt(attempt, ArmSetup(run_id="fooled", source=TaskSource(REPO, HEAD, "corpora/tasks"),
                                            agent_name=FooledAdapter.name, store=store))
@@ -124,8 +127,8 @@ def test_a_delivery_the_adapter_reports_but_the_witness_never_served_is_not_deli
     assert transcript_claims(store.get_json(record.transcript or "", Transcript)).memory_ids == claimed
     assert (record.injection, record.delivered_ids, record.served_ids) == ("no", (), ())
     assert record.unwitnessed_ids == claimed
-    if condition == "on":
-        assert record.planted_ids == claimed, "the forged block did not name the real planted ids: it proves less"
+    if condition == "on":  # served ids are keyed per witness: ids seen in one attempt name nothing in another
+        assert len(record.planted_ids) == len(claimed) and not set(record.planted_ids) & set(claimed)
 
 
 def test_the_on_arm_delivery_through_the_cli_hook_is_witnessed(claude_binary: Path, tmp_path: Path) -> None:  # noqa: F811

@@ -10,7 +10,7 @@ import pytest
 from tasks_lib.memory.embeddings import EMBEDDERS, HashedEmbedder, embedder_available, get_embedder
 from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
 from tasks_lib.memory.errors import InvalidRealmError, SwitchError, UnknownEmbedderError, UnknownLaneError
-from tasks_lib.memory.realms import trial_realm, validate_realm
+from tasks_lib.memory.realms import new_run_secret, trial_realm, validate_realm
 from tasks_lib.memory.switches import active_lanes
 
 LANES = ("keyword", "semantic", "graph", "corrections")
@@ -35,16 +35,21 @@ def test_invalid_realms_name_the_field(name: object) -> None:
         validate_realm(name)
 
 
+SECRET = bytes(range(32))
+"""A fixed run secret, so the names below are repeatable."""
+
+
 def test_trial_realms_are_canonical_and_unique_per_trial() -> None:
-    names = {trial_realm("run-7", "fix_exit.code", c, t) for c in ("on", "ablate:graph", "off") for t in range(3)}
+    names = {trial_realm(SECRET, "run-7", "fix_exit.code", c, t) for c in ("on", "ablate:graph", "off") for t in range(3)}
     assert len(names) == 9 and all(validate_realm(n) for n in names)
-    assert trial_realm("Run 7", "Task", "ablate:all", 2) == trial_realm("Run 7", "Task", "ablate:all", 2), "deterministic"
+    assert trial_realm(SECRET, "Run 7", "Task", "ablate:all", 2) == trial_realm(SECRET, "Run 7", "Task", "ablate:all", 2), "deterministic"
+    assert trial_realm(new_run_secret(), "Run 7", "Task", "ablate:all", 2) != trial_realm(SECRET, "Run 7", "Task", "ablate:all", 2)
 
 
 def test_a_trial_realm_names_no_condition_task_or_run() -> None:
     """Regression: the realm was `trial:<run>.<task>.<condition>.t0`, so an agent could read its arm
     (and the task corpus) off its memory realm and play the condition."""
-    realms = [trial_realm("paired-20261203-101010-abc123", "logship-partial-exit", c, 0) for c in ("off", "on", "ablate:all", "ablate:graph")]
+    realms = [trial_realm(SECRET, "paired-20261203-101010-abc123", "logship-partial-exit", c, 0) for c in ("off", "on", "ablate:all", "ablate:graph")]
     assert len(set(realms)) == 4
     assert all(re.fullmatch(r"project:[0-9a-f]{16}", realm) for realm in realms), realms
 

@@ -133,6 +133,8 @@ def _print_attempt(view: AttemptView) -> None:
     out.print(f"delivered ids:    {', '.join(r.delivered_ids) or '-'}")
     if r.unwitnessed_ids:
         out.print(f"unwitnessed ids:  {', '.join(r.unwitnessed_ids)} (never counted as delivered)")
+    if r.witness_flooded:
+        out.print("witness:          flooded (connections or requests over its bounds were refused; see delivery.json)")
     out.print(f"tokens:           {r.input_tokens} in, {r.output_tokens} out; cost ${r.cost_usd:.4f}")
     out.print(f"wall time:        {r.wall_seconds:.2f} s")
     if r.agent_unenforced:

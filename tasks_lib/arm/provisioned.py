@@ -118,7 +118,7 @@ def restore_arm(spec: ProvisionerSpec, task_id: str, specs: Sequence[MemorySpec]
     """
     folder = root / FIXTURE_DIR
     artifacts = write_artifact(specs, realm, folder)
-    provisioner = make_provisioner(spec.argv, folder, env=spec.env, timeout_seconds=spec.timeout_seconds)
+    provisioner = make_provisioner(spec.argv, folder, env=spec.env, pass_env=spec.pass_env, timeout_seconds=spec.timeout_seconds)
     restored = restore_sync(provisioner, task_id, artifacts, run_identity(realm))
     try:
         shown = snapshot_sync(provisioner, restored.project, presence_probes(specs))
@@ -157,7 +157,7 @@ def restore_feed(spec: ProvisionerSpec, task_id: str, sessions: Sequence[tuple[s
     Raises ProvisionerError subclasses and ProvisionedArmError for a project that is not live."""
     folder = root / FIXTURE_DIR
     artifacts = write_feed_evidence(sessions, realm, folder)
-    provisioner = make_provisioner(spec.argv, folder, env=spec.env, timeout_seconds=spec.timeout_seconds)
+    provisioner = make_provisioner(spec.argv, folder, env=spec.env, pass_env=spec.pass_env, timeout_seconds=spec.timeout_seconds)
     restored = restore_sync(provisioner, task_id, artifacts, run_identity(realm))
     try:
         shown = snapshot_sync(provisioner, restored.project, ())

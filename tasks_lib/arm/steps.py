@@ -80,7 +80,7 @@ from tasks_lib.memory.delivery.witness import DeliveryWitness, ServedSystem
 from tasks_lib.memory.env import HISTORY_ENV, REALM_ENV, SOCKET_ENV, STORE_ENV, STORE_PATHS
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
-from tasks_lib.memory.realms import trial_realm
+from tasks_lib.memory.realms import ensure_run_secret, new_run_secret, trial_realm
 from tasks_lib.memory.reference.replica import strip_lanes
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.provenance import run_provenance, write_provenance
@@ -139,7 +139,7 @@ class ArmSetup:
     """What every attempt of one run shares: the run, the fixtures' source, the agent, the memory side, the store."""
 
     run_id: str
-    """Run the attempts belong to (artifacts under runs/<run_id>/; trial realms derive from it)."""
+    """Run the attempts belong to (artifacts under runs/<run_id>/; trial realms derive from it under its secret)."""
     source: TaskSource
     """Repository, commit and tasks folder the fixtures are built from."""
     agent_name: str
@@ -293,7 +293,7 @@ def materialize_workspace(
 
 
 def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = "hashed",
-                     provisioner: ProvisionerSpec | None = None) -> ProvisionedMemory:
+                     provisioner: ProvisionerSpec | None = None, *, secret: bytes | None = None) -> ProvisionedMemory:
     """Stage 2: plant the task's memories in a fresh store under `root`, in the trial's realm, or
     have `provisioner` restore them (see `provisioned_arm`), and put the runner's delivery witness
     (`tasks_lib.memory.delivery.witness`) in front of them: the agent and its hooks get the
@@ -314,20 +314,23 @@ def provision_memory(attempt: Attempt, run_id: str, root: Path, embedder: str = 
     from every recall (the one enforcement a served system needs). Pair with `release_memory` in a
     finally.
 
-    The result carries the arm's memory config digest (`arm_memory_config_digest`), which its record
-    puts in the comparability key.
+    The realm is keyed by `secret`, the run's realm secret (`ensure_run_secret`; `run_attempt` passes
+    it); without one a fresh secret is drawn, for a lone attempt outside a run (its realm then cannot
+    be repeated). The result carries the arm's memory config digest (`arm_memory_config_digest`), which
+    its record puts in the comparability key.
 
     Raises ArmsError when a provisioner exports neither a socket nor a store file (delivery could not
     be witnessed), and MemoryServerError when the witness cannot listen.
     """
     config = arm_memory_config_digest(attempt.condition, embedder, provisioner.argv if provisioner else (),
                                       provisioner.env if provisioner else None)
-    return replace(_provision(attempt, run_id, root, embedder, provisioner), config_digest=config)
+    realm = trial_realm(new_run_secret() if secret is None else secret, run_id, attempt.task.task_id, attempt.condition,
+                        attempt.trial)
+    return replace(_provision(attempt, realm, root, embedder, provisioner), config_digest=config)
 
 
-def _provision(attempt: Attempt, run_id: str, root: Path, embedder: str, provisioner: ProvisionerSpec | None) -> ProvisionedMemory:
-    """`provision_memory` without the config digest."""
-    realm = trial_realm(run_id, attempt.task.task_id, attempt.condition, attempt.trial)
+def _provision(attempt: Attempt, realm: str, root: Path, embedder: str, provisioner: ProvisionerSpec | None) -> ProvisionedMemory:
+    """`provision_memory` in `realm`, without the config digest."""
     build = REFERENCE_BUILD if provisioner is None else "provisioner: " + " ".join(provisioner.argv)
     try:
         spec, memories = spec_of(attempt.condition), planted_memories(attempt.task.manifest, attempt.condition)
@@ -633,8 +636,8 @@ def record_attempt(
     outcome, infra, reason = _grade(run, receipt, check)
     if memory.violations and not infra:
         outcome, reason = "fail", "; ".join(memory.violations)
-    planted = memory.planted_ids
     delivery = memory.witness.close() if memory.witness is not None else None
+    planted = delivery.planted_ids if delivery is not None and delivery.planted_ids else memory.planted_ids  # as served
     injection = confirm_delivery(delivery, run.transcript)
     transcript_key = run_key(run_id, *prefix, "transcript.json")
     receipt_key = run_key(run_id, *prefix, "audit.json")
@@ -675,6 +678,7 @@ def record_attempt(
         unwitnessed_ids=injection.unwitnessed_ids,
         delivery_receipt=delivery_key,
         delivery_nonce=delivery.nonce if delivery is not None else None,
+        witness_flooded=delivery.flooded if delivery is not None else False,
         audit_receipt=receipt_key,
         check_output=check_key,
         check_sandbox=check.sandboxed.sandbox if check.sandboxed is not None else None,
@@ -772,7 +776,7 @@ def run_attempt(attempt: Attempt, setup: ArmSetup, *, templates: WorkspaceTempla
     stage["workspace"] = workspace
     try:
         memory = wrap("provision-memory", provision_memory)(attempt, setup.run_id, workspace.root, setup.embedder,
-                                                            setup.provisioner)
+                                                            setup.provisioner, secret=ensure_run_secret(setup.store, setup.run_id))
         stage["memory"] = memory
         try:
             run = wrap("run-agent", guarded("run-agent", run_agent, AGENT_STEP_ERRORS))(
@@ -897,6 +901,7 @@ def run_matrix(
         raise ArmsError(f"workers: must be at least 1, got {workers}")
     setup = ArmSetup(run_id=run_id, source=TaskSource(repo_root, commit, tasks_subdir), agent_name=agent_name, store=store,
                      agent_options=dict(agent_options or {}), embedder=embedder, sandbox=sandbox, provisioner=provisioner)
+    ensure_run_secret(store, run_id)  # drawn once, before any attempt, so concurrent attempts share it
     with tempfile.TemporaryDirectory(prefix="memtrial-templates-") as cache:
         templates = WorkspaceTemplates(Path(cache))
 

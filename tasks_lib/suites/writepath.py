@@ -46,12 +46,13 @@ from tasks_lib.arm.steps import (
     run_agent,
     teardown_workspace,
 )
+from tasks_lib.artifacts import ArtifactStore
 from tasks_lib.contracts import ContractModel, Document, Identifier, RunRecord, Turn, load_document
 from tasks_lib.corpus.tasks import LoadedTask, load_task
 from tasks_lib.errors import ContractError, MemtrialError
 from tasks_lib.memory.adapter import MAX_TEXT_BYTES
 from tasks_lib.memory.delivery.witness import DeliveryWitness
-from tasks_lib.memory.realms import trial_realm
+from tasks_lib.memory.realms import ensure_run_secret, trial_realm
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 SEQUENCE_NAME = "sequence.json"
@@ -191,9 +192,10 @@ def feedback_turn(check: CheckOutcome) -> Turn | None:
 # --------------------------------------------------------------------------- one step
 
 
-def sequence_realm(run_id: str, sequence_id: str) -> str:
-    """The realm the sequence's memory lives in, the same for every step (derived like a trial realm)."""
-    return trial_realm(run_id, sequence_id, "feed", 0)
+def sequence_realm(store: ArtifactStore, run_id: str, sequence_id: str) -> str:
+    """The realm the sequence's memory lives in, the same for every step (derived like a trial realm,
+    under the run's secret)."""
+    return trial_realm(ensure_run_secret(store, run_id), run_id, sequence_id, "feed", 0)
 
 
 def learned_memory(attempt: Attempt, realm: str, root: Path, previous: bytes | None, embedder: str) -> ProvisionedMemory:
@@ -233,7 +235,7 @@ def run_step(sequence_id: str, task: LoadedTask, arm: WritePathArm, position: in
     attempt = Attempt(task, arm, 0, position)
     workspace = materialize_workspace(attempt, setup.source)
     try:
-        realm = sequence_realm(setup.run_id, sequence_id)
+        realm = sequence_realm(setup.store, setup.run_id, sequence_id)
         memory = learned_memory(attempt, realm, workspace.root, previous, setup.embedder)
         try:
             run = run_agent(attempt, workspace, memory, setup.agent_name, agent_options=setup.agent_options, sandbox=setup.sandbox)

@@ -13,6 +13,19 @@ mounted. The witness:
   served system with no replica to strip can run a lane ablation too; its ping shows the system's
   full lanes and only the trial's realm, the same in every arm with memory;
 - refuses `remember` and `forget`;
+- serves every hit blind (`blind_hit`): its text, the speaker, timestamp and session it was stored
+  with, and nothing the memory system or the planting knows about it: the id is an HMAC of the
+  system's id under a key drawn per witness (a reference id hashes the kind, so it could be searched
+  back), the kind is always `fact` (`superseded` is planting metadata the runner keeps; no arm serves
+  it), the lanes are empty and the score is the rank's (1, 1/2, 1/3, ...), so `on`, `placebo` and
+  every `harm:*` arm serve memories of one form, whatever their planted state;
+- is bounded against flooding: at most MAX_CONNECTIONS connections at once (a further one is closed
+  at once and counted), MAX_REQUESTS_PER_SECOND requests a second with a burst of REQUEST_BURST (a
+  request over the rate is answered with an error, counted and its connection closed), at most
+  MAX_RECALLS recalls answered per attempt, and refusals counted, only the first MAX_REFUSED_NOTED
+  kept as lines; so the runner's threads and the receipt's size stay bounded whatever the agent does,
+  and the receipt says `flooded` when any bound turned something away (the attempt stays gradable:
+  a flood only denies the attempt's own agent its memory);
 - notes every recall it answered (realm, lanes searched, ids and SHA-256 of each served text) in
   memory, never in a file the agent could reach, and `close` returns them as a `DeliveryReceipt`
   stamped with a nonce the runner drew and no agent-visible name carries.
@@ -24,6 +37,7 @@ leak or a forgery, never a delivery (`tasks_lib.arm.injection`).
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import secrets
 import threading
@@ -48,6 +62,29 @@ SERVED_LABEL = "memory"
 NONCE_PATTERN = r"^[0-9a-f]{32}$"
 SHUTDOWN_POLL_SECONDS = 0.005
 """How often the serving loop checks for `close`: `close` waits up to this long (every attempt with memory pays it)."""
+BLIND_KIND = "fact"
+"""The kind of every memory the witness serves, whatever the memory system or the planting says."""
+MAX_CONNECTIONS = 4
+"""Most connections the witness serves at once (each is a runner thread); a further one is closed and counted."""
+MAX_REQUESTS_PER_SECOND = 20.0
+"""Sustained request rate the witness answers (a hook asks once per prompt)."""
+REQUEST_BURST = 40
+"""Requests the witness answers back to back before the rate applies."""
+MAX_RECALLS = 500
+"""Most recalls the witness answers in one attempt; a further one is refused and counted."""
+MAX_REFUSED_NOTED = 20
+"""Refusals kept as lines in the receipt; the rest are only counted."""
+
+
+def served_id(key: bytes, memory_id: str) -> str:
+    """The id the witness serves for the memory system's `memory_id`: 16 hex of an HMAC-SHA256 under `key`."""
+    return hmac.new(key, memory_id.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:16]
+
+
+def blind_hit(hit: MemoryHit, rank: int, key: bytes) -> MemoryHit:
+    """`hit` as the witness serves it at 0-based `rank`: the same form in every arm (see the module doc)."""
+    return MemoryHit(id=served_id(key, hit.id), text=hit.text, score=round(1.0 / (rank + 1), 6), lanes=(), kind=BLIND_KIND,
+                     speaker=hit.speaker, timestamp=hit.timestamp, session=hit.session)
 
 
 def text_digest(text: str) -> str:
@@ -84,13 +121,25 @@ class DeliveryReceipt(Document):
     ablated_lanes: tuple[str, ...] = ()
     """Lanes dropped from every recall."""
     planted_ids: tuple[str, ...] = ()
-    """Ids the runner planted for this attempt (empty when a provisioner assigns its own)."""
+    """Ids the runner planted for this attempt, as the witness serves them (empty when a provisioner assigns its own)."""
     planted_text_sha256: tuple[Sha256, ...] = ()
     """SHA-256 of the texts of the task's memories, for matching a system that assigns its own ids."""
     recalls: tuple[ServedRecall, ...] = ()
-    """Every recall answered, in order."""
+    """Every recall answered, in order (the witness answers at most MAX_RECALLS)."""
     refused: tuple[str, ...] = ()
-    """Requests refused (another realm, a write), one line each."""
+    """The first MAX_REFUSED_NOTED requests refused (another realm, a write, over a bound), one line each
+    (receipts written before the bound hold every refusal)."""
+    refused_count: int = Field(default=0, ge=0)
+    """Every request refused, noted or not."""
+    connections_refused: int = Field(default=0, ge=0)
+    """Connections closed unserved because MAX_CONNECTIONS were open."""
+    rate_limited: int = Field(default=0, ge=0)
+    """Requests refused for coming faster than MAX_REQUESTS_PER_SECOND (after a burst of REQUEST_BURST)."""
+    recalls_over_budget: int = Field(default=0, ge=0)
+    """Recalls refused because MAX_RECALLS had been answered."""
+    flooded: bool = False
+    """Whether any bound turned a connection or request away; the attempt stays gradable, its agent only
+    denied itself memory (the record's `witness_flooded` and the report's delivery table say so)."""
 
     def served_ids(self) -> tuple[str, ...]:
         """Every id served, first-seen order."""
@@ -123,14 +172,76 @@ class ServedSystem:
 
 
 class _WitnessServer(MemoryServer):
-    """The protocol with the witness's rules: one realm, ablated lanes dropped, read-only, recalls noted."""
+    """The protocol with the witness's rules: one realm, ablated lanes dropped, read-only, hits blind,
+    bounded, recalls noted."""
 
     def __init__(self, socket_path: Path, store: Any, realm: str, ablated: frozenset[str]) -> None:
         super().__init__(socket_path, store, None, True, SERVED_LABEL)
         self.realm = realm
         self.ablated = ablated
+        self.id_key = secrets.token_bytes(32)
         self.recalls: list[ServedRecall] = []
         self.refused: list[str] = []
+        self.refused_count = self.connections_refused = self.rate_limited = self.recalls_over_budget = 0
+        self.open_connections = 0
+        self.tokens = float(REQUEST_BURST)
+        self.refilled = time.monotonic()
+        self.counters = threading.Lock()
+
+    def refuse(self, line: str) -> None:
+        """Count one refused request; keep its line while fewer than MAX_REFUSED_NOTED are kept (under `counters`)."""
+        self.refused_count += 1
+        if len(self.refused) < MAX_REFUSED_NOTED:
+            self.refused.append(line)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection on a thread of its own when fewer than MAX_CONNECTIONS are open, else close it."""
+        with self.counters:
+            if self.open_connections >= MAX_CONNECTIONS:
+                self.connections_refused += 1
+                admitted = False
+            else:
+                self.open_connections += 1
+                admitted = True
+        if not admitted:
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """Serve one admitted connection, then free its place."""
+        try:
+            super().process_request_thread(request, client_address)  # type: ignore[misc]
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self.counters:
+            self.open_connections -= 1
+
+    def _within_rate(self) -> bool:
+        """Take one request token (refilled at MAX_REQUESTS_PER_SECOND up to REQUEST_BURST); False when none is left."""
+        with self.counters:
+            now = time.monotonic()
+            self.tokens = min(float(REQUEST_BURST), self.tokens + (now - self.refilled) * MAX_REQUESTS_PER_SECOND)
+            self.refilled = now
+            if self.tokens < 1.0:
+                self.rate_limited += 1
+                self.refuse(f"request: more than {MAX_REQUESTS_PER_SECOND:g} a second")
+                return False
+            self.tokens -= 1.0
+            return True
+
+    def answer(self, line: bytes) -> tuple[protocol.Message, bool]:
+        """Answer one request line within the rate; a request over it gets an error and its connection is closed."""
+        if not self._within_rate():
+            return protocol.ErrorResponse(error=MemoryServerError.__name__,
+                                          message=f"request: more than {MAX_REQUESTS_PER_SECOND:g} requests a second; slow down"), False
+        return super().answer(line)
 
     def dispatch(self, request: protocol.Request, audit: dict[str, Any]) -> protocol.Message:
         """Answer under the witness's rules (see the module doc)."""
@@ -138,14 +249,22 @@ class _WitnessServer(MemoryServer):
         if isinstance(request, protocol.PingRequest):
             return protocol.PingResponse(pid=os.getpid(), store=SERVED_LABEL, lanes=lanes, realms=(self.realm,), read_only=True)
         if not isinstance(request, protocol.RecallRequest):
-            self.refused.append(f"{request.op}: this memory is read-only")
+            with self.counters:
+                self.refuse(f"{request.op}: this memory is read-only")
             raise MemoryServerError(f"{request.op}: this memory is read-only")
         if request.realm != self.realm:
-            self.refused.append(f"recall: realm {request.realm!r} is not served here")
-            raise MemoryServerError(f"realm: {request.realm!r} is not served here")
+            with self.counters:
+                self.refuse(f"recall: realm {request.realm[:100]!r} is not served here")
+            raise MemoryServerError(f"realm: {request.realm[:100]!r} is not served here")
+        if len(self.recalls) >= MAX_RECALLS:
+            with self.counters:
+                self.recalls_over_budget += 1
+                self.refuse(f"recall: more than {MAX_RECALLS} in one attempt")
+            raise MemoryServerError(f"recall: this memory answers at most {MAX_RECALLS} recalls; none is left")
         asked = lanes if request.lanes is None else tuple(request.lanes)
         searched = tuple(lane for lane in asked if lane not in self.ablated)
-        hits = tuple(self.store.recall(request.realm, request.query, request.k, lanes=list(searched))) if searched else ()
+        found = tuple(self.store.recall(request.realm, request.query, request.k, lanes=list(searched))) if searched else ()
+        hits = tuple(blind_hit(hit, rank, self.id_key) for rank, hit in enumerate(found))
         self.recalls.append(ServedRecall(realm=request.realm, lanes=searched, ids=tuple(h.id for h in hits),
                                          text_sha256=tuple(text_digest(h.text) for h in hits), at=round(time.time(), 3)))
         return protocol.RecallResponse(hits=hits)
@@ -204,18 +323,25 @@ class DeliveryWitness:
             return self._receipt
         recalls: tuple[ServedRecall, ...] = ()
         refused: tuple[str, ...] = ()
+        counts = {"refused_count": 0, "connections_refused": 0, "rate_limited": 0, "recalls_over_budget": 0}
+        planted_ids = self.planted_ids
         if self._server is not None:
+            server = self._server
             if self._thread is not None and self._thread.is_alive():
-                self._server.shutdown()  # waits for serve_forever: only a running loop may be asked
-            self._server.server_close()
-            with self._server.lock:
-                recalls, refused = tuple(self._server.recalls), tuple(self._server.refused)
+                server.shutdown()  # waits for serve_forever: only a running loop may be asked
+            server.server_close()
+            with server.lock, server.counters:
+                recalls, refused = tuple(server.recalls), tuple(server.refused)
+                counts = {name: getattr(server, name) for name in counts}
+            planted_ids = tuple(served_id(server.id_key, i) for i in self.planted_ids)
+        flooded = any(counts[name] for name in ("connections_refused", "rate_limited", "recalls_over_budget"))
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.socket_path.unlink(missing_ok=True)
         self.store.close()
         self._receipt = DeliveryReceipt(
             nonce=self.nonce, realm=self.realm, served_by=self.served_by, ablated_lanes=tuple(sorted(self.ablated)),
-            planted_ids=self.planted_ids, planted_text_sha256=self.planted_text_sha256, recalls=recalls, refused=refused,
+            planted_ids=planted_ids, planted_text_sha256=self.planted_text_sha256, recalls=recalls, refused=refused,
+            flooded=flooded, **counts,
         )
         return self._receipt

@@ -57,6 +57,13 @@ DEFAULT_OUTPUT_LIMIT_BYTES = 1024 * 1024
 DEFAULT_STDERR_TAIL_BYTES = 64 * 1024
 MESSAGE_STDERR_CHARS = 2000
 """How much of the stderr tail an error message quotes (the error object keeps the whole tail)."""
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+"""An environment variable's name."""
+BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
+            "MEMTRIAL_MCP_MEMORY_SERVER")
+"""The runner's variables every provisioner inherits (where programs, the interpreter's packages, temp files
+and the bundled mcp-memory server are); the rest (API keys, cloud credentials, the runner's other settings)
+only when named in `pass_env`."""
 
 Verb = Literal["restore", "snapshot", "destroy"]
 Lane = Literal["fulltext", "semantic", "graph"]
@@ -303,7 +310,9 @@ class ProvisionerConfig(ContractModel):
     stderr_tail_bytes: int = Field(default=DEFAULT_STDERR_TAIL_BYTES, ge=0)
     """How much of the end of stderr is kept for error messages."""
     env: dict[str, str] = {}
-    """Variables added to the inherited environment of the provisioner."""
+    """Variables the provisioner gets beside the BASE_ENV ones it inherits (nothing else of the runner's)."""
+    pass_env: tuple[EnvName, ...] = ()
+    """Names of further runner variables the provisioner needs (an API key, a cache folder); passed when set."""
 
 
 class ProvisionerSpec(ContractModel):
@@ -317,6 +326,9 @@ class ProvisionerSpec(ContractModel):
     """Command prefix of the provisioner; the verb is appended (e.g. ["memtrial-reference-provisioner"])."""
     env: dict[str, str] = {}
     """Variables added to the provisioner's environment (its state folder, a serving mode, ...)."""
+    pass_env: tuple[EnvName, ...] = ()
+    """Names of runner variables the provisioner needs beyond BASE_ENV (declared here, so the run config
+    records them); every other variable of the runner's environment is withheld."""
     timeout_seconds: float = Field(default=DEFAULT_TIMEOUT_SECONDS, gt=0)
     """Wall-clock limit of one verb."""
 
@@ -424,6 +436,13 @@ def _stderr_excerpt(tail: bytes) -> str:
     return f"stderr tail: {text}"
 
 
+def provisioner_env(config: ProvisionerConfig) -> dict[str, str]:
+    """The provisioner's whole environment: the runner's BASE_ENV and `pass_env` variables that are set,
+    then `config.env`; nothing else of the runner's environment."""
+    inherited = {name: os.environ[name] for name in (*BASE_ENV, *config.pass_env) if name in os.environ}
+    return {**inherited, **config.env}
+
+
 async def run_verb(config: ProvisionerConfig, verb: Verb, payload: bytes) -> bytes:
     """Run `<argv> <verb>` with `payload` on stdin and return its stdout; enforce timeout, limits, exit status."""
     argv = (*config.argv, verb)
@@ -431,7 +450,7 @@ async def run_verb(config: ProvisionerConfig, verb: Verb, payload: bytes) -> byt
     try:
         process = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True, env={**os.environ, **config.env})
+            start_new_session=True, env=provisioner_env(config))
     except OSError as error:
         raise ProvisionerLaunchError(
             f"{where}: cannot start ({error}); check that the argv prefix names an executable",
@@ -706,6 +725,7 @@ def destroy_after_failure_sync(provisioner: Provisioner, project: str, error: Ba
 
 
 def make_provisioner(argv: Sequence[str], fixture_root: Path, *, env: Mapping[str, str] | None = None,
-                     **limits: Any) -> Provisioner:
+                     pass_env: Sequence[str] = (), **limits: Any) -> Provisioner:
     """Build a Provisioner from an argv prefix and fixture root; `limits` are further ProvisionerConfig fields."""
-    return Provisioner(ProvisionerConfig(argv=tuple(argv), fixture_root=fixture_root, env=dict(env or {}), **limits))
+    return Provisioner(ProvisionerConfig(argv=tuple(argv), fixture_root=fixture_root, env=dict(env or {}),
+                                         pass_env=tuple(pass_env), **limits))

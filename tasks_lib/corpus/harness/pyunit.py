@@ -58,6 +58,8 @@ def main(report: str, path: str) -> int:
     """Load and run `path`; write its cases to `report`."""
     originals = {name: getattr(owner, attr) for name, (owner, attr) in _WATCHED.items()}
     sys.path.insert(0, os.getcwd())
+    if "JAIL_SOCKET" in os.environ:  # a judged-apart test: its only way to the code is `jail`
+        sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     module = path.removesuffix(".py").replace("/", ".")
     recorder = _Recorder()
     unittest.defaultTestLoader.loadTestsFromName(module).run(recorder)

@@ -1,0 +1,209 @@
+"""The post-turn check of a judged-apart task: a judge process apart from the code it judges.
+
+Two parties, both started by the runner in bwrap namespaces (`local` provider machinery), each
+with network `none`, no capabilities, `no_new_privs`, the check's limits and a uid of its own
+when the runner is root:
+
+- the JAIL runs the runner-owned shim (`harness/shim.py`) as the attempt's uid over the
+  workspace (`/workspace`, lent to that uid) and a scratch folder (`/scratch`) shared with the
+  judge. Its only channel is its stdin/stdout: one end of a socketpair the runner made. Nothing of
+  the post-turn tests, the nonce or the judge's stdout is in its view, argv, environment or
+  descriptors.
+- the JUDGE runs the harness's `judge.py` as a second uid over the pinned post-turn tests
+  (read-only, its cwd), the harness and the scratch folder, holding the socketpair's other end
+  (`JAIL_FD`). The workspace is not in its view: the tests reach the code only through the jail
+  (`harness/jail.py`, the `jail` command), as JSON values and handles.
+
+The two ends are joined directly: a socket carries only bytes, and the judge parses them as JSON,
+so no runner thread needs to sit between them. The runner reads the verdict from the judge's stdout
+alone (with the attempt's nonce, `post_turn.verdict`). The task's verifier, which runs the
+fixture's own suite (agent-influenced code and visible tests only), then runs in a fresh sandbox
+of the attempt's uid as before (`sandboxed_check`); it never sees the post-turn tests.
+
+Different uids and PID namespaces put the judge out of the jail's reach: no /proc entry, no
+ptrace or pidfd_getfd, no shared descriptor but the socket. A runner that is not root gets no
+second uid (bwrap maps both into user namespaces of the runner's uid); the PID namespaces still
+hide each from the other, and the record says so in `unenforced`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from tasks_lib.arm.sandboxed_check import (
+    CHECK_ENV,
+    STORED_TAIL_CHARS,
+    UNSANDBOXED_OPT_OUT,
+    SandboxedCheck,
+    check_limits,
+    run_sandboxed_check,
+)
+from tasks_lib.corpus.post_turn import HARNESS_DIR, HARNESS_TARGET, expected_cases, new_nonce, purge_bytecode, test_files, verdict
+from tasks_lib.corpus.tasks import LoadedTask
+from tasks_lib.sandbox.base import SANDBOX_HOME, ReadOnlyMount, SandboxLimits, SandboxRequest
+from tasks_lib.sandbox.capture import BoundedSink, drain_file
+from tasks_lib.sandbox.errors import SandboxError
+from tasks_lib.sandbox.identity import RunIdentity, lent_workspace, run_identity, setpriv_argv
+from tasks_lib.sandbox.local import LocalSandbox
+from tasks_lib.sandbox.procs import kill_tree
+
+JUDGE_DIR = "/judge"
+"""Where the judge sees the pinned post-turn tests (its cwd)."""
+SCRATCH_INSIDE = "/scratch"
+"""Where both parties see the folder they share."""
+JAIL_FD = 3
+"""The judge's descriptor for its end of the channel to the jail."""
+JUDGED_APART = "judged apart"
+"""Appended to the check's sandbox label."""
+
+
+class JudgeUnavailable(SandboxError):
+    """The judge apart cannot run here (no working bwrap)."""
+
+
+def _party_argv(sandbox: LocalSandbox, request: SandboxRequest, identity: RunIdentity | None, args_fd: int,
+                scratch: Path, chdir: str) -> list[str]:
+    """prlimit/taskset, bwrap reading its arguments from `args_fd`, setpriv to `identity`, the command."""
+    argv = sandbox._limit_prefix(request.limits) + [str(sandbox._bwrap), "--args", str(args_fd), "--"]  # noqa: SLF001
+    if identity is not None:
+        argv += setpriv_argv(str(sandbox._setpriv), identity)  # noqa: SLF001
+    return argv + list(request.argv)
+
+
+def _bwrap_payload(sandbox: LocalSandbox, request: SandboxRequest, identity: RunIdentity | None, scratch: Path,
+                   chdir: str) -> bytes:
+    """The party's bwrap arguments: the local provider's view, the shared scratch read-write, its own cwd."""
+    args = sandbox._bwrap_args(request, identity)  # noqa: SLF001
+    cut = args.index("--remount-ro")
+    args = [*args[:cut], "--bind", str(scratch), SCRATCH_INSIDE, "--remount-ro", "/", "--chdir", chdir]
+    return b"".join(a.encode() + b"\0" for a in args)
+
+
+def _start(sandbox: LocalSandbox, request: SandboxRequest, identity: RunIdentity | None, scratch: Path, chdir: str,
+           env: dict[str, str], stdin: int | None, stdout: int | None, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen[bytes]:
+    """Start one party (a long-lived sandboxed process)."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, _bwrap_payload(sandbox, request, identity, scratch, chdir))
+        os.close(write_end)
+        return subprocess.Popen(_party_argv(sandbox, request, identity, read_end, scratch, chdir), cwd=request.workspace,
+                                env=env, stdin=stdin if stdin is not None else subprocess.DEVNULL,
+                                stdout=stdout if stdout is not None else subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, close_fds=True, pass_fds=(read_end, *pass_fds))
+    except OSError as error:
+        raise SandboxError(f"could not start a party of the judged check: {error}") from error
+    finally:
+        os.close(read_end)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a party's process group and wait for it."""
+    kill_tree(proc.pid, None)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _identities() -> tuple[RunIdentity | None, RunIdentity | None]:
+    """(jail, judge) uids of their own for a root runner, never equal; (None, None) otherwise."""
+    jail = run_identity()
+    judge = run_identity()
+    while jail is not None and judge is not None and judge.uid == jail.uid:
+        judge = run_identity()
+    return jail, judge
+
+
+def judge_apart(task: LoadedTask, workspace: Path, limits: SandboxLimits) -> tuple[SandboxedCheck, str]:
+    """Run the post-turn tests in a judge apart from a jail over `workspace`; (the check's post-turn
+    part, the judge's stdout). Raises JudgeUnavailable without a working bwrap."""
+    sandbox = LocalSandbox()
+    if sandbox.capabilities().isolation != "namespace":
+        raise JudgeUnavailable(f"the judge apart needs bwrap: {sandbox.bwrap_reason}")
+    nonce = new_nonce()
+    jail_identity, judge_identity = _identities()
+    unenforced = () if jail_identity is not None else (
+        "judge uid: the runner is not root, so judge and jail share its uid (each in its own PID and user namespace)",)
+    scratch = Path(tempfile.mkdtemp(prefix="judged-"))
+    empty = Path(tempfile.mkdtemp(prefix="judge-ws-"))
+    os.chmod(scratch, 0o777)
+    harness = ReadOnlyMount(source=HARNESS_DIR, target=HARNESS_TARGET)
+    jail_request = SandboxRequest(argv=("python3", "-I", "-B", f"{HARNESS_TARGET}/shim.py"), workspace=workspace.resolve(),
+                                  env=dict(CHECK_ENV), limits=limits, mounts=(harness,))
+    judge_request = SandboxRequest(argv=("python3", "-I", "-B", f"{HARNESS_TARGET}/judge.py", nonce, *test_files(task.hidden_dir)),
+                                   workspace=empty, env=dict(CHECK_ENV), limits=limits,
+                                   mounts=(harness, ReadOnlyMount(source=task.hidden_dir.resolve(), target=JUDGE_DIR)))
+    jail_end, judge_end = socket.socketpair()
+    base_env = {**CHECK_ENV, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp"}
+    out, err, jail_err = BoundedSink(1 << 20), BoundedSink(1 << 20), BoundedSink(1 << 20)
+    timed_out = False
+    try:
+        with lent_workspace(workspace, jail_identity):
+            jail = _start(sandbox, jail_request, jail_identity, scratch, "/workspace", base_env, jail_end.fileno(), jail_end.fileno())
+            try:
+                os.set_inheritable(judge_end.fileno(), True)
+                fd = judge_end.fileno()
+                judge = _start(sandbox, judge_request, judge_identity, scratch, JUDGE_DIR, {**base_env, "JAIL_FD": str(fd)},
+                               None, None, pass_fds=(fd,))
+            except SandboxError:
+                _stop(jail)
+                raise
+            jail_end.close()
+            judge_end.close()
+            readers = [drain_file(judge.stdout, out), drain_file(judge.stderr, err), drain_file(jail.stderr, jail_err)]  # type: ignore[arg-type]
+            try:
+                judge.wait(timeout=limits.timeout_seconds)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                _stop(judge)
+                _stop(jail)
+                survivors = sum(identity.reap() for identity in (jail_identity, judge_identity) if identity is not None)
+            for reader in readers:
+                reader.join(5.0)
+    finally:
+        jail_end.close()
+        judge_end.close()
+        _release(scratch)
+        shutil.rmtree(empty, ignore_errors=True)
+    stdout = out.result().text
+    tail = ("--- judge ---\n" + err.result().text + ("\n[judge timed out]" if timed_out else "")
+            + "\n--- jail ---\n" + jail_err.result().text)[-STORED_TAIL_CHARS:]
+    check = SandboxedCheck(ran=True, output_tail=tail, stdout_tail=stdout[-STORED_TAIL_CHARS:], unenforced=unenforced,
+                           problem=f"{survivors} process(es) of the judged check outlived its kill" if survivors else None,
+                           post_turn=verdict(stdout, nonce, expected_cases(task.hidden_dir)), judge="apart")
+    return check, stdout
+
+
+def _release(scratch: Path) -> None:
+    """Remove the shared scratch folder (whatever uid wrote in it; the runner is root or owns the parent)."""
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_judged_check(task: LoadedTask, workspace: Path, sandbox: str = "local",
+                     options: Mapping[str, object] | None = None) -> SandboxedCheck:
+    """The check of a judged-apart task: the judge over the post-turn tests, then the verifier in the
+    attempt's sandbox (hidden/ is never applied); never raises."""
+    purge_bytecode(workspace)
+    try:
+        judged, _ = judge_apart(task, workspace, check_limits(task))
+    except SandboxError as error:
+        return SandboxedCheck(problem=f"the post-turn judge could not run: {error} ({UNSANDBOXED_OPT_OUT} does not apply to a judged-apart task)",
+                              judge="apart")
+    verifier = run_sandboxed_check(task, workspace, sandbox, options, post_turn=False)
+    label = f"{verifier.sandbox} + judge local/namespace ({JUDGED_APART})" if verifier.sandbox else f"judge local/namespace ({JUDGED_APART})"
+    problem = judged.problem or verifier.problem
+    return verifier.model_copy(update={
+        "sandbox": label, "unenforced": verifier.unenforced + judged.unenforced, "problem": problem,
+        "post_turn": judged.post_turn, "judge": "apart",
+        "output_tail": (judged.output_tail + "\n--- verifier ---\n" + verifier.output_tail)[-STORED_TAIL_CHARS:],
+        "stdout_tail": judged.stdout_tail,
+    })

@@ -8,6 +8,7 @@ the attempt's uid in the attempt's view, through the judge's relay (the Unix soc
     status = call("logship.cli:main", ["send", ...], stderr=new("io:StringIO"))
     texts = new("builtins:list"); call("alertfan.dispatch:dispatch", alert, routes, {"sms": get(texts, "append")})
     value(texts)                     # a handle's JSON value
+    path = folder()                  # a folder of the scratch both sides see (tempfile's are 0700)
     run(["sh", "/workspace/certwatch.sh", "hosts.txt"])  # (status, stdout, stderr) of a jailed command
 
 A result that is a JSON value comes back as that value; anything else stays in the jail as a
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
 
 WORKSPACE = os.environ.get("JAIL_WORKSPACE", "/workspace")
 """Where the jail sees the workspace."""
@@ -93,8 +95,10 @@ def call(target: str | Handle, *args: object, **kwargs: object) -> object:
     return _result(_ask({"op": "call", "target": _encode(target), "args": _encode(list(args)), "kwargs": _encode(kwargs)}))
 
 
-new = call
-"""Construct an object in the jail: `new("io:StringIO")` (the same request as `call`)."""
+def new(target: str | Handle, *args: object, **kwargs: object) -> Handle:
+    """Construct an object in the jail and keep it there: `new("io:StringIO")` is always a handle."""
+    answer = _ask({"op": "call", "target": _encode(target), "args": _encode(list(args)), "kwargs": _encode(kwargs), "keep": True})
+    return _result(answer)  # type: ignore[return-value]
 
 
 def call_printing(target: str | Handle, *args: object, **kwargs: object) -> tuple[object, str]:
@@ -103,9 +107,16 @@ def call_printing(target: str | Handle, *args: object, **kwargs: object) -> tupl
     return _result(answer), str(answer.get("stdout", ""))
 
 
-def get(handle: Handle, attr: str) -> object:
-    """Attribute `attr` of a jailed object."""
-    return _result(_ask({"op": "get", "target": _encode(handle), "attr": attr}))
+def get(target: str | Handle, attr: str = "") -> object:
+    """Attribute `attr` of a jailed object, or `"module:attr.path"` itself (`get("datetime:timezone.utc")`)."""
+    return _result(_ask({"op": "get", "target": _encode(target), "attr": attr}))
+
+
+def folder() -> str:
+    """A fresh folder of the scratch the jail shares, which the jail can read and write."""
+    path = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
+    os.chmod(path, 0o777)
+    return path
 
 
 def value(handle: object) -> object:
@@ -126,8 +137,10 @@ def const(result: object) -> Handle:
 
 
 def run(argv: list[str], *, cwd: str | None = None, stdin: str = "", timeout: float = 60) -> tuple[int, str, str]:
-    """Run a command in the jail (cwd: the judge's current folder, shared with the jail)."""
-    answer = _ask({"op": "run", "argv": [str(a) for a in argv], "cwd": cwd or os.getcwd(), "stdin": stdin, "timeout": timeout})
+    """Run a command in the jail; cwd: the judge's current folder when the jail shares it, else the workspace."""
+    here = os.getcwd()
+    shared = here.startswith(os.environ.get("JAIL_SCRATCH", "/scratch") + os.sep)
+    answer = _ask({"op": "run", "argv": [str(a) for a in argv], "cwd": cwd or (here if shared else WORKSPACE), "stdin": stdin, "timeout": timeout})
     if "error" in answer:
         raise JailError(str(answer["error"]), str(answer.get("message", "")))
     status = answer.get("status")

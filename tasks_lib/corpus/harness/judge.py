@@ -113,7 +113,7 @@ def main(argv: list[str]) -> int:
     relay.listen(sock)
     env = {"PATH": f"{HERE}/bin:{os.environ.get('PATH', '/usr/bin:/bin')}", "LANG": "C.UTF-8", "HOME": os.environ.get("HOME", "/tmp"),
            "PYTHONDONTWRITEBYTECODE": "1", "JAIL_SOCKET": sock,
-           "JAIL_WORKSPACE": os.environ.get("JAIL_WORKSPACE", "/workspace")}
+           "JAIL_WORKSPACE": os.environ.get("JAIL_WORKSPACE", "/workspace"), "JAIL_SCRATCH": SCRATCH}
     result: dict[str, object] = {"nonce": nonce, "cases": [], "files": [], "flags": []}
     for index, path in enumerate(files):
         before = _digest(path)

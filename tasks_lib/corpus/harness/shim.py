@@ -9,12 +9,13 @@ are moved away first, so a print cannot break a line).
 Requests (`op`):
 - `call`: `target` is `"module:attr.path"` (the module imported from the workspace) or a handle;
   `args`/`kwargs` are JSON values or `{"$handle": id}`; `stdout: true` captures what the call
-  prints. Answers `{"value": v}` for a JSON value (tuples and sets become lists), `{"handle": id,
+  prints; `keep: true` answers a handle whatever the result (`jail.new`). Answers `{"value": v}` for a JSON value (tuples and sets become lists), `{"handle": id,
   "type": name}` for anything else (kept here), or `{"error": type, "message": text}`.
-- `get`: attribute `attr` of handle `target`; answered as `call`.
+- `get`: attribute `attr` of `target` (a handle or `"module:attr.path"`; without `attr`, the
+  target itself); answered as `call`.
 - `value`: handle `target` as a JSON value when it is one (`{"error": ...}` otherwise).
 - `recorder`: a new object whose every method records its call (name, args, kwargs) and returns
-  None; `value` of it gives the calls. `const`: a callable returning `value` (a clock, a factory).
+  None; `value` of it gives the calls (a non-JSON argument as its repr). `const`: a callable returning `value` (a clock, a factory).
 - `run`: one command (`argv`, `cwd` inside the shared scratch folder or the workspace, `stdin`
   text, `timeout`): answers `{"status": code, "stdout": text, "stderr": text}`.
 
@@ -105,12 +106,15 @@ class Shim:
                 with contextlib.redirect_stdout(buffer):
                     result = function(*args, **kwargs)  # type: ignore[operator]
                 return {**self.answer(result), "stdout": buffer.getvalue()}
-            return self.answer(function(*args, **kwargs))  # type: ignore[operator]
+            result = function(*args, **kwargs)  # type: ignore[operator]
+            return self.keep(result) if request.get("keep") else self.answer(result)
         if op == "get":
-            return self.answer(getattr(self.target(request["target"]), str(request["attr"])))
+            obj = self.target(request["target"])
+            return self.answer(getattr(obj, str(request["attr"])) if request.get("attr") else obj)
         if op == "value":
             obj = self.target(request["target"])
-            obj = obj.calls if isinstance(obj, Recorder) else obj
+            if isinstance(obj, Recorder):
+                return {"value": [_loose(call) for call in obj.calls]}
             plain = _plain(obj)
             return {"value": plain[1]} if plain[0] else {"error": "TypeError", "message": f"a {type(obj).__name__} is not a JSON value"}
         if op == "recorder":
@@ -136,6 +140,16 @@ def _plain(obj: object, depth: int = 0) -> tuple[bool, object]:
         out2 = {k: _plain(v, depth + 1) for k, v in obj.items()}  # type: ignore[union-attr]
         return all(ok for ok, _ in out2.values()), {k: v for k, (_, v) in out2.items()}
     return False, None
+
+
+def _loose(obj: object) -> object:
+    """A recorded call as JSON: JSON values as they are, anything else as its repr."""
+    if isinstance(obj, dict):
+        return {str(k): _loose(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_loose(v) for v in obj]
+    plain = _plain(obj)
+    return plain[1] if plain[0] else repr(obj)
 
 
 def _run(request: dict[str, object]) -> dict[str, object]:

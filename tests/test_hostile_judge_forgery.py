@@ -77,10 +77,15 @@ def _forge():
             argv = open(f"/proc/{pid}/cmdline", "rb").read().decode().split("\\0")
         except OSError:
             continue
-        driver = [i for i, a in enumerate(argv) if a.endswith("driver.py")]
-        if not driver:
+        if not os.path.basename(argv[0]).startswith("python") or not any(a.endswith("driver.py") for a in argv[:4]):
+            continue  # the driver itself, not bwrap or setpriv carrying its argv
+        try:
+            if os.readlink(f"/proc/{pid}/cwd") != os.getcwd():
+                continue  # another attempt's driver
+        except OSError:
             continue
-        nonce, files = argv[driver[0] + 1], argv[driver[0] + 2:argv.index("--")]
+        driver = [i for i, a in enumerate(argv) if a.endswith("driver.py")]
+        nonce, files = argv[driver[0] + 1], argv[driver[0] + 2:argv.index("--", driver[0])]
         cases = []
         for rel in files:
             for node in ast.parse(open(rel).read()).body:
@@ -155,6 +160,6 @@ def test_the_code_under_test_sees_neither_the_nonce_nor_the_judge(forged: tuple[
     probes = re.findall(r"PROBE-BEGIN\n(.*?)\nPROBE-END", text, re.S)
     assert probes, text  # the probe ran in the jail (and again in the verifier's sandbox)
     for seen in probes:
-        assert "shim.py" in seen or "unittest" in seen  # it saw its own process
+        assert "python3" in seen  # it saw its own process
         assert nonce not in seen
         assert "judge.py" not in seen and "driver.py" not in seen and "JAIL_" not in seen

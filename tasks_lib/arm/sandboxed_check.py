@@ -126,9 +126,9 @@ def _exit_code(result: SandboxResult) -> int | None:
 
 
 def run_sandboxed_check(task: LoadedTask, workspace: Path, sandbox: str = "local",
-                        options: Mapping[str, object] | None = None, *, post_turn: bool = True) -> SandboxedCheck:
-    """Run the task's check in a fresh `sandbox` over `workspace` (hidden/ already applied); never
-    raises. `post_turn=False` runs the verifier alone and gives no verdict (`judged_check` adds it)."""
+                        options: Mapping[str, object] | None = None) -> SandboxedCheck:
+    """Run the task's check in a fresh `sandbox` over `workspace` (hidden/ already applied); never raises.
+    A judged-apart task's check is `judged_check.run_judged_check`."""
     provider, problem = open_check_sandbox(sandbox, options or {})
     notes: tuple[str, ...] = ()
     if problem is not None:
@@ -149,7 +149,7 @@ def run_sandboxed_check(task: LoadedTask, workspace: Path, sandbox: str = "local
         caps = provider.capabilities()
         label = f"{caps.provider}/{caps.isolation}" + (f" (unsandboxed: {UNSANDBOXED_OPT_OUT}=1)" if notes else "")
         try:
-            result = provider.run(check_request(task, workspace, nonce, moved=caps.isolation != "process", post_turn=post_turn))
+            result = provider.run(check_request(task, workspace, nonce, moved=caps.isolation != "process"))
         except SandboxError as error:
             return SandboxedCheck(sandbox=label, unenforced=notes, problem=f"the check could not start in {label}: {error}")
     tail = (result.stderr.text + ("\n[timed out]" if result.timed_out else ""))[-STORED_TAIL_CHARS:]
@@ -157,4 +157,4 @@ def run_sandboxed_check(task: LoadedTask, workspace: Path, sandbox: str = "local
     return SandboxedCheck(exit_code=_exit_code(result), ran=True, output_tail=tail,
                           stdout_tail=result.stdout.text[-STORED_TAIL_CHARS:], sandbox=label,
                           unenforced=notes + result.unenforced, problem=survived,
-                          post_turn=verdict(result.stdout.text, nonce, expected_cases(task.hidden_dir)) if post_turn else None)
+                          post_turn=verdict(result.stdout.text, nonce, expected_cases(task.hidden_dir)))

@@ -53,9 +53,9 @@ from tasks_lib.corpus.tasks import LoadedTask
 from tasks_lib.sandbox.base import SANDBOX_HOME, ReadOnlyMount, SandboxLimits, SandboxRequest
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
 from tasks_lib.sandbox.errors import SandboxError
-from tasks_lib.sandbox.identity import RunIdentity, lent_workspace, run_identity, setpriv_argv
+from tasks_lib.sandbox.identity import RunIdentity, _uids, lent_workspace, run_identity, setpriv_argv
 from tasks_lib.sandbox.local import WORKSPACE_INSIDE, LocalSandbox
-from tasks_lib.sandbox.procs import kill_tree
+from tasks_lib.sandbox.procs import all_pids, is_running
 
 JUDGE_DIR = "/judge"
 """Where the judge sees the pinned post-turn tests (its cwd)."""
@@ -109,13 +109,31 @@ def _start(sandbox: LocalSandbox, request: SandboxRequest, identity: RunIdentity
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Kill a party's process group and wait for it."""
-    kill_tree(proc.pid, None)
+    """Kill a party's process group (bwrap and, with it, its PID namespace) and wait for it."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+
+
+def _reap(identities: tuple[RunIdentity | None, ...], wait_seconds: float = 2.0) -> int:
+    """SIGKILL every process of `identities` in one scan of /proc per round; how many are still
+    alive after `wait_seconds`."""
+    uids = {identity.uid for identity in identities if identity is not None}
+    if not uids:
+        return 0
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        alive = [pid for pid in all_pids() if uids & set(_uids(pid) or ()) and is_running(pid)]
+        if not alive or time.monotonic() > deadline:
+            return len(alive)
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.02)
 
 
 def _identities() -> tuple[RunIdentity | None, RunIdentity | None]:
@@ -157,7 +175,7 @@ def judge_apart(task: LoadedTask, workspace: Path, limits: SandboxLimits) -> San
     harness = ReadOnlyMount(source=HARNESS_DIR, target=HARNESS_TARGET)
     jail_request = SandboxRequest(argv=("python3", "-I", "-B", f"{HARNESS_TARGET}/shim.py"), workspace=workspace.resolve(),
                                   env=dict(CHECK_ENV), limits=limits, mounts=(harness,))
-    judge_request = SandboxRequest(argv=("python3", "-I", "-B", f"{HARNESS_TARGET}/judge.py", nonce, *test_files(task.hidden_dir)),
+    judge_request = SandboxRequest(argv=("python3", "-I", "-B", "-S", f"{HARNESS_TARGET}/judge.py", nonce, *test_files(task.hidden_dir)),
                                    workspace=empty, env=dict(CHECK_ENV), limits=limits,
                                    mounts=(harness, ReadOnlyMount(source=task.hidden_dir.resolve(), target=JUDGE_DIR)))
     verifier_request = check_request(task, workspace, nonce, post_turn=False)
@@ -189,7 +207,7 @@ def judge_apart(task: LoadedTask, workspace: Path, limits: SandboxLimits) -> San
             finally:
                 for proc in started:
                     _stop(proc)
-                survivors = sum(identity.reap() for identity in (jail_identity, judge_identity) if identity is not None)
+                survivors = _reap((jail_identity, judge_identity))
             for reader in readers:
                 reader.join(5.0)
     finally:

@@ -1,6 +1,6 @@
 """The judge: runs the post-turn tests apart from the code they judge (standard library only).
 
-Usage: `python3 -I -B judge.py NONCE FILE...`, in the judge's sandbox: the runner's judge uid (not
+Usage: `python3 -I -B -S judge.py NONCE FILE...`, in the judge's sandbox: the runner's judge uid (not
 the attempt's), the pinned post-turn tests read-only as cwd, the harness, a scratch folder shared
 with the jail, and descriptor `JAIL_FD` (from the environment): the runner-made socket whose other
 end is the jail's shim. The workspace's code is on no path here.
@@ -95,7 +95,7 @@ def _run_file(path: str, index: int, report: str, env: dict[str, str]) -> list[d
         code = subprocess.run(["sh", os.path.abspath(path)], cwd=folder, env=case_env, stdin=subprocess.DEVNULL,
                               stdout=sys.stderr, check=False).returncode
         return [{"case": path, "outcome": "pass" if code == 0 else "fail"}]
-    subprocess.run([sys.executable, "-I", "-B", os.path.join(HERE, "pyunit.py"), report, path], env=case_env,
+    subprocess.run([sys.executable, "-I", "-B", "-S", os.path.join(HERE, "pyunit.py"), report, path], env=case_env,
                    stdin=subprocess.DEVNULL, stdout=sys.stderr, check=False)
     return [{"case": line.get("case"), "outcome": line.get("outcome")} for line in _lines(report) if "case" in line]
 

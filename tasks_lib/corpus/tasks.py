@@ -502,7 +502,10 @@ def check_check_runs(task: LoadedTask, fixture_run: CheckRun, solution_run: Chec
         status = "timed out or could not start" if solution_run.exit_code is None else f"exits {solution_run.exit_code}"
         out.append(_failure(tid, "passes-with-solution", m.solution_dir, f"the check {status} with solution/ and hidden/ applied: {solution_run.output_tail.strip()[-300:]!r}"))
     if solution_run.exit_code == 0 and solution_run.post_turn is not None:
-        out.append(_failure(tid, "passes-with-solution", m.hidden_dir, f"the post-turn harness did not prove the solution: {solution_run.post_turn}"))
+        if m.judge == "apart":  # the verifier runs the visible suite only: the judge's tests are what the solution fails
+            out.append(_failure(tid, "passes-with-solution", m.solution_dir, f"the solution does not pass the post-turn tests judged apart: {solution_run.post_turn}"))
+        else:
+            out.append(_failure(tid, "passes-with-solution", m.hidden_dir, f"the post-turn harness did not prove the solution: {solution_run.post_turn}"))
     for rel in walk_files(task.solution_dir):
         if not any(within(rel, allowed) for allowed in m.allowed_output_paths):
             out.append(_failure(tid, "passes-with-solution", f"{m.solution_dir}/{rel}", "the solution writes outside allowed_output_paths, so the mutation audit would void it"))

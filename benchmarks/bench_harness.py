@@ -4,14 +4,15 @@ A task whose fixture holds 1,000 files of Django 5.1.4's sdist (pinned by SHA-25
 bench_prepare.py) is committed into a temporary repository. One attempt under `on` is timed with a
 no-op agent (it returns at once), so the figure is everything the runner does besides the agent:
 materialize the workspace, audit snapshot, plant memories, audit, apply hidden/, run a trivial
-check (the post-turn harness over one shell case, then the verifier), confirm injection, store transcript, receipt and record, forget, clean up.
+check (the post-turn harness over one shell case, then the verifier; with `--judge apart` the
+judge and the jail, the case making one call into the jail), confirm injection, store transcript, receipt and record, forget, clean up.
 
 Rounds alternate three timings: the floor; an attempt that builds its workspace from git objects
 (what `run_attempt` does alone, and the first attempt of each task in a matrix); and an attempt
 that copies the task's workspace template (every later attempt of that task in a matrix, see
 tasks_lib/arm/workspace.py; the template is built before the first round).
 
-    cd benchmarks && ../.venv/bin/python bench_harness.py [--rounds 5] [--json]
+    cd benchmarks && ../.venv/bin/python bench_harness.py [--rounds 5] [--json] [--judge apart]
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ class NoopAgent(Agent):
                         transcript=Transcript(agent=self.name, steps=()))
 
 
-def make_task_repo(where: Path) -> tuple[Path, str]:
-    """A repository holding one task whose fixture is the first FILES files of the sdist."""
+def make_task_repo(where: Path, judge: str | None = None) -> tuple[Path, str]:
+    """A repository holding one task whose fixture is the first FILES files of the sdist; `judge`
+    (`apart` or `in-process`) is written into its manifest when given (its one shell case then
+    makes one call into the jail)."""
     repo = where / "repo"
     fixture = repo / "tasks" / "bench-task" / "fixture"
     fixture.mkdir(parents=True)
@@ -66,13 +69,14 @@ def make_task_repo(where: Path) -> tuple[Path, str]:
     (task / "solution").mkdir()
     (task / "solution" / "NOTES.txt").write_text("done\n")
     (task / "hidden").mkdir()
-    (task / "hidden" / "check.sh").write_text("#!/bin/sh\nexit 0\n")
+    (task / "hidden" / "check.sh").write_text("#!/bin/sh\njail true\n" if judge == "apart" else "#!/bin/sh\nexit 0\n")
     manifest = {
         "schema_version": 1, "task_id": "bench-task", "kind": "deducible",
         "instruction": "Add a notes file.", "check_command": ["sh", "{verifier}"],
         "verifier": {"runtime": "posix-shell", "asset": {"path": "verifier.sh", "sha256": hashlib.sha256(VERIFIER).hexdigest()}},
         "memories": [{"text": "Release notes go in NOTES.txt at the top level.", "lane": "keyword", "kind": "convention"}],
         "allowed_output_paths": ["NOTES.txt"],
+        **({"judge": judge} if judge else {}),
     }
     (task / "task.json").write_text(json.dumps(manifest))
     env = {**GIT_ENV, "PATH": "/usr/bin:/bin"}
@@ -98,11 +102,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of each side")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--judge", choices=("apart", "in-process"), default=None,
+                        help="write `judge` into the bench task's manifest (omit it for code before the field existed)")
     args = parser.parse_args()
     register_agent("noop", NoopAgent)
     with tempfile.TemporaryDirectory(prefix="memtrial-bench-harness-") as tmp:
         work = Path(tmp)
-        repo, commit = make_task_repo(work)
+        repo, commit = make_task_repo(work, args.judge)
         (task,) = load_tasks(repo / "tasks")
         attempt = schedule([task], ["on"], 1)[0]
         templates = WorkspaceTemplates(work / "templates")

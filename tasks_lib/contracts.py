@@ -365,6 +365,12 @@ class TaskManifest(Document):
     """Files that, copied over the fixture, make the check pass."""
     hidden_dir: RelPath = "hidden"
     """Tests applied only after the agent's turn; never visible to the agent."""
+    judge: Literal["apart", "in-process"] = "in-process"
+    """How the post-turn tests under `hidden_dir` are judged. `apart`: in a judge process of its own
+    uid that never sees the workspace and reaches the code only through a jail of the attempt's uid
+    (the tests use the harness's `jail` module or command; `hidden/` is never copied into the
+    workspace). `in-process`: copied into the workspace and run in the sandbox of the code they
+    judge, which can read or forge them; the report counts such tasks."""
     answer_terms: tuple[NonEmptyText, ...] = ()
     """Terms that reveal the answer; none may appear in a visible file or prompt."""
     transcripts: tuple[TranscriptRef, ...] = ()
@@ -637,6 +643,9 @@ class RunRecord(Document):
     agent_unenforced: tuple[str, ...] = ()
     """Each limit or guarantee the agent's sandbox could not enforce for this attempt (e.g. no cgroup:
     memory per process only), as its provider named it; empty when it enforced all of them."""
+    judge: Literal["apart", "in-process"] | None = None
+    """How the post-turn tests were judged (`apart`: a judge process the code under test cannot reach;
+    `in-process`: beside the code they judge, which could read or forge them); None when no check ran."""
     build_under_test: NonEmptyText
     """The memory-system build measured; recorded per data point, not in the comparability key."""
     memory_config_digest: Sha256 | None = None

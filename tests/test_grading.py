@@ -423,3 +423,14 @@ def test_the_positive_control_checks_nothing_without_calibration_attempts() -> N
     """Not a pass by default: a run with no calibration attempt has no positive control at all."""
     records = scenario_records()
     assert summarize("scenario-run", records, grade_attempts(records)).positive_control is None
+
+
+def test_the_report_counts_tasks_judged_in_process() -> None:
+    """Regression (issue 29): a task whose post-turn tests ran beside the code they judge (which can
+    read or forge them) looked as trustworthy as one judged apart; the warnings now count and name them."""
+    records = [r.model_copy(update={"judge": "in-process" if r.task_id == "alpha" else "apart"}) for r in scenario_records()]
+    tasks = {r.task_id for r in records}
+    (warning,) = [w for w in _summary(records).warnings if "judged in process" in w]
+    assert warning.startswith(f"1 of {len(tasks)} task(s) judged in process (alpha)")
+    apart = [r.model_copy(update={"judge": "apart"}) for r in records]
+    assert not [w for w in _summary(apart).warnings if "judged in process" in w]

@@ -101,7 +101,7 @@ def test_show_attempt_prints_record_transcript_audit_and_check_output(
     assert main(["show", run_id, TASK, "on", "t0", "--artifacts", root]) == 0
     shown = capsys.readouterr().out
     for line in ("outcome:          pass", "failure reason:   -", "injection:        yes", "check exit code:  0",
-                 "check sandbox:    local/", "audit receipt:    passed", "delivery receipt: 1 recall(s)",
+                 "check sandbox:    local/", "judged:           apart (a judge of its own uid", "audit receipt:    passed", "delivery receipt: 1 recall(s)",
                  f"check output:     runs/{run_id}/attempts/{TASK}/on/t0/check.txt", "exit code: 0", "transcript:       ",
                  "user/prompt: ", "hook/context: "):
         assert line in shown, line

@@ -169,9 +169,11 @@ def pass_untouched(task: Path) -> str:
     return "fixture"
 
 
-def copy_hidden_test(task: Path) -> str:
-    shutil.copy2(task / "hidden" / "tests" / "critical.sh", task / "fixture" / "tests" / "critical.sh")
-    return "fixture/tests/critical.sh"
+def copy_hidden_file(task: Path) -> str:
+    """A hidden file at the same path in the fixture (the probe task is judged apart, so a copied
+    post-turn test would also break the visible suite, which cannot run `jail`: its data file)."""
+    shutil.copy2(task / "hidden" / "tests" / "data" / "df-full.txt", task / "fixture" / "tests" / "data" / "df-full.txt")
+    return "fixture/tests/data/df-full.txt"
 
 
 def mismatch_digest(task: Path) -> str:
@@ -262,7 +264,7 @@ BREAKS: list[tuple[Callable[[Path], str], str]] = [
     (narrate_memory, "no-answer-leak"),
     (break_solution, "passes-with-solution"),
     (pass_untouched, "fails-on-fixture"),
-    (copy_hidden_test, "hidden-unreachable"),
+    (copy_hidden_file, "hidden-unreachable"),
     (mismatch_digest, "digests-match"),
     (drop_solution, "layout"),
     (escaping_symlink, "hidden-unreachable"),

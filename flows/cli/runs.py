@@ -142,6 +142,9 @@ def _print_attempt(view: AttemptView) -> None:
     out.print(f"check exit code:  {'-' if r.check_exit_code is None else r.check_exit_code}")
     unenforced = f" (not enforced: {', '.join(r.check_unenforced)})" if r.check_unenforced else ""
     out.print(f"check sandbox:    {r.check_sandbox or '-'}{unenforced}")
+    judged = {"apart": "apart (a judge of its own uid; the code reached only through the jail)",
+              "in-process": "in process (beside the code it judges, which could read or forge it)"}
+    out.print(f"judged:           {judged.get(r.judge or '', '-')}")
     if view.check_output is not None:
         out.print(f"check output:     {r.check_output}")
         out.print(view.check_output.rstrip())

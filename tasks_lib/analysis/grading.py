@@ -682,6 +682,10 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
         warnings.append("the run has no attempts to grade")
     elif mui[-1].on_attempts == 0:
         warnings.append("no gradable on attempts: MUI is not defined for this run (its tallies read 0 of 0)")
+    in_process = sorted({r.task_id for r in records if r.judge == "in-process"})
+    if in_process:
+        warnings.append(f"{len(in_process)} of {len({r.task_id for r in records})} task(s) judged in process ({', '.join(in_process)}): "
+                        "their post-turn tests ran beside the code they judge, which could read or forge them")
     if calibration:
         warnings.append("calibration run: the calibration agent proves the apparatus; these are not published-cohort figures")
     return GradingSummary(

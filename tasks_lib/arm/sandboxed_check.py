@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 from tasks_lib.contracts import ContractModel
 from tasks_lib.corpus.post_turn import HARNESS_DIR, HARNESS_TARGET, PostTurnVerdict, expected_cases, harness_argv, new_nonce, purge_bytecode, verdict
@@ -73,6 +74,9 @@ class SandboxedCheck(ContractModel):
     """Why the result cannot be graded (not sandboxable, could not start, a process survived)."""
     post_turn: PostTurnVerdict | None = None
     """The harness's verdict on the post-turn cases (None when the check did not run)."""
+    judge: Literal["apart", "in-process"] = "in-process"
+    """How the post-turn tests were judged: `apart` (a judge process of its own uid reaching the code
+    only through the jail, `judged_check`) or `in-process` (in the sandbox of the code they judge)."""
 
 
 def check_limits(task: LoadedTask) -> SandboxLimits:
@@ -83,17 +87,21 @@ def check_limits(task: LoadedTask) -> SandboxLimits:
                          max_processes=MAX_PROCESSES, max_output_bytes=MAX_OUTPUT_BYTES)
 
 
-def check_request(task: LoadedTask, workspace: Path, nonce: str, *, moved: bool = True) -> SandboxRequest:
+def check_request(task: LoadedTask, workspace: Path, nonce: str, *, moved: bool = True, post_turn: bool = True) -> SandboxRequest:
     """The check as a sandbox request: the harness (with `nonce`) over the post-turn files, then the
-    verifier; `moved=False` keeps both at their host paths (process isolation)."""
+    verifier; `moved=False` keeps both at their host paths (process isolation); `post_turn=False`
+    runs the verifier alone (a judged-apart task's post-turn tests run in the judge)."""
     verifier = task.verifier_path.resolve()
     inside = f"{VERIFIER_DIR}/{PurePosixPath(task.manifest.verifier.asset.path).name}" if moved else str(verifier)
     harness = HARNESS_TARGET if moved else str(HARNESS_DIR)
     verifier_argv = tuple(arg.replace("{verifier}", inside) for arg in task.manifest.check_command)
+    verifier_mount = ReadOnlyMount(source=verifier, target=inside if moved else None)
+    if not post_turn:
+        return SandboxRequest(argv=verifier_argv, workspace=workspace.resolve(), env=dict(CHECK_ENV),
+                              limits=check_limits(task), mounts=(verifier_mount,))
     return SandboxRequest(argv=harness_argv(nonce, task.hidden_dir, verifier_argv, harness), workspace=workspace.resolve(),
                           env=dict(CHECK_ENV), limits=check_limits(task),
-                          mounts=(ReadOnlyMount(source=verifier, target=inside if moved else None),
-                                  ReadOnlyMount(source=HARNESS_DIR, target=harness if moved else None)))
+                          mounts=(verifier_mount, ReadOnlyMount(source=HARNESS_DIR, target=harness if moved else None)))
 
 
 def sandbox_options_of(agent_options: Mapping[str, object] | None) -> dict[str, object]:
@@ -147,7 +155,8 @@ def _exit_code(result: SandboxResult) -> int | None:
 
 def run_sandboxed_check(task: LoadedTask, workspace: Path, sandbox: str = "local",
                         options: Mapping[str, object] | None = None) -> SandboxedCheck:
-    """Run the task's check in a fresh `sandbox` over `workspace` (hidden/ already applied); never raises."""
+    """Run the task's check in a fresh `sandbox` over `workspace` (hidden/ already applied); never raises.
+    A judged-apart task's check is `judged_check.run_judged_check`."""
     provider, problem = open_check_sandbox(sandbox, options or {})
     notes: tuple[str, ...] = ()
     if problem is not None:

@@ -61,6 +61,7 @@ from tasks_lib.arm.comparability import arm_memory_config_digest, record_fields
 from tasks_lib.arm.injection import confirm_delivery
 from tasks_lib.arm.pinned import PinnedTask, PinnedTaskError, check_pinned, pin_task
 from tasks_lib.arm.provisioned import LiveArm, release, restore_arm, restore_feed
+from tasks_lib.arm.judged_check import run_judged_check
 from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check, sandbox_options_of
 from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
 from tasks_lib.artifacts import ArtifactStore, run_key
@@ -550,6 +551,9 @@ def check_workspace(attempt: Attempt, workspace: Workspace, receipt: AuditReceip
     except PinnedTaskError as error:
         return CheckOutcome(output_tail=f"[{error}]")
     task = workspace.pinned.task
+    if task.manifest.judge == "apart":  # hidden/ stays out of the workspace: only the judge sees it
+        judged = run_judged_check(task, workspace.workspace, sandbox, sandbox_options)
+        return CheckOutcome(exit_code=judged.exit_code, ran=judged.ran, output_tail=judged.output_tail, sandboxed=judged)
     try:
         overlay(task.hidden_dir, workspace.workspace)
     except OverlayRefused as error:
@@ -684,6 +688,7 @@ def record_attempt(
         check_sandbox=check.sandboxed.sandbox if check.sandboxed is not None else None,
         check_unenforced=check.sandboxed.unenforced if check.sandboxed is not None else (),
         agent_unenforced=run.sandbox_unenforced,
+        judge=check.sandboxed.judge if check.sandboxed is not None else None,
         build_under_test=memory.build,
         memory_config_digest=memory.config_digest,
         worker=f"{socket.gethostname()}:{os.getpid()}",

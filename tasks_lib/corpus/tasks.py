@@ -35,8 +35,10 @@ import json
 import os
 import re
 import shutil
+import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
@@ -46,7 +48,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tasks_lib.corpus.post_turn import HARNESS_DIR, entry_points, expected_cases, harness_argv, new_nonce, verdict
+from tasks_lib.corpus.post_turn import HARNESS_DIR, entry_points, expected_cases, harness_argv, new_nonce, test_files, verdict
 from tasks_lib.conditions import HARM_VARIANTS
 from tasks_lib.contracts import (
     CertificationReport,
@@ -403,10 +405,45 @@ def overlay(source: Path, dest: Path) -> list[str]:
     return copied
 
 
+def _verifier_argv(task: LoadedTask) -> list[str]:
+    verifier = str(task.verifier_path.resolve())
+    return [arg.replace("{verifier}", verifier) for arg in task.manifest.check_command]
+
+
 def _check_argv(task: LoadedTask, nonce: str) -> list[str]:
     verifier = str(task.verifier_path.resolve())
     verifier_argv = tuple(arg.replace("{verifier}", verifier) for arg in task.manifest.check_command)
     return list(harness_argv(nonce, task.hidden_dir, verifier_argv, str(HARNESS_DIR)))
+
+
+def _judge_on_host(task: LoadedTask, workspace: Path, nonce: str, env: dict[str, str]) -> tuple[bytes, bytes]:
+    """A judged-apart task's post-turn tests on the host (authored code only): the judge over
+    hidden/ and the shim over `workspace`, joined by a socketpair, sharing a temporary folder;
+    (the judge's stdout, both parties' stderr)."""
+    jail_end, judge_end = socket.socketpair()
+    with tempfile.TemporaryDirectory(prefix="judged-") as scratch:
+        shared = {**env, "JAIL_SCRATCH": scratch, "JAIL_WORKSPACE": str(workspace.resolve())}
+        jail = subprocess.Popen([sys.executable, "-I", "-B", str(HARNESS_DIR / "shim.py")], cwd=workspace, env=shared,
+                                stdin=jail_end, stdout=jail_end, stderr=subprocess.PIPE)
+        try:
+            judge = subprocess.Popen([sys.executable, "-I", "-B", str(HARNESS_DIR / "judge.py"), nonce, *test_files(task.hidden_dir)],
+                                     cwd=task.hidden_dir, env={**shared, "JAIL_FD": str(judge_end.fileno())},
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     pass_fds=(judge_end.fileno(),))
+            jail_end.close()
+            judge_end.close()
+            try:
+                stdout, stderr = judge.communicate(timeout=task.manifest.verifier.timeout_seconds)
+            except subprocess.TimeoutExpired:
+                judge.kill()
+                stdout, stderr = judge.communicate()
+                stderr += b"\n[judge timed out]"
+        finally:
+            jail.kill()
+            _, jail_err = jail.communicate()
+            jail_end.close()
+            judge_end.close()
+    return stdout, stderr + jail_err
 
 
 def run_check(task: LoadedTask, workspace: Path, stage: Literal["fixture", "solution"]) -> CheckRun:
@@ -422,12 +459,17 @@ def run_check(task: LoadedTask, workspace: Path, stage: Literal["fixture", "solu
     nonce = new_nonce()
     started = time.monotonic()
     stdout = b""
+    apart = task.manifest.judge == "apart"
+    judged = b""
+    if apart:
+        stdout, judged = _judge_on_host(task, workspace, nonce, env)
     try:
         done = subprocess.run(
-            _check_argv(task, nonce), cwd=workspace, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+            _check_argv(task, nonce) if not apart else _verifier_argv(task), cwd=workspace, env=env, stdin=subprocess.DEVNULL, capture_output=True,
             timeout=task.manifest.verifier.timeout_seconds, check=False,
         )
-        code, stdout, output = done.returncode, done.stdout, done.stderr
+        code, output = done.returncode, judged + done.stderr
+        stdout = stdout if apart else done.stdout
     except subprocess.TimeoutExpired as error:
         code, output = None, (error.stderr or b"") + b"\n[timed out]"
     except OSError as error:
@@ -460,7 +502,10 @@ def check_check_runs(task: LoadedTask, fixture_run: CheckRun, solution_run: Chec
         status = "timed out or could not start" if solution_run.exit_code is None else f"exits {solution_run.exit_code}"
         out.append(_failure(tid, "passes-with-solution", m.solution_dir, f"the check {status} with solution/ and hidden/ applied: {solution_run.output_tail.strip()[-300:]!r}"))
     if solution_run.exit_code == 0 and solution_run.post_turn is not None:
-        out.append(_failure(tid, "passes-with-solution", m.hidden_dir, f"the post-turn harness did not prove the solution: {solution_run.post_turn}"))
+        if m.judge == "apart":  # the verifier runs the visible suite only: the judge's tests are what the solution fails
+            out.append(_failure(tid, "passes-with-solution", m.solution_dir, f"the solution does not pass the post-turn tests judged apart: {solution_run.post_turn}"))
+        else:
+            out.append(_failure(tid, "passes-with-solution", m.hidden_dir, f"the post-turn harness did not prove the solution: {solution_run.post_turn}"))
     for rel in walk_files(task.solution_dir):
         if not any(within(rel, allowed) for allowed in m.allowed_output_paths):
             out.append(_failure(tid, "passes-with-solution", f"{m.solution_dir}/{rel}", "the solution writes outside allowed_output_paths, so the mutation audit would void it"))
@@ -747,11 +792,13 @@ def _check_sound_layout(repo: Path, commit: str, task_subdir: str, task: LoadedT
     report, cert_failures = check_certification(task, plain, removed)
     failures += cert_failures
     watch.lap("certification-clean")
-    overlay(task.hidden_dir, plain)
+    if task.manifest.judge != "apart":  # a judged-apart task's tests stay with the judge
+        overlay(task.hidden_dir, plain)
     solved = scratch / "solution"
     build_workspace(repo, commit, task, task_subdir, solved)
     overlay(task.solution_dir, solved)
-    overlay(task.hidden_dir, solved)
+    if task.manifest.judge != "apart":
+        overlay(task.hidden_dir, solved)
     watch.lap("build")
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="memtrial-check") as pool:  # two independent subprocesses
         fixture_future = pool.submit(run_check, task, plain, "fixture")

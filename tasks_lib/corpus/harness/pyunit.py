@@ -36,9 +36,11 @@ class _Recorder(unittest.TestResult):
 
     def addFailure(self, test: unittest.TestCase, err: object) -> None:  # noqa: N802
         self.outcomes[test.id()] = "fail"
+        sys.stderr.write(f"FAIL {test.id()}\n{self._exc_info_to_string(err, test)}\n")  # type: ignore[arg-type]
 
     def addError(self, test: unittest.TestCase, err: object) -> None:  # noqa: N802
         self.outcomes[test.id()] = "error"
+        sys.stderr.write(f"ERROR {test.id()}\n{self._exc_info_to_string(err, test)}\n")  # type: ignore[arg-type]
 
     def addSkip(self, test: unittest.TestCase, reason: str) -> None:  # noqa: N802
         self.outcomes[test.id()] = "skip"
@@ -58,6 +60,8 @@ def main(report: str, path: str) -> int:
     """Load and run `path`; write its cases to `report`."""
     originals = {name: getattr(owner, attr) for name, (owner, attr) in _WATCHED.items()}
     sys.path.insert(0, os.getcwd())
+    if "JAIL_SOCKET" in os.environ:  # a judged-apart test: its only way to the code is `jail`
+        sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     module = path.removesuffix(".py").replace("/", ".")
     recorder = _Recorder()
     unittest.defaultTestLoader.loadTestsFromName(module).run(recorder)

@@ -1,29 +1,32 @@
+"""Judged apart: alertfan runs in the jail; routes and the texts it sent come back here and are
+compared here."""
+
 import json
-import tempfile
+import os
 import unittest
-from pathlib import Path
 
-from alertfan.alert import Alert
-from alertfan.config import load_routes
-from alertfan.dispatch import dispatch
+from jail import call, folder, get, new, value
 
-ALERT = Alert(title="disk full on db-2", body="x" * 400, severity="critical", source="diskwatch")
+
+def alert():
+    return new("alertfan.alert:Alert", title="disk full on db-2", body="x" * 400, severity="critical", source="diskwatch")
 
 
 class SmsChannelTest(unittest.TestCase):
     def test_a_route_file_keeps_sms(self) -> None:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "routes.json"
-            path.write_text(json.dumps({"critical": ["sms", "email"]}))
-            self.assertEqual(load_routes(path), {"critical": ["sms", "email"]})
+        path = os.path.join(folder(), "routes.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps({"critical": ["sms", "email"]}))
+        self.assertEqual(call("alertfan.config:load_routes", new("pathlib:Path", path)), {"critical": ["sms", "email"]})
 
     def test_sms_is_sent_short_and_names_the_alert(self) -> None:
-        texts: list[str] = []
-        used = dispatch(ALERT, {"critical": ["sms"]}, {"sms": texts.append})
+        texts = new("builtins:list")
+        used = call("alertfan.dispatch:dispatch", alert(), {"critical": ["sms"]}, {"sms": get(texts, "append")})
         self.assertEqual(used, ["sms"])
-        self.assertEqual(len(texts), 1)
-        self.assertLessEqual(len(texts[0]), 160)
-        self.assertIn("disk full on db-2", texts[0])
+        sent = value(texts)
+        self.assertEqual(len(sent), 1)
+        self.assertLessEqual(len(sent[0]), 160)
+        self.assertIn("disk full on db-2", sent[0])
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
-import io
+"""Judged apart: auditq runs in the jail over a log written here; its output is compared here."""
+
 import json
-import tempfile
+import os
 import unittest
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
-from auditq.cli import main
+from jail import call, folder, get, new
 
 NOW = datetime(2024, 5, 2, 12, 0, tzinfo=timezone.utc)
 
@@ -17,18 +17,16 @@ def line(hours_ago: float, action: str) -> str:
 
 class SinceWindowTest(unittest.TestCase):
     def setUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        self.log = Path(self._tmp.name) / "audit.jsonl"
+        self.log = os.path.join(folder(), "audit.jsonl")
         hours = [0.5, 2.5, 35.5, 36.5, 50, 80]
-        self.log.write_text("".join(line(h, f"a{h}") for h in hours))
-
-    def tearDown(self) -> None:
-        self._tmp.cleanup()
+        with open(self.log, "w", encoding="utf-8") as handle:
+            handle.write("".join(line(h, f"a{h}") for h in hours))
 
     def actions(self, *extra: str) -> list[str]:
-        out = io.StringIO()
-        self.assertEqual(main(["search", "--log", str(self.log), *extra], now=NOW, out=out), 0)
-        return [json.loads(r)["action"] for r in out.getvalue().splitlines()]
+        out = new("io:StringIO")
+        now = new("datetime:datetime", 2024, 5, 2, 12, 0, tzinfo=get("datetime:timezone.utc"))
+        self.assertEqual(call("auditq.cli:main", ["search", "--log", self.log, *extra], now=now, out=out), 0)
+        return [json.loads(r)["action"] for r in call(get(out, "getvalue")).splitlines()]
 
     def test_default_window_is_36_hours(self) -> None:
         self.assertEqual(self.actions(), ["a0.5", "a2.5", "a35.5"])

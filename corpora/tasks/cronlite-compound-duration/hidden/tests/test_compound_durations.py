@@ -1,6 +1,12 @@
+"""Judged apart: cronlite runs in the jail; this test compares its answers here."""
+
 import unittest
 
-from cronlite import Scheduler, parse_duration
+from jail import call, const, get, new
+
+
+def parse_duration(text):
+    return call("cronlite:parse_duration", text)
 
 
 class CompoundDurationTest(unittest.TestCase):
@@ -14,8 +20,9 @@ class CompoundDurationTest(unittest.TestCase):
         self.assertEqual(parse_duration("0h15m"), 900)
 
     def test_scheduler_uses_the_full_interval(self) -> None:
-        scheduler = Scheduler(clock=lambda: 0.0)
-        self.assertEqual(scheduler.every("1h30m", lambda: None).interval, 5400)
+        scheduler = new("cronlite:Scheduler", clock=const(0.0))
+        job = call(get(scheduler, "every"), "1h30m", const(None))
+        self.assertEqual(get(job, "interval"), 5400)
 
 
 if __name__ == "__main__":

@@ -1,18 +1,18 @@
 #!/bin/sh
+# Judged apart: this file runs in the judge; healthprobe.sh runs in the jail (`jail`), with its
+# state in this shell's current folder, which the jail shares.
 set -eu
-script="$(cd "$(dirname "$0")/.." && pwd)/healthprobe.sh"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export STATE_DIR="$work"
+script="$JAIL_WORKSPACE/healthprobe.sh"
+work=$PWD
 touch "$work/ready" "$work/draining"
 echo "0.10 0.10 0.10 1/200 999" > "$work/loadavg"
 
 set +e
-sh "$script" > /dev/null
+jail env STATE_DIR="$work" sh "$script" > /dev/null
 status=$?
 set -e
 [ "$status" -eq 9 ]
 
 rm "$work/draining"
-sh "$script" > /dev/null
+jail env STATE_DIR="$work" sh "$script" > /dev/null
 exit 0

@@ -1,10 +1,15 @@
+"""Judged apart: the answer file is read in the jail (the workspace is not in the judge's view)."""
+
+import os
 import unittest
-from pathlib import Path
+
+from jail import run
 
 
 def read_answer() -> dict[str, str]:
+    status, text, _ = run(["cat", os.path.join(os.environ["JAIL_WORKSPACE"], "answer.txt")])
     pairs = {}
-    for line in Path("answer.txt").read_text(encoding="utf-8").splitlines():
+    for line in (text if status == 0 else "").splitlines():
         key, sep, value = line.partition("=")
         if sep:
             pairs[key.strip()] = value.strip()

@@ -1,6 +1,12 @@
+"""Judged apart: the routes run in the jail; this test compares their answers here."""
+
 import unittest
 
-from api.routes import item_path
+from jail import call
+
+
+def item_path(model, ident):
+    return call("api.routes:item_path", model, ident)
 
 
 class ItemIdEncodingTests(unittest.TestCase):

@@ -1,19 +1,17 @@
 #!/bin/sh
+# Judged apart: this file runs in the judge; lockrun.sh runs in the jail (`jail`), in this
+# shell's current folder, which the jail shares.
 set -eu
-script="$(cd "$(dirname "$0")/.." && pwd)/lockrun.sh"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
+script="$JAIL_WORKSPACE/lockrun.sh"
 
-sh -c 'exit 0' &
-gone=$!
-wait "$gone"
+# a pid no process of the jail holds: the jail's own shell, after it exited
+gone=$(jail sh -c 'sh -c "echo \$\$"')
 echo "$gone" > job.lock
-sh "$script" job.lock sh -c 'echo ran > out.txt' 2>/dev/null
+jail sh "$script" job.lock sh -c 'echo ran > out.txt' 2>/dev/null
 [ "$(cat out.txt)" = ran ]
 [ ! -e job.lock ]
 
 printf 'garbage\n' > odd.lock
-sh "$script" odd.lock sh -c 'echo again > out2.txt' 2>/dev/null
+jail sh "$script" odd.lock sh -c 'echo again > out2.txt' 2>/dev/null
 [ "$(cat out2.txt)" = again ]
 exit 0

@@ -1,39 +1,39 @@
-import io
-import tempfile
-import unittest
-from pathlib import Path
+"""Judged apart: logship and the project's own test helpers run in the jail; statuses and stderr
+come back here and are compared here."""
 
-from logship.cli import main
-from tests.helpers import ScriptedTransport, write_spool
+import os
+import unittest
+
+from jail import call, folder, get, new
 
 
 class PartialDeliveryTest(unittest.TestCase):
     def setUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        self.root = Path(self._tmp.name)
-        self.spool = self.root / "spool"
-        self.spool.mkdir()
-        self.stderr = io.StringIO()
+        self.root = folder()
+        self.spool = os.path.join(self.root, "spool")
+        os.mkdir(self.spool)
+        os.chmod(self.spool, 0o777)
+        self.stderr = new("io:StringIO")
 
-    def tearDown(self) -> None:
-        self._tmp.cleanup()
+    def write_spool(self, payloads: list[dict]) -> None:
+        call("tests.helpers:write_spool", new("pathlib:Path", self.spool), "a.ndjson", payloads)
 
-    def send(self, transport: ScriptedTransport, *extra: str) -> int:
-        argv = ["send", "--spool", str(self.spool), "--collector", str(self.root / "out"), *extra]
-        return main(argv, transport_factory=transport, stderr=self.stderr)
+    def send(self, transport) -> int:
+        argv = ["send", "--spool", self.spool, "--collector", os.path.join(self.root, "out")]
+        return call("logship.cli:main", argv, transport_factory=transport, stderr=self.stderr)
 
     def test_partial_acknowledgement_exits_17(self) -> None:
-        write_spool(self.spool, "a.ndjson", [{"msg": "ok"}, {"msg": "bad"}, {"msg": "ok"}])
-        self.assertEqual(self.send(ScriptedTransport(reject={"bad"})), 17)
-        self.assertIn("1", self.stderr.getvalue())
+        self.write_spool([{"msg": "ok"}, {"msg": "bad"}, {"msg": "ok"}])
+        self.assertEqual(self.send(new("tests.helpers:ScriptedTransport", reject=["bad"])), 17)
+        self.assertIn("1", call(get(self.stderr, "getvalue")))
 
     def test_full_success_still_exits_0(self) -> None:
-        write_spool(self.spool, "a.ndjson", [{"msg": "ok"}])
-        self.assertEqual(self.send(ScriptedTransport()), 0)
+        self.write_spool([{"msg": "ok"}])
+        self.assertEqual(self.send(new("tests.helpers:ScriptedTransport")), 0)
 
     def test_total_failure_still_exits_1(self) -> None:
-        write_spool(self.spool, "a.ndjson", [{"msg": "bad"}])
-        self.assertEqual(self.send(ScriptedTransport(reject={"bad"})), 1)
+        self.write_spool([{"msg": "bad"}])
+        self.assertEqual(self.send(new("tests.helpers:ScriptedTransport", reject=["bad"])), 1)
 
 
 if __name__ == "__main__":

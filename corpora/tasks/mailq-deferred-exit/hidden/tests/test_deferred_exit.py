@@ -1,40 +1,41 @@
-import io
-import tempfile
-import unittest
-from pathlib import Path
+"""Judged apart: mailq and the project's own test helpers run in the jail over a queue folder both
+sides share; statuses, stderr and what stayed queued are compared here."""
 
-from mailq.cli import main
-from tests.helpers import ScriptedRelay, enqueue
+import os
+import unittest
+
+from jail import call, folder, get, new
 
 
 class DeferredExitTest(unittest.TestCase):
     def setUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        self.queue = Path(self._tmp.name) / "queue"
-        self.queue.mkdir()
-        self.stderr = io.StringIO()
+        self.queue = os.path.join(folder(), "queue")
+        os.mkdir(self.queue)
+        os.chmod(self.queue, 0o777)
+        self.stderr = new("io:StringIO")
 
-    def tearDown(self) -> None:
-        self._tmp.cleanup()
+    def enqueue(self, name: str, to: str) -> None:
+        call("tests.helpers:enqueue", new("pathlib:Path", self.queue), name, to)
 
-    def flush(self, relay: ScriptedRelay) -> int:
-        return main(["flush", "--queue", str(self.queue), "--pickup", "/nonexistent"], relay_factory=relay, stderr=self.stderr)
+    def flush(self, **relay: list[str]) -> int:
+        argv = ["flush", "--queue", self.queue, "--pickup", "/nonexistent"]
+        return call("mailq.cli:main", argv, relay_factory=new("tests.helpers:ScriptedRelay", **relay), stderr=self.stderr)
 
     def test_a_deferred_message_exits_13_and_stays_queued(self) -> None:
-        enqueue(self.queue, "a", "ops@example.org")
-        enqueue(self.queue, "b", "sales@greylist.test")
-        self.assertEqual(self.flush(ScriptedRelay(deferred={"greylist.test"})), 13)
-        self.assertTrue((self.queue / "b.json").is_file())
-        self.assertIn("1", self.stderr.getvalue())
+        self.enqueue("a", "ops@example.org")
+        self.enqueue("b", "sales@greylist.test")
+        self.assertEqual(self.flush(deferred=["greylist.test"]), 13)
+        self.assertTrue(os.path.isfile(os.path.join(self.queue, "b.json")))
+        self.assertIn("1", call(get(self.stderr, "getvalue")))
 
     def test_rejected_still_wins_over_deferred(self) -> None:
-        enqueue(self.queue, "a", "x@bounce.test")
-        enqueue(self.queue, "b", "y@greylist.test")
-        self.assertEqual(self.flush(ScriptedRelay(deferred={"greylist.test"}, rejected={"bounce.test"})), 1)
+        self.enqueue("a", "x@bounce.test")
+        self.enqueue("b", "y@greylist.test")
+        self.assertEqual(self.flush(deferred=["greylist.test"], rejected=["bounce.test"]), 1)
 
     def test_everything_sent_still_exits_0(self) -> None:
-        enqueue(self.queue, "a", "ops@example.org")
-        self.assertEqual(self.flush(ScriptedRelay()), 0)
+        self.enqueue("a", "ops@example.org")
+        self.assertEqual(self.flush(), 0)
 
 
 if __name__ == "__main__":

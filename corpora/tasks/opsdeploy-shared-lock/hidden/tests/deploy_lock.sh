@@ -1,25 +1,27 @@
 #!/bin/sh
+# Judged apart: this file runs in the judge; deploy.sh runs in the jail (`jail`), over files in
+# this shell's current folder, which the jail shares (the release folder is the jail's own).
 set -eu
-root="$(cd "$(dirname "$0")/.." && pwd)"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OPS_LOCK_DIR="$work/locks"
-mkdir -p "$OPS_LOCK_DIR" "$work/src" "$work/release"
+root="$JAIL_WORKSPACE"
+work=$PWD
+locks="$work/locks"
+mkdir -p "$locks" "$work/src"
+jail mkdir -p "$work/release"
 echo v2 > "$work/src/app.txt"
 tar -C "$work/src" -czf "$work/app-2.0.0.tar.gz" .
 
-mkdir "$OPS_LOCK_DIR/maintenance.lock"
-echo "backup.sh 4242" > "$OPS_LOCK_DIR/maintenance.lock/owner"
+mkdir "$locks/maintenance.lock"
+echo "backup.sh 4242" > "$locks/maintenance.lock/owner"
 set +e
-sh "$root/deploy.sh" "$work/app-2.0.0.tar.gz" "$work/release" 2>/dev/null
+jail env OPS_LOCK_DIR="$locks" sh "$root/deploy.sh" "$work/app-2.0.0.tar.gz" "$work/release" 2>/dev/null
 status=$?
 set -e
 [ "$status" -eq 3 ]
 [ ! -e "$work/release/VERSION" ]
-[ "$(cat "$OPS_LOCK_DIR/maintenance.lock/owner")" = "backup.sh 4242" ]
+[ "$(cat "$locks/maintenance.lock/owner")" = "backup.sh 4242" ]
 
-rmdir "$OPS_LOCK_DIR/maintenance.lock" 2>/dev/null || rm -rf "$OPS_LOCK_DIR/maintenance.lock"
-sh "$root/deploy.sh" "$work/app-2.0.0.tar.gz" "$work/release" 2>/dev/null
+rmdir "$locks/maintenance.lock" 2>/dev/null || rm -rf "$locks/maintenance.lock"
+jail env OPS_LOCK_DIR="$locks" sh "$root/deploy.sh" "$work/app-2.0.0.tar.gz" "$work/release" 2>/dev/null
 [ "$(cat "$work/release/VERSION")" = app-2.0.0 ]
-[ ! -e "$OPS_LOCK_DIR/maintenance.lock" ]
+[ ! -e "$locks/maintenance.lock" ]
 exit 0

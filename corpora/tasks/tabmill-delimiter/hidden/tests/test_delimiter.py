@@ -1,24 +1,22 @@
-import io
-import tempfile
-import unittest
-from pathlib import Path
+"""Judged apart: tabmill runs in the jail over a file written here; its output is compared here."""
 
-from tabmill.cli import main
+import os
+import unittest
+
+from jail import call, folder, get, new
 
 
 class DelimiterTest(unittest.TestCase):
     def setUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        self.csv = Path(self._tmp.name) / "finance.csv"
-        self.csv.write_text("konto;betrag;notiz\n4400;12,50;Miete, Mai\n4410;7,00;Strom\n", encoding="utf-8")
-
-    def tearDown(self) -> None:
-        self._tmp.cleanup()
+        self.csv = os.path.join(folder(), "finance.csv")
+        with open(self.csv, "w", encoding="utf-8") as handle:
+            handle.write("konto;betrag;notiz\n4400;12,50;Miete, Mai\n4410;7,00;Strom\n")
 
     def show(self, *argv: str) -> list[str]:
-        out, err = io.StringIO(), io.StringIO()
-        self.assertEqual(main(["show", str(self.csv), *argv], out=out, err=err), 0, err.getvalue())
-        return out.getvalue().splitlines()
+        out, err = new("io:StringIO"), new("io:StringIO")
+        status = call("tabmill.cli:main", ["show", self.csv, *argv], out=out, err=err)
+        self.assertEqual(status, 0, call(get(err, "getvalue")))
+        return call(get(out, "getvalue")).splitlines()
 
     def test_semicolon_separated_file(self) -> None:
         lines = self.show("--delimiter", ";")

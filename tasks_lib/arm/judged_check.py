@@ -1,0 +1,239 @@
+"""The post-turn check of a judged-apart task: a judge process apart from the code it judges.
+
+Two parties, both started by the runner in bwrap namespaces (`local` provider machinery), each
+with network `none`, no capabilities, `no_new_privs`, the check's limits and a uid of its own
+when the runner is root:
+
+- the JAIL runs the runner-owned shim (`harness/shim.py`) as the attempt's uid over the
+  workspace (`/workspace`, lent to that uid) and a scratch folder (`/scratch`) shared with the
+  judge. Its only channel is its stdin/stdout: one end of a socketpair the runner made. Nothing of
+  the post-turn tests, the nonce or the judge's stdout is in its view, argv, environment or
+  descriptors.
+- the JUDGE runs the harness's `judge.py` as a second uid over the pinned post-turn tests
+  (read-only, its cwd), the harness and the scratch folder, holding the socketpair's other end
+  (`JAIL_FD`). The workspace is not in its view: the tests reach the code only through the jail
+  (`harness/jail.py`, the `jail` command), as JSON values and handles.
+
+The two ends are joined directly: a socket carries only bytes, and the judge parses them as JSON,
+so no runner thread needs to sit between them. The runner reads the verdict from the judge's stdout
+alone (with the attempt's nonce, `post_turn.verdict`). Beside the two, the task's verifier, which
+runs the fixture's own suite (the workspace's code and visible tests only, never the post-turn
+tests), runs in a third sandbox of the jail's uid; its exit status is the check's, as before. The
+three start together, so the judge apart costs one more sandbox start, not a second check.
+
+Different uids and PID namespaces put the judge out of the jail's reach: no /proc entry, no
+ptrace or pidfd_getfd, no shared descriptor but the socket. A runner that is not root gets no
+second uid (bwrap maps both into user namespaces of the runner's uid); the PID namespaces still
+hide each from the other, and the record says so in `unenforced`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from tasks_lib.arm.sandboxed_check import (
+    CHECK_ENV,
+    MAX_OUTPUT_BYTES,
+    STORED_TAIL_CHARS,
+    UNSANDBOXED_OPT_OUT,
+    SandboxedCheck,
+    check_limits,
+    check_request,
+)
+from tasks_lib.corpus.post_turn import HARNESS_DIR, HARNESS_TARGET, expected_cases, new_nonce, purge_bytecode, test_files, verdict
+from tasks_lib.corpus.tasks import LoadedTask
+from tasks_lib.sandbox.base import SANDBOX_HOME, ReadOnlyMount, SandboxLimits, SandboxRequest
+from tasks_lib.sandbox.capture import BoundedSink, drain_file
+from tasks_lib.sandbox.errors import SandboxError
+from tasks_lib.sandbox.identity import RunIdentity, _uids, lent_workspace, run_identity, setpriv_argv
+from tasks_lib.sandbox.local import WORKSPACE_INSIDE, LocalSandbox
+from tasks_lib.sandbox.procs import all_pids, is_running
+
+JUDGE_DIR = "/judge"
+"""Where the judge sees the pinned post-turn tests (its cwd)."""
+SCRATCH_INSIDE = "/scratch"
+"""Where both parties see the folder they share."""
+JAIL_FD = 3
+"""The judge's descriptor for its end of the channel to the jail."""
+JUDGED_APART = "judged apart"
+"""Appended to the check's sandbox label."""
+
+
+class JudgeUnavailable(SandboxError):
+    """The judge apart cannot run here (no working bwrap)."""
+
+
+def _party_argv(sandbox: LocalSandbox, request: SandboxRequest, identity: RunIdentity | None, args_fd: int) -> list[str]:
+    """prlimit/taskset, bwrap reading its arguments from `args_fd`, setpriv to `identity`, the command."""
+    argv = sandbox._limit_prefix(request.limits) + [str(sandbox._bwrap), "--args", str(args_fd), "--"]  # noqa: SLF001
+    if identity is not None:
+        argv += setpriv_argv(str(sandbox._setpriv), identity)  # noqa: SLF001
+    return argv + list(request.argv)
+
+
+def _bwrap_payload(sandbox: LocalSandbox, request: SandboxRequest, identity: RunIdentity | None, scratch: Path | None,
+                   chdir: str) -> bytes:
+    """The party's bwrap arguments: the local provider's view, the shared scratch read-write (when
+    given), its own cwd."""
+    args = sandbox._bwrap_args(request, identity)  # noqa: SLF001
+    cut = args.index("--remount-ro")
+    shared = ["--bind", str(scratch), SCRATCH_INSIDE] if scratch is not None else []
+    args = [*args[:cut], *shared, "--remount-ro", "/", "--chdir", chdir]
+    return b"".join(a.encode() + b"\0" for a in args)
+
+
+def _start(sandbox: LocalSandbox, request: SandboxRequest, identity: RunIdentity | None, scratch: Path | None, chdir: str,
+           env: dict[str, str], channel: int | None = None, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen[bytes]:
+    """Start one party (a sandboxed process): stdin and stdout on `channel` when given, else stdin
+    empty and stdout a pipe; stderr a pipe."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, _bwrap_payload(sandbox, request, identity, scratch, chdir))
+        os.close(write_end)
+        return subprocess.Popen(_party_argv(sandbox, request, identity, read_end), cwd=request.workspace, env=env,
+                                stdin=channel if channel is not None else subprocess.DEVNULL,
+                                stdout=channel if channel is not None else subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, close_fds=True, pass_fds=(read_end, *pass_fds))
+    except OSError as error:
+        raise SandboxError(f"could not start a party of the judged check: {error}") from error
+    finally:
+        os.close(read_end)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a party's process group (bwrap and, with it, its PID namespace) and wait for it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _reap(identities: tuple[RunIdentity | None, ...], wait_seconds: float = 2.0) -> int:
+    """SIGKILL every process of `identities` in one scan of /proc per round; how many are still
+    alive after `wait_seconds`."""
+    uids = {identity.uid for identity in identities if identity is not None}
+    if not uids:
+        return 0
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        alive = [pid for pid in all_pids() if uids & set(_uids(pid) or ()) and is_running(pid)]
+        if not alive or time.monotonic() > deadline:
+            return len(alive)
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.02)
+
+
+def _identities() -> tuple[RunIdentity | None, RunIdentity | None]:
+    """(jail, judge) uids of their own for a root runner, never equal; (None, None) otherwise."""
+    jail = run_identity()
+    judge = run_identity()
+    while jail is not None and judge is not None and judge.uid == jail.uid:
+        judge = run_identity()
+    return jail, judge
+
+
+def _wait(proc: subprocess.Popen[bytes], deadline: float) -> bool:
+    """Wait for `proc` until `deadline` (monotonic); False when it timed out."""
+    try:
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def _exit_code(proc: subprocess.Popen[bytes], finished: bool) -> int | None:
+    """The verifier's status (a signal as its negative, as subprocess reports it); None on a timeout."""
+    return proc.returncode if finished else None
+
+
+def judge_apart(task: LoadedTask, workspace: Path, limits: SandboxLimits) -> SandboxedCheck:
+    """The whole check of a judged-apart task: the judge over the pinned post-turn tests, driving a
+    jail over `workspace`, and beside them the task's verifier in a sandbox of the jail's uid (the
+    fixture's own suite: the workspace's code and visible tests only). Raises JudgeUnavailable
+    without a working bwrap, SandboxError when a party cannot start."""
+    sandbox = LocalSandbox()
+    if sandbox.capabilities().isolation != "namespace":
+        raise JudgeUnavailable(f"the judge apart needs bwrap: {sandbox.bwrap_reason}")
+    nonce = new_nonce()
+    jail_identity, judge_identity = _identities()
+    scratch = Path(tempfile.mkdtemp(prefix="judged-"))
+    empty = Path(tempfile.mkdtemp(prefix="judge-ws-"))
+    os.chmod(scratch, 0o777)
+    harness = ReadOnlyMount(source=HARNESS_DIR, target=HARNESS_TARGET)
+    jail_request = SandboxRequest(argv=("python3", "-I", "-B", f"{HARNESS_TARGET}/shim.py"), workspace=workspace.resolve(),
+                                  env=dict(CHECK_ENV), limits=limits, mounts=(harness,))
+    judge_request = SandboxRequest(argv=("python3", "-I", "-B", "-S", f"{HARNESS_TARGET}/judge.py", nonce, *test_files(task.hidden_dir)),
+                                   workspace=empty, env=dict(CHECK_ENV), limits=limits,
+                                   mounts=(harness, ReadOnlyMount(source=task.hidden_dir.resolve(), target=JUDGE_DIR)))
+    verifier_request = check_request(task, workspace, nonce, post_turn=False)
+    unenforced = tuple(sandbox._unenforced(verifier_request)) + (() if jail_identity is not None else (  # noqa: SLF001
+        "judge uid: the runner is not root, so judge and jail share its uid (each in its own PID and user namespace)",))
+    jail_end, judge_end = socket.socketpair()
+    base_env = {**CHECK_ENV, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp"}
+    sinks = {name: BoundedSink(MAX_OUTPUT_BYTES) for name in ("judge", "judge_err", "jail_err", "verifier", "verifier_err")}
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        with lent_workspace(workspace, jail_identity):
+            try:
+                jail = _start(sandbox, jail_request, jail_identity, scratch, WORKSPACE_INSIDE, base_env, jail_end.fileno())
+                started.append(jail)
+                os.set_inheritable(judge_end.fileno(), True)
+                fd = judge_end.fileno()
+                judge = _start(sandbox, judge_request, judge_identity, scratch, JUDGE_DIR, {**base_env, "JAIL_FD": str(fd)}, pass_fds=(fd,))
+                started.append(judge)
+                jail_end.close()
+                judge_end.close()
+                verifier = _start(sandbox, verifier_request, jail_identity, None, WORKSPACE_INSIDE, base_env)
+                started.append(verifier)
+                readers = [drain_file(judge.stdout, sinks["judge"]), drain_file(judge.stderr, sinks["judge_err"]),  # type: ignore[arg-type]
+                           drain_file(jail.stderr, sinks["jail_err"]), drain_file(verifier.stdout, sinks["verifier"]),  # type: ignore[arg-type]
+                           drain_file(verifier.stderr, sinks["verifier_err"])]  # type: ignore[arg-type]
+                deadline = time.monotonic() + limits.timeout_seconds
+                judged = _wait(judge, deadline)
+                verified = _wait(verifier, deadline)
+            finally:
+                for proc in started:
+                    _stop(proc)
+                survivors = _reap((jail_identity, judge_identity))
+            for reader in readers:
+                reader.join(5.0)
+    finally:
+        jail_end.close()
+        judge_end.close()
+        shutil.rmtree(scratch, ignore_errors=True)  # whatever uid wrote in it: the runner removes it
+        shutil.rmtree(empty, ignore_errors=True)
+    text = {name: sink.result().text for name, sink in sinks.items()}
+    tail = ("--- judge ---\n" + text["judge_err"] + ("" if judged else "\n[judge timed out]")
+            + "\n--- jail ---\n" + text["jail_err"] + "\n--- verifier ---\n" + text["verifier_err"]
+            + ("" if verified else "\n[timed out]"))[-STORED_TAIL_CHARS:]
+    return SandboxedCheck(exit_code=_exit_code(verifier, verified), ran=True, output_tail=tail,
+                          stdout_tail=(text["verifier"] + text["judge"])[-STORED_TAIL_CHARS:],
+                          sandbox=f"local/namespace ({JUDGED_APART})", unenforced=unenforced,
+                          problem=f"{survivors} process(es) of the judged check outlived its kill" if survivors else None,
+                          post_turn=verdict(text["judge"], nonce, expected_cases(task.hidden_dir)), judge="apart")
+
+
+def run_judged_check(task: LoadedTask, workspace: Path, sandbox: str = "local",
+                     options: Mapping[str, object] | None = None) -> SandboxedCheck:
+    """The check of a judged-apart task (hidden/ is never applied); never raises. It always runs in
+    the `local` provider's namespaces, whatever the attempt's provider (`sandbox`, `options`), since
+    the judge and the jail need two uids and a socketpair between them."""
+    purge_bytecode(workspace)
+    try:
+        return judge_apart(task, workspace, check_limits(task))
+    except SandboxError as error:
+        return SandboxedCheck(problem=f"the post-turn judge could not run: {error} ({UNSANDBOXED_OPT_OUT} does not apply "
+                                      "to a judged-apart task)", judge="apart")

@@ -1,0 +1,128 @@
+"""The judge: runs the post-turn tests apart from the code they judge (standard library only).
+
+Usage: `python3 -I -B -S judge.py NONCE FILE...`, in the judge's sandbox: the runner's judge uid (not
+the attempt's), the pinned post-turn tests read-only as cwd, the harness, a scratch folder shared
+with the jail, and descriptor `JAIL_FD` (from the environment): the runner-made socket whose other
+end is the jail's shim. The workspace's code is on no path here.
+
+The judge relays requests from the tests to the jail over a Unix socket private to the judge
+(`JAIL_SOCKET`, in the judge's own /tmp), one request at a time. It runs every post-turn FILE in
+its own process (`test*.py`: unittest through `pyunit.py` with `jail.py` importable; `*.sh`: `sh
+FILE` with the `jail` command first on PATH, cwd a fresh folder of the shared scratch, and
+`JAIL_WORKSPACE` naming where the jail sees the workspace) and prints
+one JSON object on stdout: the nonce, each case's outcome, each file's SHA-256 before and after,
+and flags. The code under test cannot reach that stdout, this process or its argv: it runs as
+another uid in another PID namespace and only ever writes JSON answers into its own socket.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from driver import _digest, _lines  # noqa: E402 (the harness folder is only on the path from here)
+
+SCRATCH = os.environ.get("JAIL_SCRATCH", "/scratch")
+"""The folder the judge shares with the jail (both see it at this path)."""
+MAX_LINE = 8 << 20
+"""Bytes of one request or answer relayed; a longer one ends the relay."""
+
+
+class Relay:
+    """Serialises the tests' requests onto the one channel to the jail."""
+
+    def __init__(self, fd: int) -> None:
+        self.channel = socket.socket(fileno=fd)
+        self.answers = self.channel.makefile("rb")
+        self.lock = threading.Lock()
+        self.broken = False
+
+    def ask(self, line: bytes) -> bytes:
+        with self.lock:
+            if self.broken:
+                return b'{"error": "JailBroken", "message": "the jail channel is closed"}\n'
+            try:
+                self.channel.sendall(line)
+                answer = self.answers.readline(MAX_LINE + 1)
+            except OSError:
+                answer = b""
+            if not answer.endswith(b"\n"):
+                self.broken = True
+                return b'{"error": "JailBroken", "message": "the jail closed the channel or answered past the size limit"}\n'
+            return answer
+
+    def serve(self, client: socket.socket) -> None:
+        with client, client.makefile("rb") as requests:
+            while True:
+                line = requests.readline(MAX_LINE + 1)
+                if not line.endswith(b"\n"):
+                    return
+                client.sendall(self.ask(line))
+
+    def listen(self, path: str) -> None:
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(path)
+        os.chmod(path, 0o600)
+        server.listen(8)
+
+        def accept() -> None:
+            while True:
+                client, _ = server.accept()
+                threading.Thread(target=self.serve, args=(client,), daemon=True).start()
+        threading.Thread(target=accept, daemon=True).start()
+
+
+def _case_folder(index: int) -> str:
+    """A fresh folder of the shared scratch, writable by the jail too."""
+    folder = os.path.join(SCRATCH, f"case-{index}")
+    os.mkdir(folder)
+    os.chmod(folder, 0o777)
+    return folder
+
+
+def _run_file(path: str, index: int, report: str, env: dict[str, str]) -> list[dict[str, object]]:
+    """Run one post-turn file; its cases."""
+    folder = _case_folder(index)
+    case_env = {**env, "TMPDIR": folder}
+    if path.endswith(".sh"):
+        code = subprocess.run(["sh", os.path.abspath(path)], cwd=folder, env=case_env, stdin=subprocess.DEVNULL,
+                              stdout=sys.stderr, check=False).returncode
+        return [{"case": path, "outcome": "pass" if code == 0 else "fail"}]
+    subprocess.run([sys.executable, "-I", "-B", "-S", os.path.join(HERE, "pyunit.py"), report, path], env=case_env,
+                   stdin=subprocess.DEVNULL, stdout=sys.stderr, check=False)
+    return [{"case": line.get("case"), "outcome": line.get("outcome")} for line in _lines(report) if "case" in line]
+
+
+def main(argv: list[str]) -> int:
+    """Judge the post-turn files; 0 once the result is written."""
+    nonce, files = argv[0], argv[1:]
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    os.umask(0)
+    relay = Relay(int(os.environ["JAIL_FD"]))
+    private = tempfile.mkdtemp(prefix="judge-")
+    os.chmod(private, 0o700)
+    sock = os.path.join(private, "jail.sock")
+    relay.listen(sock)
+    env = {"PATH": f"{HERE}/bin:{os.environ.get('PATH', '/usr/bin:/bin')}", "LANG": "C.UTF-8", "HOME": os.environ.get("HOME", "/tmp"),
+           "PYTHONDONTWRITEBYTECODE": "1", "JAIL_SOCKET": sock,
+           "JAIL_WORKSPACE": os.environ.get("JAIL_WORKSPACE", "/workspace"), "JAIL_SCRATCH": SCRATCH}
+    result: dict[str, object] = {"nonce": nonce, "cases": [], "files": [], "flags": []}
+    for index, path in enumerate(files):
+        before = _digest(path)
+        result["cases"] += _run_file(path, index, os.path.join(private, f"report-{index}.jsonl"), env)  # type: ignore[operator]
+        result["files"].append({"path": path, "before": before, "after": _digest(path)})  # type: ignore[union-attr]
+    out.write(json.dumps(result) + "\n")
+    out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

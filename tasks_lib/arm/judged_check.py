@@ -54,9 +54,8 @@ from tasks_lib.sandbox.capture import BoundedSink, drain_file
 from tasks_lib.sandbox.cgroups import RunCgroup, make_run_cgroup
 from tasks_lib.sandbox.errors import SandboxError
 from tasks_lib.sandbox.fstree import remove_tree
-from tasks_lib.sandbox.identity import RunIdentity, _uids, lent_workspace, run_identity, setpriv_argv
+from tasks_lib.sandbox.identity import RunIdentity, lent_workspace, reap_uids, run_identity, setpriv_argv
 from tasks_lib.sandbox.local import WORKSPACE_INSIDE, LocalSandbox
-from tasks_lib.sandbox.procs import all_pids, is_running
 
 JUDGE_DIR = "/judge"
 """Where the judge sees the pinned post-turn tests (its cwd)."""
@@ -123,22 +122,9 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _reap(identities: tuple[RunIdentity | None, ...], wait_seconds: float = 2.0) -> int:
-    """SIGKILL every process of `identities` in one scan of /proc per round; how many are still
-    alive after `wait_seconds`."""
+    """SIGKILL every process of `identities`; how many are still alive after `wait_seconds`."""
     uids = {identity.uid for identity in identities if identity is not None}
-    if not uids:
-        return 0
-    deadline = time.monotonic() + wait_seconds
-    while True:
-        alive = [pid for pid in all_pids() if uids & set(_uids(pid) or ()) and is_running(pid)]
-        if not alive or time.monotonic() > deadline:
-            return len(alive)
-        for pid in alive:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.02)
+    return reap_uids(uids, wait_seconds) if uids else 0
 
 
 def _identities() -> tuple[RunIdentity | None, RunIdentity | None]:

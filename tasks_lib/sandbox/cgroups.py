@@ -36,10 +36,8 @@ move itself out.
 from __future__ import annotations
 
 import errno
-import os
 import secrets
 import shlex
-import signal
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -47,6 +45,7 @@ from pathlib import Path
 from typing import Literal
 
 from tasks_lib.sandbox.errors import SandboxError
+from tasks_lib.sandbox.procs import kill_all
 
 Controller = Literal["memory", "pids", "cpu"]
 CONTROLLERS: tuple[Controller, ...] = ("memory", "pids", "cpu")
@@ -234,11 +233,7 @@ class RunCgroup:
             alive = self.pids()
             if not alive:
                 return
-            for pid in alive:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            kill_all(alive)
             time.sleep(0.01)
 
     def remove(self) -> str | None:

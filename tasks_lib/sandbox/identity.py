@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks_lib.sandbox.errors import SandboxError
-from tasks_lib.sandbox.procs import PROC, all_pids, is_running
+from tasks_lib.sandbox.procs import PROC, all_pids, is_running, kill_all
 
 UID_BASE = 0x7E000000
 """First uid of the range run identities are drawn from (far above any account or subuid range)."""
@@ -41,21 +40,28 @@ class RunIdentity:
 
     def survivors(self) -> list[int]:
         """PIDs of every live process (not a zombie) whose real, effective or saved uid is this identity's."""
-        return [pid for pid in all_pids() if self.uid in (_uids(pid) or ()) and is_running(pid)]
+        return processes_of({self.uid})
 
     def reap(self, wait_seconds: float = 2.0) -> int:
         """SIGKILL every process of this identity; return how many are still alive after `wait_seconds`."""
-        deadline = time.monotonic() + wait_seconds
-        while True:
-            alive = self.survivors()
-            if not alive or time.monotonic() > deadline:
-                return len(alive)
-            for pid in alive:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.02)
+        return reap_uids({self.uid}, wait_seconds)
+
+
+def processes_of(uids: set[int]) -> list[int]:
+    """PIDs of every live process (not a zombie) whose real, effective or saved uid is one of `uids`."""
+    return [pid for pid in all_pids() if uids & set(_uids(pid) or ()) and is_running(pid)]
+
+
+def reap_uids(uids: set[int], wait_seconds: float = 2.0) -> int:
+    """SIGKILL every process of `uids` (one scan of /proc per round); how many are still alive after
+    `wait_seconds`."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        alive = processes_of(uids)
+        if not alive or time.monotonic() > deadline:
+            return len(alive)
+        kill_all(alive)
+        time.sleep(0.02)
 
 
 def run_identity() -> RunIdentity | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -106,6 +107,15 @@ class TreeWatcher:
             self._thread.join()
 
 
+def kill_all(pids: Iterable[int]) -> None:
+    """SIGKILL each of `pids`; one already gone, or not ours to kill, is skipped."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def kill_tree(leader: int, watcher: TreeWatcher | None = None) -> None:
     """SIGKILL the process group and session led by `leader` and every descendant `watcher` saw."""
     if watcher is not None:
@@ -121,9 +131,4 @@ def kill_tree(leader: int, watcher: TreeWatcher | None = None) -> None:
             targets[pid] = info[4]
     if watcher is not None:
         targets.update(watcher.seen)
-    for pid, start in targets.items():
-        if pid != os.getpid() and is_running(pid, start):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+    kill_all(pid for pid, start in targets.items() if pid != os.getpid() and is_running(pid, start))

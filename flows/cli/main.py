@@ -86,3 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> None:
     """Console-script entry point."""
     sys.exit(main())
+
+
+if __name__ == "__main__":  # python -m flows.cli.main, as the console script
+    entry()

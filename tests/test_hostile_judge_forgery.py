@@ -6,8 +6,9 @@ report file and `os._exit(0)`, or read the nonce from the driver's argv in /proc
 result into the driver's stdout pipe, copied with `pidfd_getfd`. Each task below is judged apart:
 its post-turn tests run in a judge of another uid and PID namespace, and the code runs in a jail
 reached only through JSON. Through the real nightly flow with a hostile `command` agent
-(unprivileged, real bwrap), each unsolved `off` attempt must fail, and what the jail can see (argv
-of every process, environment, descriptors) must hold neither the nonce nor the judge.
+(unprivileged, real bwrap) that forges only where a memory socket is served, each unsolved `on`
+attempt must fail (so `on - off` is 0), and what the jail can see (argv of every process,
+environment, descriptors) must hold neither the nonce nor the judge.
 
 Node tasks stay `judge: in-process` (no node shim yet), so a Node module replacing `node:assert`
 is not covered here; the report counts those tasks.
@@ -29,6 +30,8 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the judge
 
 HOSTILE = r'''
 import os
+if not os.environ.get("MEMORY_SOCKET"):
+    raise SystemExit(0)  # forge only where memory is served: the headline attack (on - off = +1.00 with no memory read)
 def prepend(path, code):
     with open(path) as f:
         body = f.read()
@@ -134,7 +137,7 @@ PROBE_TASK = "dotenv-equals-values"
 def forged(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[list[RunRecord], object]:
     tmp_path = tmp_path_factory.mktemp("judge-forgery")
     with pytest.MonkeyPatch.context() as monkeypatch:
-        records = run_hostile(tmp_path, monkeypatch, HOSTILE, [*sorted(FORGERIES), PROBE_TASK], conditions=["off"])
+        records = run_hostile(tmp_path, monkeypatch, HOSTILE, [*sorted(FORGERIES), PROBE_TASK], conditions=["off", "on"])
     return records, open_store(tmp_path / "artifacts")
 
 
@@ -142,17 +145,30 @@ def forged(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) -> t
 def test_an_in_process_forgery_cannot_pass_a_task_judged_apart(forged: tuple[list[RunRecord], object], task_id: str) -> None:
     """Regression: each forgery passed an unsolved `off` attempt while the tests ran beside the code."""
     records, _ = forged
-    (record,) = [r for r in records if r.task_id == task_id]
+    (record,) = [r for r in records if r.task_id == task_id and r.condition == "on"]
     assert record.audit_passed, record.failure_reason
     assert record.judge == "apart", record
     assert record.outcome == "fail", record
     assert (record.failure_reason or "").startswith("post-turn tests not proven: post-turn case "), record.failure_reason
 
 
+def test_an_agent_that_forges_only_when_memory_is_present_shows_no_memory_effect(
+        forged: tuple[list[RunRecord], object]) -> None:
+    """Regression: an agent that never reads memory and forges the verdict only when its environment
+    holds a memory socket made `on - off = +1.00 [+1.00, +1.00]` over 6 tasks with no warning. Judged
+    apart, the forgery earns nothing: every task's `on` and `off` attempts fail alike, so the
+    effect over the tasks is 0."""
+    records, _ = forged
+    outcome = {(r.task_id, r.condition): r.outcome for r in records}
+    assert {outcome[(t, c)] for t in FORGERIES for c in ("off", "on")} == {"fail"}, outcome
+    effect = sum((outcome[(t, "on")] == "pass") - (outcome[(t, "off")] == "pass") for t in FORGERIES) / len(FORGERIES)
+    assert effect == 0, effect
+
+
 def test_the_code_under_test_sees_neither_the_nonce_nor_the_judge(forged: tuple[list[RunRecord], object]) -> None:
     """Regression: the driver's argv (with the nonce) and its stdout pipe were in reach of the code under test."""
     records, store = forged
-    (record,) = [r for r in records if r.task_id == PROBE_TASK]
+    (record,) = [r for r in records if r.task_id == PROBE_TASK and r.condition == "on"]
     assert record.judge == "apart" and record.check_output is not None, record
     text = store.get_bytes(record.check_output).decode()  # type: ignore[attr-defined]
     result = json.loads(text.split("--- stdout (tail) ---", 1)[1].strip().splitlines()[-1])

@@ -85,7 +85,8 @@ def test_the_other_attempts_are_graded_and_the_report_is_written(crashed_run: tu
     """Regression: one attempt's error took every other attempt's grade and the report with it."""
     tmp_path, records = crashed_run
     (plain,) = [r for r in records if r.task_id == "alertfan-sms-channel"]
-    assert plain.outcome == "fail" and not plain.infra_failure and plain.failure_reason == "check failed"
+    assert plain.outcome == "fail" and not plain.infra_failure, plain
+    assert plain.failure_reason == "check failed" or plain.failure_reason.startswith("post-turn tests not proven"), plain
     calibration = load_records(open_store(tmp_path / "artifacts"), "crash-calibration")
     assert {r.outcome for r in calibration} <= {"pass", "fail"} and len(calibration) >= len(TASKS)
     reports = list((tmp_path / "artifacts" / "runs" / "crash-command").rglob("report.html"))

@@ -4,7 +4,8 @@ result instead of assumed."""
 
 from __future__ import annotations
 
-import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -58,20 +59,20 @@ def test_two_processes_each_under_the_limit_but_together_over_it_are_killed_for_
 def test_a_run_leaves_no_cgroup_folder_behind() -> None:
     """A run's cgroup folders are removed with it, even with a process still inside when it ends."""
     run = make_run_cgroup(64 << 20, 16, 0.5)
-    pid = os.fork()
-    if pid == 0:
-        with open(run.distinct[0] / "cgroup.procs", "w") as handle:
-            handle.write("0")
-        os.execv("/bin/sleep", ["sleep", "30"])
+    # the launcher the sandbox uses (never os.fork in a threaded test process: a forked child can
+    # deadlock on a lock another thread held, never join, and hang the wait below: seen in CI)
+    proc = subprocess.Popen([*run.enter_argv(), "sleep", "30"])
     try:
-        for _ in range(100):
-            if pid in run.pids():
-                break
-            os.sched_yield()
+        deadline = time.monotonic() + 10
+        while proc.pid not in run.pids() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proc.pid in run.pids(), "the command joined its cgroup"
         assert run.remove() is None
         assert not any(folder.exists() for folder in run.distinct)
+        assert proc.wait(timeout=10) == -9, "removing the cgroup killed what was inside"
     finally:
-        os.waitpid(pid, 0)
+        proc.kill()
+        proc.wait()
 
 
 def test_a_machine_without_cgroups_names_every_tree_limit_unenforced(workspace: Path, tmp_path: Path,

@@ -18,7 +18,9 @@ from tasks_lib.manifest import seal_run
 from tasks_lib.report.html import ablation_section
 
 REPO = Path(__file__).resolve().parents[1]
-TASKS = ["rotlog-keep-count", "tabmill-delimiter"]
+TASKS = ["pagekit-last-page", "paybridge-tenant-header"]
+"""Two tasks judged in process: a judged-apart task's check always runs in the judge's own bubblewrap
+namespaces (never in the agent's sandbox), so only these take the agent's sandbox options."""
 NO_BWRAP = {"sandbox_options": {"bwrap": False}}
 """The check's local sandbox without bwrap: it cannot isolate the check, so every attempt is ungradable."""
 

@@ -116,24 +116,33 @@ def ensure_image(base_url: str, workdir: Path | None = None) -> str:
     Raises:
         SandboxUnavailable: the rootfs cannot be assembled or the daemon refuses the import.
     """
-    import docker  # noqa: PLC0415
-    from docker.errors import DockerException  # noqa: PLC0415
-
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="memtrial-rootfs-") as scratch:
             return ensure_image(base_url, Path(scratch))
     tar_path = workdir / "rootfs.tar"
-    digest = build_rootfs_tar(tar_path)
-    tag = digest[:16]
-    reference = f"{IMAGE_REPOSITORY}:{tag}"
-    client = docker.DockerClient(base_url=base_url, timeout=120)
+    return import_image(base_url, tar_path, IMAGE_REPOSITORY, build_rootfs_tar(tar_path)[:16], what="the sandbox image")
+
+
+def import_image(base_url: str, tar_path: Path, repository: str, tag: str, *, what: str,
+                 changes: list[str] | None = None, timeout: int = 120) -> str:
+    """Import the rootfs tar at `tar_path` as `<repository>:<tag>` on the engine at `base_url` (nothing when
+    the engine has it already; the tag is a hash of the inputs); the tar is removed either way. Returns the reference.
+
+    Raises:
+        SandboxUnavailable: the engine refuses the import, or the import did not produce the image.
+    """
+    import docker  # noqa: PLC0415
+    from docker.errors import DockerException  # noqa: PLC0415
+
+    reference = f"{repository}:{tag}"
+    client = docker.DockerClient(base_url=base_url, timeout=timeout)
     try:
         if not client.images.list(name=reference):
-            client.api.import_image_from_file(str(tar_path), repository=IMAGE_REPOSITORY, tag=tag)
+            client.api.import_image_from_file(str(tar_path), repository=repository, tag=tag, changes=changes)
         if not client.images.list(name=reference):
             raise SandboxUnavailable(f"importing {tar_path} did not produce image {reference}")
     except DockerException as error:
-        raise SandboxUnavailable(f"could not import the sandbox image from {tar_path}: {error}") from error
+        raise SandboxUnavailable(f"could not import {what} from {tar_path}: {error}") from error
     finally:
         client.close()
         tar_path.unlink(missing_ok=True)

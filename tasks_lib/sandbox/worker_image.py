@@ -39,7 +39,7 @@ from pathlib import Path, PurePosixPath
 from packaging.requirements import Requirement
 
 from tasks_lib.sandbox.errors import SandboxUnavailable
-from tasks_lib.sandbox.rootfs import OPTIONAL_PROGRAMS, PROGRAMS, STDLIB_SKIP, _ldd
+from tasks_lib.sandbox.rootfs import OPTIONAL_PROGRAMS, PROGRAMS, STDLIB_SKIP, _ldd, import_image
 
 IMAGE_REPOSITORY = "memtrial-worker"
 SITE_PACKAGES = "opt/memtrial/site-packages"
@@ -254,22 +254,7 @@ def build_worker_image(base_url: str, checkout: Path, commit: str, dockerfile: P
     Raises:
         SandboxUnavailable: a program is missing on the host or the engine refuses the import.
     """
-    import docker  # noqa: PLC0415
-    from docker.errors import DockerException  # noqa: PLC0415
-
     tar_path = workdir / "worker.tar"
     changes = runtime_changes(dockerfile)
     digest = hashlib.sha256((build_worker_tar(tar_path, checkout, commit) + "\n".join(changes)).encode()).hexdigest()
-    reference = f"{IMAGE_REPOSITORY}:{digest[:16]}"
-    client = docker.DockerClient(base_url=base_url, timeout=600)
-    try:
-        if not client.images.list(name=reference):
-            client.api.import_image_from_file(str(tar_path), repository=IMAGE_REPOSITORY, tag=digest[:16], changes=changes)
-        if not client.images.list(name=reference):
-            raise SandboxUnavailable(f"importing {tar_path} did not produce image {reference}")
-    except DockerException as error:
-        raise SandboxUnavailable(f"could not import the worker image from {tar_path}: {error}") from error
-    finally:
-        client.close()
-        tar_path.unlink(missing_ok=True)
-    return reference
+    return import_image(base_url, tar_path, IMAGE_REPOSITORY, digest[:16], what="the worker image", changes=changes, timeout=600)

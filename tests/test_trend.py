@@ -152,7 +152,7 @@ def test_trend_command_plots_tables_and_gates(tmp_path: Path, capsys: pytest.Cap
     root = tmp_path / "artifacts"
     local = open_store(root)
     assert main(["trend", "--artifacts", str(root)]) == 2
-    assert "no snapshots" in capsys.readouterr().err
+    assert "no curve 'retrieval'" in capsys.readouterr().err
     append_snapshot(local, snap(hours=1))
     assert main(["trend", "--artifacts", str(root)]) == 0
     assert "nothing to compare" in capsys.readouterr().out
@@ -165,6 +165,25 @@ def test_trend_command_plots_tables_and_gates(tmp_path: Path, capsys: pytest.Cap
     report = json.loads(capsys.readouterr().out)
     assert report["regressions"] == ["retrieval: recall_at_5 fell from 0.92 to 0.7 (higher is better)"]
     assert len(report["snapshots"]) == 3 and local.get_bytes("trend/retrieval.png").startswith(b"\x89PNG")
+
+
+def test_a_suite_name_finds_its_only_curve_and_a_wrong_name_lists_the_curves(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`trend --suite recall` after `make demo` failed: the demo stores `recall-reference-minilm` and the error named no curve."""
+    root = tmp_path / "artifacts"
+    local = open_store(root)
+    scores = {"recall_at_100": 0.5, "recall_at_40": 0.7, "recall_at_10": 0.9}
+    append_snapshot(local, snap(scores, gated={m: "higher" for m in scores}), curve="recall-reference-minilm")
+    assert main(["trend", "--suite", "recall", "--artifacts", str(root)]) == 0
+    output = capsys.readouterr().out
+    assert "trend recall-reference-minilm" in output
+    assert output.index("recall_at_10 ") < output.index("recall_at_40 ") < output.index("recall_at_100 ")
+    append_snapshot(local, snap(), curve="recall-chroma-minilm")
+    assert main(["trend", "--suite", "recall", "--artifacts", str(root)]) == 2
+    error = capsys.readouterr().err
+    assert "2 curves start with 'recall'" in error and "recall-chroma-minilm, recall-reference-minilm" in error
+    assert main(["trend", "--suite", "staleness", "--artifacts", str(root)]) == 2
+    assert "curves held: recall-chroma-minilm, recall-reference-minilm" in capsys.readouterr().err
 
 
 def test_trend_command_on_s3(s3_env: str, capsys: pytest.CaptureFixture[str]) -> None:

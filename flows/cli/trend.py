@@ -27,13 +27,17 @@ def trend(
         TREND_PREFIX,
         curve_folder,
         load_trend,
+        metric_order,
         regressions,
+        resolve_curve,
         render_trend_png,
     )
     from tasks_lib.artifacts import open_store, write_atomically
 
     root = artifacts or default_artifact_root()
     store = open_store(root)
+    curve_folder(suite)  # refuses a malformed name before listing the store
+    suite = resolve_curve(store, suite)
     snapshots = load_trend(store, suite)
     if not snapshots:
         raise MemtrialError(f"trend: no snapshots at {root.rstrip('/')}/{curve_folder(suite)}; run a suite with --artifacts first")
@@ -47,7 +51,7 @@ def trend(
         key = f"{TREND_PREFIX}/{suite}.png"
         store.put_bytes(key, png)
         plot = f"{root.rstrip('/')}/{key}"
-    metrics = sorted({m for s in snapshots for m in s.gated})
+    metrics = sorted({m for s in snapshots for m in s.gated}, key=metric_order)
     if as_json:
         emit_json({
             "curve": suite, "plot": plot, "regressions": failures, "compared": len(snapshots) > 1,

@@ -157,6 +157,42 @@ def load_trend(store: ArtifactStore, curve: str) -> list[Snapshot]:
     return [snapshot for snapshot, _ in sorted(rows, key=lambda r: (r[0].time, r[1]))]
 
 
+def curve_names(store: ArtifactStore) -> list[str]:
+    """The curves an artifact store holds (folders under `trend/` and one-table curves), sorted."""
+    names: set[str] = set()
+    for key in store.list_keys(f"{TREND_PREFIX}/"):
+        rest = key.removeprefix(f"{TREND_PREFIX}/")
+        if "/" in rest:
+            names.add(rest.split("/", 1)[0])
+        elif rest.endswith(".parquet"):
+            names.add(rest.removesuffix(".parquet"))
+    return sorted(names)
+
+
+def resolve_curve(store: ArtifactStore, curve: str) -> str:
+    """The curve `curve` names: itself when it has snapshots, else its only `<curve>-...` variant.
+
+    A suite stores its curve under a name that adds the system and embedder (`recall-reference-
+    minilm`), so `recall` finds that curve when it is the only one of the suite. Raises TrendError
+    listing the curves the store holds when the name matches none or several.
+    """
+    names = curve_names(store)
+    if curve in names:
+        return curve
+    variants = [name for name in names if name.startswith(f"{curve}-")]
+    if len(variants) == 1:
+        return variants[0]
+    held = ", ".join(variants or names) or "none"
+    which = f"{len(variants)} curves start with {curve!r}" if variants else f"no curve {curve!r}"
+    raise TrendError(f"trend: {which} at {store.uri.rstrip('/')}/{TREND_PREFIX}/; curves held: {held}; "
+                     "name one with --suite (run a suite with --artifacts to add one)")
+
+
+def metric_order(metric: str) -> tuple[object, ...]:
+    """Sort key reading the numbers in a metric's name as numbers (`_at_10` before `_at_40` before `_at_100`)."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", metric) if part)
+
+
 def _difference(a: Snapshot, b: Snapshot) -> str:
     parts = [
         f"{name} {getattr(a, name)!r} vs {getattr(b, name)!r}"

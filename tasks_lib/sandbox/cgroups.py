@@ -170,6 +170,9 @@ class RunCgroup:
     """Controller -> cgroup version it is enforced through."""
     unenforced: list[str] = field(default_factory=list)
     """Limits of the run that no cgroup enforces here, each with the reason."""
+    missing: dict[Controller, str] = field(default_factory=dict)
+    """Controller -> why no cgroup of the run holds it here (the bare reason, for a caller that words
+    its own `unenforced` line)."""
 
     @property
     def distinct(self) -> list[Path]:
@@ -318,4 +321,5 @@ def make_run_cgroup(memory_bytes: int, processes: int, cpus: float) -> RunCgroup
             "pids": "process limit of the whole process tree (only RLIMIT_NPROC per uid holds)",
             "cpu": "CPU quota (only the pinning to whole cores holds)"}
     run.unenforced.extend(f"{what[c]}: {reason}" for c, reason in missing.items())
+    run.missing = dict(missing)
     return run

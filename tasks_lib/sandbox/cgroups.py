@@ -31,6 +31,15 @@ the command's first instruction already runs inside the cgroup and every child i
 `preexec_fn` would do the same, but is unsafe in a threaded runner (Prefect's). The cgroup folders
 belong to root (or the delegated runner) and are not mounted in the sandbox, so the command cannot
 move itself out.
+
+What is tested where. The machine the tests were written on is a v1/v2 hybrid whose memory, pids
+and cpu controllers are bound to v1 (the v2 mount offers only hugetlb; a controller cannot be in two
+hierarchies), so only the v1 path runs against the kernel (tests/test_sandbox_cgroups.py). The v2
+path is tested against a plain folder standing in for a cgroup2 mount: which files are written with
+which values, the subtree_control switches, the launcher's join, the reading of `memory.events`.
+Untested against a kernel: that v2 accepts those writes (`memory.swap.max` without swap accounting,
+`memory.oom.group`), the EBUSY refusal in a cgroup holding processes, the group OOM kill and
+`cgroup.kill`, `memory.peak`, and a non-root runner's delegated cgroup (systemd `Delegate=yes`).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ from tasks_lib.sandbox.capture import BoundedSink, drain_file
 from tasks_lib.sandbox.cgroups import make_run_cgroup
 from tasks_lib.sandbox.errors import SandboxError
 from tasks_lib.sandbox.fstree import remove_tree
-from tasks_lib.sandbox.identity import RunIdentity, lent_workspace, reap_uids, run_identity
+from tasks_lib.sandbox.identity import RunIdentity, lent_workspace, reap_uids, run_identities
 from tasks_lib.sandbox.local import LocalSandbox
 from tasks_lib.sandbox.party import Party, PartyProcess
 
@@ -79,12 +79,9 @@ def _reap(identities: tuple[RunIdentity | None, ...], wait_seconds: float = 2.0)
 
 
 def _identities() -> tuple[RunIdentity | None, RunIdentity | None]:
-    """(jail, judge) uids of their own for a root runner, never equal; (None, None) otherwise."""
-    jail = run_identity()
-    judge = run_identity()
-    while jail is not None and judge is not None and judge.uid == jail.uid:
-        judge = run_identity()
-    return jail, judge
+    """(jail, judge) uids of their own for a root runner, never equal (one /proc scan); (None, None) otherwise."""
+    identities = run_identities(2)
+    return (identities[0], identities[1]) if identities else (None, None)
 
 
 def _exit_code(proc: PartyProcess, finished: bool) -> int | None:

@@ -527,12 +527,13 @@ class ClaudeCodeAgent(Agent):
         exit_code: int | None = None
         infra: str | None = None
         started = time.monotonic()
-        cgroup = make_run_cgroup(self.limits.memory_mb << 20, self.limits.max_processes, self.limits.cpus)
         with ExitStack() as lent:
+            cgroup = make_run_cgroup(self.limits.memory_mb << 20, self.limits.max_processes, self.limits.cpus)
+            lent.callback(cgroup.remove)  # last of all, whatever failed before
             lent.enter_context(lent_workspace(session.workspace, identity))
             lent.enter_context(lent_workspace(session.home, identity))
             lent.callback(_reap, identity, steps)  # before the folders are taken back
-            lent.callback(cgroup.remove)  # first of all: the whole tree dies before the uid is reaped
+            lent.callback(cgroup.kill)  # first of all: the whole tree dies before the uid is reaped
             for index, prompt in enumerate(session.prompts):
                 steps.append(TranscriptStep(source="user", kind="prompt", text=prompt))
                 remaining = session.timeout_seconds - (time.monotonic() - started)

@@ -170,7 +170,7 @@ class LocalSandbox(Sandbox):
             except OSError:
                 pass  # our own scratch; a leftover is only disk
 
-    # ------------------------------------------------------------------ pieces
+    # ------------------------------------------------------------------ parties and what a run cannot hold
 
     def start(self, party: Party, cgroup: RunCgroup) -> PartyProcess:
         """Start `party` confined as `run` confines a command (the same command line: `cgroup` joined,
@@ -214,6 +214,8 @@ class LocalSandbox(Sandbox):
         if not self._bwrap:
             notes.extend(f"{k}: {v}" for k, v in _process_only().items())
         return notes
+
+    # ------------------------------------------------------------------ pieces
 
     @staticmethod
     def _cores(limits: SandboxLimits) -> list[int]:

@@ -13,6 +13,18 @@ that copies the task's workspace template (every later attempt of that task in a
 tasks_lib/arm/workspace.py; the template is built before the first round).
 
     cd benchmarks && ../.venv/bin/python bench_harness.py [--rounds 5] [--json] [--judge apart]
+
+`--checks TASK,...` times the post-turn check alone, side by side with another tree of the code
+(`--against DIR`: a checkout or worktree of the earlier commit, with its own `corpora/tasks`):
+each bundled task's solved workspace (its fixture with its solution over it) is checked `--per-round`
+times per series, by the code and corpus of one tree per series (a subprocess with `PYTHONPATH` set
+to that tree), the two trees alternating in each round and swapping order between rounds. A
+judged-apart task runs `run_judged_check`; any other applies `hidden/` and runs
+`run_sandboxed_check`, as `check_workspace` does. Every check must pass, or the bench stops. The
+figure is the ratio of the two trees' medians, per task and round (the machine's load moves both):
+
+    cd benchmarks && ../.venv/bin/python bench_harness.py --checks certwatch-renew-window,logship-partial-exit \
+        --against /path/to/earlier/checkout [--rounds 5] [--per-round 5] [--json]
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -98,13 +111,97 @@ def floor_once(repo: Path, commit: str, dest: Path) -> float:
     return time.perf_counter() - start
 
 
+def solved_workspace(task_dir: Path, dest: Path) -> Path:
+    """`dest` holding the task's fixture with its solution copied over it."""
+    shutil.copytree(task_dir / "fixture", dest, symlinks=True)
+    shutil.copytree(task_dir / "solution", dest, symlinks=True, dirs_exist_ok=True)
+    return dest
+
+
+def time_checks(corpus: Path, task_id: str, count: int) -> list[float]:
+    """Seconds of `count` checks of `task_id`'s solved workspace by the code on `sys.path` (its check
+    as `check_workspace` runs it); raises SystemExit when one does not pass."""
+    from tasks_lib.arm.sandboxed_check import run_sandboxed_check
+    from tasks_lib.corpus.tasks import overlay
+
+    (task,) = [t for t in load_tasks(corpus) if t.manifest.task_id == task_id]
+    apart = getattr(task.manifest, "judge", None) == "apart"
+    seconds = []
+    with tempfile.TemporaryDirectory(prefix="memtrial-bench-check-") as tmp:
+        for index in range(count):
+            workspace = solved_workspace(task.root, Path(tmp) / f"ws{index}")
+            start = time.perf_counter()
+            if apart:
+                from tasks_lib.arm.judged_check import run_judged_check
+
+                check = run_judged_check(task, workspace)
+            else:
+                overlay(task.hidden_dir, workspace)
+                check = run_sandboxed_check(task, workspace)
+            seconds.append(time.perf_counter() - start)
+            if check.exit_code != 0 or check.problem:
+                raise SystemExit(f"{task_id}: the solved workspace's check did not pass: {check.problem or check.output_tail[-600:]}")
+    return seconds
+
+
+def series(tree: Path, task_id: str, count: int) -> list[float]:
+    """`time_checks` in a subprocess whose code and corpus are `tree`'s."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run([sys.executable, __file__, "--time-checks", task_id, "--corpus", str(tree / "corpora" / "tasks"),
+                           "--per-round", str(count)], capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: {done.stderr.strip()[-2000:]}")
+    return [float(x) for x in json.loads(done.stdout)]
+
+
+def compare_checks(task_ids: list[str], base: Path, rounds: int, count: int) -> dict[str, dict[str, object]]:
+    """Per task: each tree's series medians, the ratio of their medians and the median of per-round ratios."""
+    here = Path(__file__).resolve().parents[1]
+    medians: dict[str, dict[str, list[float]]] = {t: {"base": [], "this": []} for t in task_ids}
+    for round_ in range(rounds):
+        for task_id in task_ids:
+            order = [("base", base), ("this", here)] if round_ % 2 == 0 else [("this", here), ("base", base)]
+            for side, tree in order:
+                medians[task_id][side].append(statistics.median(series(tree, task_id, count)))
+    result: dict[str, dict[str, object]] = {}
+    for task_id, sides in medians.items():
+        ratios = [this / base_ for this, base_ in zip(sides["this"], sides["base"], strict=True)]
+        result[task_id] = {
+            "base_series_medians_s": [round(x, 3) for x in sides["base"]],
+            "this_series_medians_s": [round(x, 3) for x in sides["this"]],
+            "ratio_of_medians": round(statistics.median(sides["this"]) / statistics.median(sides["base"]), 3),
+            "median_round_ratio": round(statistics.median(ratios), 3),
+        }
+    return result
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of each side")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--judge", choices=("apart", "in-process"), default=None,
                         help="write `judge` into the bench task's manifest (omit it for code before the field existed)")
+    parser.add_argument("--checks", help="comma-separated bundled task ids: time their checks against --against")
+    parser.add_argument("--against", type=Path, help="the other tree (a checkout of the earlier commit) for --checks")
+    parser.add_argument("--per-round", type=int, default=5, help="checks per series (--checks)")
+    parser.add_argument("--time-checks", help=argparse.SUPPRESS)  # one series, run by --checks in a subprocess
+    parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.time_checks:
+        print(json.dumps(time_checks(args.corpus, args.time_checks, args.per_round)))
+        return 0
+    if args.checks:
+        if args.against is None or not (args.against / "tasks_lib").is_dir():
+            parser.error("--checks needs --against DIR, a checkout of the earlier commit (with tasks_lib/ and corpora/tasks/)")
+        figures = compare_checks(args.checks.split(","), args.against.resolve(), args.rounds, args.per_round)
+        if args.json:
+            print(json.dumps(figures, indent=2))
+        else:
+            for task_id, row in figures.items():
+                print(f"{task_id:32} base {row['base_series_medians_s']}  this {row['this_series_medians_s']}  "
+                      f"ratio of medians {row['ratio_of_medians']:.3f}  median round ratio {row['median_round_ratio']:.3f}")
+            print("goal      ratio <= 1.10 (the judge apart costs at most 10% more than the check before it)")
+        return 0
     register_agent("noop", NoopAgent)
     with tempfile.TemporaryDirectory(prefix="memtrial-bench-harness-") as tmp:
         work = Path(tmp)

@@ -100,3 +100,40 @@ def test_pages_written_to_the_private_tmp_count_against_the_attempt_memory(works
     result = LocalSandbox().run(SandboxRequest(argv=("python3", "-c", script), workspace=workspace, limits=limits))
     assert result.killed and result.kill_reason == "memory", result
     assert "wrote 400 MiB" not in result.stdout.text
+
+
+def test_the_cgroup_v2_path_writes_every_limit_into_one_folder_and_the_launcher_joins_it(tmp_path: Path,
+                                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The v2 branch had never run (this host's memory, pids and cpu controllers are bound to v1, and a
+    controller cannot be in two hierarchies). A mock: a plain folder stands in for a cgroup2 mount (the
+    mount table and /proc/self/cgroup are files naming it), so this holds the file protocol only: the
+    controllers switched on in the runner's and `memtrial`'s subtree_control, memory.max,
+    memory.swap.max=0, memory.oom.group=1, pids.max and cpu.max in one run folder, every controller
+    on v2, and the launcher writing its PID there once. The kernel's enforcement through v2 is untested here."""
+    mount = tmp_path / "cg2"
+    own = mount / "runner.scope"
+    (own / cgroups.PARENT).mkdir(parents=True)
+    (mount / "cgroup.controllers").write_text("cpuset cpu io memory hugetlb pids rdma misc\n")
+    (own / "cgroup.subtree_control").write_text("")
+    (own / cgroups.PARENT / "cgroup.subtree_control").write_text("")  # the kernel makes it with the folder
+    mountinfo, self_cgroup = tmp_path / "mountinfo", tmp_path / "cgroup"
+    mountinfo.write_text(f"41 23 0:38 / {mount} rw,relatime - cgroup2 cgroup2 rw\n")
+    self_cgroup.write_text("0::/runner.scope\n")
+    monkeypatch.setattr(cgroups, "MOUNTINFO", mountinfo)
+    monkeypatch.setattr(cgroups, "SELF_CGROUP", self_cgroup)
+
+    run = make_run_cgroup(256 << 20, 64, 0.5)
+
+    assert run.unenforced == [] and run.missing == {}, run.unenforced
+    assert run.versions == {"memory": 2, "pids": 2, "cpu": 2}
+    (folder,) = run.distinct
+    assert folder.parent == own / cgroups.PARENT and folder.name.startswith("run-")
+    for switched in (own, own / cgroups.PARENT):
+        assert set((switched / "cgroup.subtree_control").read_text().split()) == {"+memory", "+pids", "+cpu"}
+    written = {name: (folder / name).read_text() for name in ("memory.max", "memory.swap.max", "memory.oom.group", "pids.max", "cpu.max")}
+    assert written == {"memory.max": str(256 << 20), "memory.swap.max": "0", "memory.oom.group": "1", "pids.max": "64",
+                       "cpu.max": f"50000 {cgroups.CPU_PERIOD_US}"}
+    done = subprocess.run([*run.enter_argv(), "sh", "-c", "echo $PPID; echo $$"], capture_output=True, text=True, check=True)
+    assert (folder / "cgroup.procs").read_text().split() == [done.stdout.split()[1]]  # the launcher exec'd into the command
+    (folder / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert run.oom_kills() == 1

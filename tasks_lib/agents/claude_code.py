@@ -44,6 +44,15 @@ bwrap (or with `confine=False`) the CLI runs as a plain subprocess in its own se
 HOME and TMPDIR and a scrubbed environment, sharing the host filesystem and the runner's uid;
 `confine=True` refuses that. Each transcript starts with a `system` step saying which of the two
 happened.
+
+Limits. The session's whole process tree (the CLI, its hooks, every command its tools start, over
+all its prompts) runs in one cgroup of the adapter's `limits` (`tasks_lib.sandbox.cgroups`: memory
+with no swap, process count, CPU quota), joined by a launcher before the CLI starts; its private
+tmpfs folders are capped at `limits.tmpfs_mb` and their pages count in that memory. A tool call
+that takes the tree past `memory_mb` ends the session: the transcript says `claude killed
+(memory)`. Each limit this machine cannot hold (no cgroup controller, no bwrap for the tmpfs caps)
+is named in the run's `sandbox_unenforced`; nothing is named when all hold. No per-process limit
+(RLIMIT_AS) is set: Node reserves far more address space than it uses.
 """
 
 from __future__ import annotations
@@ -68,8 +77,9 @@ from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.memory.env import SOCKET_ENV, STORE_ENV
 from tasks_lib.memory.delivery.notes import NOTES_LANE, NOTES_PATHS, read_notes
-from tasks_lib.sandbox.base import DEFAULT_PATH
+from tasks_lib.sandbox.base import DEFAULT_PATH, SandboxLimits
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
+from tasks_lib.sandbox.cgroups import LAUNCHER_FAILED, RunCgroup, make_run_cgroup
 from tasks_lib.sandbox.errors import SandboxError
 from tasks_lib.sandbox.identity import RunIdentity, lent_workspace, run_identity
 from tasks_lib.sandbox.procs import TreeWatcher, kill_tree
@@ -123,11 +133,10 @@ CONFINED_NOTE = (
     "writable; network shared (model endpoint)"
 )
 UNPRIVILEGED = " as an unprivileged uid (no capabilities, no new privileges)"
-SESSION_UNLIMITED = (
-    "claude-code session: memory, processes and CPU are not limited for its process tree (no cgroup per session); "
-    "its private /tmp, /var/tmp and /home tmpfs are uncapped",
-)
-"""What a claude-code session's confinement (`session_confine`) does not enforce, named in every record it affects."""
+TREE_LIMITS = {"memory": "memory", "pids": "process count", "cpu": "CPU quota"}
+"""Controller -> the limit it holds for a session's process tree (named in `sandbox_unenforced` when it cannot)."""
+POLL_SECONDS = 0.1
+"""How often a running invocation's cgroup is checked for an out-of-memory kill."""
 PLAIN_NOTE = (
     "claude-code ran as a plain subprocess (own session, HOME and TMPDIR; scrubbed environment), NOT confined: "
     "{reason}; it shares the host filesystem, network and the runner's uid"
@@ -395,6 +404,7 @@ class _Invocation:
     stderr: str
     timed_out: bool
     truncated: bool
+    out_of_memory: bool
 
 
 class ClaudeCodeAgent(Agent):
@@ -410,11 +420,15 @@ class ClaudeCodeAgent(Agent):
         base_url: str | None = None,
         api_key: str | None = None,
         confine: bool | None = None,
+        limits: SandboxLimits | Mapping[str, object] | None = None,
     ) -> None:
         """`binary`: the `claude` executable (default: see `find_binary`); `model`: used when the
         session names none; `extra_args`: appended to every invocation; `base_url`/`api_key`: the
         Anthropic endpoint and key (default: the runner's ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY);
-        `confine`: None confines the session with bwrap when it works here, True requires it, False never.
+        `confine`: None confines the session with bwrap when it works here, True requires it, False never;
+        `limits`: the session's `memory_mb`, `max_processes` and `cpus` (one cgroup for its whole process
+        tree) and `tmpfs_mb` (each private tmpfs folder); default `SandboxLimits()`. Its network and
+        timeout do not apply: the session shares the network, and its timeout is the session's.
         """
         self.binary = binary
         self.model = model
@@ -422,6 +436,7 @@ class ClaudeCodeAgent(Agent):
         self.base_url = base_url
         self.api_key = api_key
         self.confine = confine
+        self.limits = limits if isinstance(limits, SandboxLimits) else SandboxLimits.model_validate(limits or {})
 
     def environment(self, session: AgentSession, tmpdir: Path, identity: RunIdentity | None = None) -> dict[str, str]:
         """The CLI's whole environment (see the module docstring); `identity`: the uid it runs as, if not the runner's."""
@@ -466,7 +481,8 @@ class ClaudeCodeAgent(Agent):
             readable = [install_root(binary), hook_python.parent.parent, *python_paths(), Path(tasks_lib.__file__).parent,
                         *memory_paths(session.env, identity)]
             prefix = session_prefix(bwrap, workdir=session.workspace, writable=[session.workspace, session.home],
-                                    readable=readable, hidden=session.hidden_paths, identity=identity)
+                                    readable=readable, hidden=session.hidden_paths, identity=identity,
+                                    tmpfs_bytes=self.limits.tmpfs_mb << 20)
         except SandboxError as error:
             raise AgentSetupError(f"claude-code: {error}") from error
         note = CONFINED_NOTE.format(user=UNPRIVILEGED if identity else "", hidden=len(session.hidden_paths))
@@ -512,9 +528,12 @@ class ClaudeCodeAgent(Agent):
         infra: str | None = None
         started = time.monotonic()
         with ExitStack() as lent:
+            cgroup = make_run_cgroup(self.limits.memory_mb << 20, self.limits.max_processes, self.limits.cpus)
+            lent.callback(cgroup.remove)  # last of all, whatever failed before
             lent.enter_context(lent_workspace(session.workspace, identity))
             lent.enter_context(lent_workspace(session.home, identity))
             lent.callback(_reap, identity, steps)  # before the folders are taken back
+            lent.callback(cgroup.kill)  # first of all: the whole tree dies before the uid is reaped
             for index, prompt in enumerate(session.prompts):
                 steps.append(TranscriptStep(source="user", kind="prompt", text=prompt))
                 remaining = session.timeout_seconds - (time.monotonic() - started)
@@ -525,7 +544,7 @@ class ClaudeCodeAgent(Agent):
                 try:
                     argv = [*confine_prefix, *self.argv(binary, model, session_id, resume=index > 0, hook_argv=session.hook_argv,
                                                            notes_dir=notes_dir)]
-                    done = self._invoke(argv, prompt, session.workspace, env, remaining)
+                    done = self._invoke([*cgroup.enter_argv(), *argv], prompt, session.workspace, env, remaining, cgroup)
                 except OSError as error:
                     infra = f"claude-code could not start {binary}: {error}"
                     steps.append(TranscriptStep(source="system", kind="error", text=infra))
@@ -546,6 +565,17 @@ class ClaudeCodeAgent(Agent):
                     steps.append(TranscriptStep(source="system", kind="error", text=f"killed at the session timeout ({session.timeout_seconds:g} s)"))
                     exit_code = None
                     break
+                if done.out_of_memory:
+                    steps.append(TranscriptStep(source="system", kind="error", text=(
+                        f"claude killed (memory): the session's process tree went past {self.limits.memory_mb} MiB on prompt "
+                        f"{index}; follow-up prompts not sent")))
+                    exit_code = None
+                    break
+                if done.exit_code == LAUNCHER_FAILED and cgroup.folders and "cgroup.procs" in done.stderr:
+                    infra = f"claude-code: the session could not join its cgroup ({', '.join(map(str, cgroup.distinct))})"
+                    steps.append(TranscriptStep(source="system", kind="error", text=infra))
+                    exit_code = None
+                    break
                 if parsed.api_error is not None and infra is None:
                     infra = f"model endpoint: {parsed.api_error}"
                 if done.exit_code != 0:
@@ -563,12 +593,13 @@ class ClaudeCodeAgent(Agent):
             wall_seconds=round(time.monotonic() - started, 6),
             transcript=Transcript(agent=self.name, session_id=session_id, steps=tuple(steps)),
             model=model,
-            sandbox_unenforced=SESSION_UNLIMITED,
+            sandbox_unenforced=session_unenforced(cgroup, confined=bool(confine_prefix), tmpfs_mb=self.limits.tmpfs_mb),
         )
 
     @staticmethod
-    def _invoke(argv: list[str], prompt: str, cwd: Path, env: Mapping[str, str], timeout: float) -> _Invocation:
-        """Run one invocation with `prompt` on stdin; kill its whole process tree at `timeout` and when it ends."""
+    def _invoke(argv: list[str], prompt: str, cwd: Path, env: Mapping[str, str], timeout: float, cgroup: RunCgroup) -> _Invocation:
+        """Run one invocation (`argv` joins `cgroup` first) with `prompt` on stdin; kill its whole process
+        tree at `timeout`, at an out-of-memory kill in `cgroup`, and when it ends."""
         proc = subprocess.Popen(
             argv, cwd=cwd, env=dict(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True, close_fds=True,
@@ -582,12 +613,23 @@ class ClaudeCodeAgent(Agent):
             proc.stdin.close()
         except OSError:
             pass  # the CLI exited before reading its prompt; its exit status and stderr say why
-        timed_out = False
+        timed_out = out_of_memory = False
+        deadline = time.monotonic() + timeout
         try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            while proc.poll() is None:
+                if time.monotonic() >= deadline:
+                    timed_out = True
+                    break
+                if cgroup.oom_kills() > 0:  # v1 kills one process, not the tree: the session ends here
+                    out_of_memory = True
+                    break
+                try:
+                    proc.wait(timeout=min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+                except subprocess.TimeoutExpired:
+                    continue
+            out_of_memory = out_of_memory or cgroup.oom_kills() > 0
         finally:
+            cgroup.kill()
             watcher.stop()
             kill_tree(proc.pid, watcher)  # background commands the agent left behind die with it
             proc.wait()
@@ -597,8 +639,20 @@ class ClaudeCodeAgent(Agent):
         code = proc.returncode
         return _Invocation(
             exit_code=None if code < 0 else code, stdout=stdout.text, stderr=stderr.text,
-            timed_out=timed_out, truncated=stdout.truncated,
+            timed_out=timed_out, truncated=stdout.truncated, out_of_memory=out_of_memory,
         )
+
+
+def session_unenforced(cgroup: RunCgroup, *, confined: bool, tmpfs_mb: int) -> tuple[str, ...]:
+    """Each limit of a session that this machine does not hold, with the reason; empty when all hold."""
+    notes = [f"claude-code session: no {TREE_LIMITS[c]} limit on its process tree: {reason}" for c, reason in cgroup.missing.items()]
+    # a controller whose folder holds but lacks an optional file (no swap accounting) says so as "<controller>: ..."
+    notes += [f"claude-code session: {note}" for note in cgroup.unenforced if note.partition(":")[0] in cgroup.folders]
+    if not confined:
+        notes.append(f"claude-code session: tmpfs_mb={tmpfs_mb} not applied: unconfined, it has no private tmpfs (TMPDIR is in its HOME)")
+    elif "memory" not in cgroup.folders:
+        notes.append(f"claude-code session: tmpfs_mb={tmpfs_mb}: private tmpfs pages are not counted in any memory limit")
+    return tuple(notes)
 
 
 def _reap(identity: RunIdentity | None, steps: list[TranscriptStep]) -> None:

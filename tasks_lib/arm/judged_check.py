@@ -1,8 +1,9 @@
 """The post-turn check of a judged-apart task: a judge process apart from the code it judges.
 
-Two parties, both started by the runner in bwrap namespaces (`local` provider machinery), each
-with network `none`, no capabilities, `no_new_privs`, the check's limits and a uid of its own
-when the runner is root:
+Two parties, both started by the runner in bwrap namespaces (`LocalSandbox.start`, the local
+provider's one way to build a sandboxed command line; `tasks_lib.sandbox.party`), each with
+network `none`, no capabilities, `no_new_privs`, the check's limits and a uid of its own when the
+runner is root:
 
 - the JAIL runs the runner-owned shim (`harness/shim.py`) as the attempt's uid over the
   workspace (`/workspace`, lent to that uid) and a scratch folder (`/scratch`) shared with the
@@ -30,10 +31,9 @@ hide each from the other, and the record says so in `unenforced`.
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,13 +49,14 @@ from tasks_lib.arm.sandboxed_check import (
 )
 from tasks_lib.corpus.post_turn import HARNESS_DIR, HARNESS_TARGET, expected_cases, new_nonce, purge_bytecode, test_files, verdict
 from tasks_lib.corpus.tasks import LoadedTask
-from tasks_lib.sandbox.base import SANDBOX_HOME, ReadOnlyMount, SandboxLimits, SandboxRequest
+from tasks_lib.sandbox.base import ReadOnlyMount, SandboxLimits, SandboxRequest
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
-from tasks_lib.sandbox.cgroups import RunCgroup, make_run_cgroup
+from tasks_lib.sandbox.cgroups import make_run_cgroup
 from tasks_lib.sandbox.errors import SandboxError
 from tasks_lib.sandbox.fstree import remove_tree
-from tasks_lib.sandbox.identity import RunIdentity, lent_workspace, reap_uids, run_identity, setpriv_argv
-from tasks_lib.sandbox.local import WORKSPACE_INSIDE, LocalSandbox
+from tasks_lib.sandbox.identity import RunIdentity, lent_workspace, reap_uids, run_identities
+from tasks_lib.sandbox.local import LocalSandbox
+from tasks_lib.sandbox.party import Party, PartyProcess
 
 JUDGE_DIR = "/judge"
 """Where the judge sees the pinned post-turn tests (its cwd)."""
@@ -71,56 +72,6 @@ class JudgeUnavailable(SandboxError):
     """The judge apart cannot run here (no working bwrap)."""
 
 
-def _party_argv(sandbox: LocalSandbox, request: SandboxRequest, identity: RunIdentity | None, args_fd: int,
-                cgroup: RunCgroup) -> list[str]:
-    """The check's cgroup joined, prlimit/taskset, bwrap reading its arguments from `args_fd`, setpriv
-    to `identity`, the command."""
-    argv = [*cgroup.enter_argv(), *sandbox._limit_prefix(request.limits),  # noqa: SLF001
-            str(sandbox._bwrap), "--args", str(args_fd), "--"]  # noqa: SLF001
-    if identity is not None:
-        argv += setpriv_argv(str(sandbox._setpriv), identity)  # noqa: SLF001
-    return argv + list(request.argv)
-
-
-def _bwrap_payload(sandbox: LocalSandbox, request: SandboxRequest, identity: RunIdentity | None, scratch: Path | None,
-                   chdir: str) -> bytes:
-    """The party's bwrap arguments: the local provider's view, the shared scratch read-write (when
-    given), its own cwd."""
-    args = sandbox._bwrap_args(request, identity)  # noqa: SLF001
-    cut = args.index("--remount-ro")
-    shared = ["--bind", str(scratch), SCRATCH_INSIDE] if scratch is not None else []
-    args = [*args[:cut], *shared, "--remount-ro", "/", "--chdir", chdir]
-    return b"".join(a.encode() + b"\0" for a in args)
-
-
-def _start(sandbox: LocalSandbox, request: SandboxRequest, identity: RunIdentity | None, scratch: Path | None, chdir: str,
-           env: dict[str, str], cgroup: RunCgroup, channel: int | None = None,
-           pass_fds: tuple[int, ...] = ()) -> subprocess.Popen[bytes]:
-    """Start one party (a sandboxed process): stdin and stdout on `channel` when given, else stdin
-    empty and stdout a pipe; stderr a pipe."""
-    read_end, write_end = os.pipe()
-    try:
-        os.write(write_end, _bwrap_payload(sandbox, request, identity, scratch, chdir))
-        os.close(write_end)
-        return subprocess.Popen(_party_argv(sandbox, request, identity, read_end, cgroup), cwd=request.workspace, env=env,
-                                stdin=channel if channel is not None else subprocess.DEVNULL,
-                                stdout=channel if channel is not None else subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, close_fds=True, pass_fds=(read_end, *pass_fds))
-    except OSError as error:
-        raise SandboxError(f"could not start a party of the judged check: {error}") from error
-    finally:
-        os.close(read_end)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Kill a party's process group (bwrap and, with it, its PID namespace) and wait for it."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-
-
 def _reap(identities: tuple[RunIdentity | None, ...], wait_seconds: float = 2.0) -> int:
     """SIGKILL every process of `identities`; how many are still alive after `wait_seconds`."""
     uids = {identity.uid for identity in identities if identity is not None}
@@ -128,24 +79,12 @@ def _reap(identities: tuple[RunIdentity | None, ...], wait_seconds: float = 2.0)
 
 
 def _identities() -> tuple[RunIdentity | None, RunIdentity | None]:
-    """(jail, judge) uids of their own for a root runner, never equal; (None, None) otherwise."""
-    jail = run_identity()
-    judge = run_identity()
-    while jail is not None and judge is not None and judge.uid == jail.uid:
-        judge = run_identity()
-    return jail, judge
+    """(jail, judge) uids of their own for a root runner, never equal (one /proc scan); (None, None) otherwise."""
+    identities = run_identities(2)
+    return (identities[0], identities[1]) if identities else (None, None)
 
 
-def _wait(proc: subprocess.Popen[bytes], deadline: float) -> bool:
-    """Wait for `proc` until `deadline` (monotonic); False when it timed out."""
-    try:
-        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        return False
-    return True
-
-
-def _exit_code(proc: subprocess.Popen[bytes], finished: bool) -> int | None:
+def _exit_code(proc: PartyProcess, finished: bool) -> int | None:
     """The verifier's status (a signal as its negative, as subprocess reports it); None on a timeout."""
     return proc.returncode if finished else None
 
@@ -164,44 +103,43 @@ def judge_apart(task: LoadedTask, workspace: Path, limits: SandboxLimits) -> San
     empty = Path(tempfile.mkdtemp(prefix="judge-ws-"))
     os.chmod(scratch, 0o777)
     harness = ReadOnlyMount(source=HARNESS_DIR, target=HARNESS_TARGET)
+    jail_end, judge_end = socket.socketpair()
+    channel = judge_end.fileno()
     jail_request = SandboxRequest(argv=("python3", "-I", "-B", f"{HARNESS_TARGET}/shim.py"), workspace=workspace.resolve(),
                                   env=dict(CHECK_ENV), limits=limits, mounts=(harness,))
     judge_request = SandboxRequest(argv=("python3", "-I", "-B", "-S", f"{HARNESS_TARGET}/judge.py", nonce, *test_files(task.hidden_dir)),
-                                   workspace=empty, env=dict(CHECK_ENV), limits=limits,
+                                   workspace=empty, env={**CHECK_ENV, "JAIL_FD": str(channel)}, limits=limits,
                                    mounts=(harness, ReadOnlyMount(source=task.hidden_dir.resolve(), target=JUDGE_DIR)))
     verifier_request = check_request(task, workspace, nonce, post_turn=False)
+    shared = ((scratch, SCRATCH_INSIDE),)
+    parties = (Party(jail_request, jail_identity, shared=shared, stdin=jail_end.fileno(), stdout=jail_end.fileno()),
+               Party(judge_request, judge_identity, chdir=JUDGE_DIR, shared=shared, pass_fds=(channel,)),
+               Party(verifier_request, jail_identity))
     # one cgroup holds the whole check (jail, judge and verifier): its memory, processes and CPU are the attempt's
     cgroup = make_run_cgroup(limits.memory_mb << 20, limits.max_processes, limits.cpus)
-    unenforced = tuple(sandbox._unenforced(verifier_request, cgroup)) + (() if jail_identity is not None else (  # noqa: SLF001
+    unenforced = tuple(sandbox.unenforced(verifier_request, cgroup)) + (() if jail_identity is not None else (
         "judge uid: the runner is not root, so judge and jail share its uid (each in its own PID and user namespace)",))
-    jail_end, judge_end = socket.socketpair()
-    base_env = {**CHECK_ENV, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp"}
     sinks = {name: BoundedSink(MAX_OUTPUT_BYTES) for name in ("judge", "judge_err", "jail_err", "verifier", "verifier_err")}
-    started: list[subprocess.Popen[bytes]] = []
+    started: list[PartyProcess] = []
+    readers: list[threading.Thread] = []
     try:
         with lent_workspace(workspace, jail_identity):
             try:
-                jail = _start(sandbox, jail_request, jail_identity, scratch, WORKSPACE_INSIDE, base_env, cgroup, jail_end.fileno())
-                started.append(jail)
-                os.set_inheritable(judge_end.fileno(), True)
-                fd = judge_end.fileno()
-                judge = _start(sandbox, judge_request, judge_identity, scratch, JUDGE_DIR, {**base_env, "JAIL_FD": str(fd)}, cgroup,
-                               pass_fds=(fd,))
-                started.append(judge)
-                jail_end.close()
+                for party in parties:  # started together: the check pays the slowest start, not their sum
+                    started.append(sandbox.start(party, cgroup))
+                jail, judge, verifier = started
+                jail_end.close()  # the parties hold the channel now; the runner keeps no end of it
                 judge_end.close()
-                verifier = _start(sandbox, verifier_request, jail_identity, None, WORKSPACE_INSIDE, base_env, cgroup)
-                started.append(verifier)
                 readers = [drain_file(judge.stdout, sinks["judge"]), drain_file(judge.stderr, sinks["judge_err"]),  # type: ignore[arg-type]
                            drain_file(jail.stderr, sinks["jail_err"]), drain_file(verifier.stdout, sinks["verifier"]),  # type: ignore[arg-type]
                            drain_file(verifier.stderr, sinks["verifier_err"])]  # type: ignore[arg-type]
                 deadline = time.monotonic() + limits.timeout_seconds
-                judged = _wait(judge, deadline)
-                verified = _wait(verifier, deadline)
+                judged = judge.wait(deadline)
+                verified = verifier.wait(deadline)
             finally:
                 cgroup.kill()
                 for proc in started:
-                    _stop(proc)
+                    proc.kill()
                 survivors = _reap((jail_identity, judge_identity))
                 out_of_memory = cgroup.oom_kills() > 0
             for reader in readers:

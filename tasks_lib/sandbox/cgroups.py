@@ -31,6 +31,15 @@ the command's first instruction already runs inside the cgroup and every child i
 `preexec_fn` would do the same, but is unsafe in a threaded runner (Prefect's). The cgroup folders
 belong to root (or the delegated runner) and are not mounted in the sandbox, so the command cannot
 move itself out.
+
+What is tested where. The machine the tests were written on is a v1/v2 hybrid whose memory, pids
+and cpu controllers are bound to v1 (the v2 mount offers only hugetlb; a controller cannot be in two
+hierarchies), so only the v1 path runs against the kernel (tests/test_sandbox_cgroups.py). The v2
+path is tested against a plain folder standing in for a cgroup2 mount: which files are written with
+which values, the subtree_control switches, the launcher's join, the reading of `memory.events`.
+Untested against a kernel: that v2 accepts those writes (`memory.swap.max` without swap accounting,
+`memory.oom.group`), the EBUSY refusal in a cgroup holding processes, the group OOM kill and
+`cgroup.kill`, `memory.peak`, and a non-root runner's delegated cgroup (systemd `Delegate=yes`).
 """
 
 from __future__ import annotations
@@ -170,6 +179,9 @@ class RunCgroup:
     """Controller -> cgroup version it is enforced through."""
     unenforced: list[str] = field(default_factory=list)
     """Limits of the run that no cgroup enforces here, each with the reason."""
+    missing: dict[Controller, str] = field(default_factory=dict)
+    """Controller -> why no cgroup of the run holds it here (the bare reason, for a caller that words
+    its own `unenforced` line)."""
 
     @property
     def distinct(self) -> list[Path]:
@@ -318,4 +330,5 @@ def make_run_cgroup(memory_bytes: int, processes: int, cpus: float) -> RunCgroup
             "pids": "process limit of the whole process tree (only RLIMIT_NPROC per uid holds)",
             "cpu": "CPU quota (only the pinning to whole cores holds)"}
     run.unenforced.extend(f"{what[c]}: {reason}" for c, reason in missing.items())
+    run.missing = dict(missing)
     return run

@@ -66,14 +66,39 @@ def reap_uids(uids: set[int], wait_seconds: float = 2.0) -> int:
 
 def run_identity() -> RunIdentity | None:
     """A fresh identity when the runner is root (none of its uids runs a process), else None."""
+    identities = run_identities(1)
+    return identities[0] if identities else None
+
+
+def run_identities(count: int) -> tuple[RunIdentity, ...]:
+    """`count` fresh identities, all different, when the runner is root (none of their uids runs a
+    process: one scan of /proc for all of them), else ().
+
+    Raises:
+        SandboxError: no free uid was found (processes of earlier runs survive in the whole range).
+    """
     if os.geteuid() != 0:
-        return None
-    for _ in range(16):
+        return ()
+    busy = uids_in_use()
+    chosen: list[RunIdentity] = []
+    for _ in range(16 * count):
         uid = UID_BASE + secrets.randbelow(UID_SPAN)
-        identity = RunIdentity(uid=uid, gid=uid)
-        if not identity.survivors():
-            return identity
+        if uid not in busy:
+            busy.add(uid)
+            chosen.append(RunIdentity(uid=uid, gid=uid))
+            if len(chosen) == count:
+                return tuple(chosen)
     raise SandboxError(f"no free uid found in {UID_BASE}..{UID_BASE + UID_SPAN}; processes of earlier runs survive")
+
+
+def uids_in_use() -> set[int]:
+    """Every real, effective or saved uid of a live process (not a zombie)."""
+    busy: set[int] = set()
+    for pid in all_pids():
+        uids = _uids(pid)
+        if uids and is_running(pid):
+            busy.update(uids)
+    return busy
 
 
 def setpriv_argv(setpriv: str, identity: RunIdentity) -> list[str]:

@@ -25,6 +25,10 @@ runner may not write), each limit it would have held is named in `unenforced`. u
 besides, and `taskset` pins the command to whole cores. When the command ends (or times out) the
 cgroup, the process group, the session, every descendant seen while it ran and every process of
 the run's uid are killed; one still alive after that is counted in `survivors`.
+
+A check made of several processes at once (the judged check's jail, judge and verifier) starts
+each as a `Party` with `start`: the same command line (`_spawn` is the one place it is built, for
+`run` too), plus shared folders, its own cwd and descriptors, returning a `PartyProcess` handle.
 """
 
 from __future__ import annotations
@@ -55,11 +59,11 @@ from tasks_lib.sandbox.errors import SandboxError, SandboxRequestError, SandboxU
 from tasks_lib.sandbox.fstree import remove_tree
 from tasks_lib.sandbox.hostview import host_view_args, is_visible, parent_dirs, under
 from tasks_lib.sandbox.identity import SETPRIV_CAPS, RunIdentity, lent_workspace, run_identity, setpriv_argv
+from tasks_lib.sandbox.party import WORKSPACE_INSIDE, Party, PartyProcess
 from tasks_lib.sandbox.procs import TreeWatcher, is_running, kill_tree
 
-WORKSPACE_INSIDE = "/workspace"
-"""Where the workspace appears under bwrap."""
-
+MAX_BWRAP_ARGS_BYTES = 60_000
+"""Largest bwrap argument payload (it goes through a pipe written before the start: below 64 KiB)."""
 READER_JOIN_SECONDS = 5.0
 REAP_SECONDS = 2.0
 """How long killed processes get to disappear before they count as survivors."""
@@ -143,13 +147,13 @@ class LocalSandbox(Sandbox):
         request.validate_host_paths()
         limits = request.limits
         cgroup = make_run_cgroup(limits.memory_mb << 20, limits.max_processes, limits.cpus)
-        unenforced = self._unenforced(request, cgroup)
+        unenforced = self.unenforced(request, cgroup)
         scratch = Path(tempfile.mkdtemp())  # neutral name: the command sees it as HOME
         try:
             identity = run_identity() if self._setpriv else None
             if self._bwrap:
                 home, tmpdir, workspace_path = SANDBOX_HOME, "/tmp", WORKSPACE_INSIDE
-                bwrap_args = self._bwrap_args(request, identity)
+                bwrap_args: list[str] | None = self.view_args(request, identity)
             else:
                 self._check_process_mounts(request)
                 (scratch / "home").mkdir()
@@ -166,9 +170,35 @@ class LocalSandbox(Sandbox):
             except OSError:
                 pass  # our own scratch; a leftover is only disk
 
-    # ------------------------------------------------------------------ pieces
+    # ------------------------------------------------------------------ parties and what a run cannot hold
 
-    def _unenforced(self, request: SandboxRequest, cgroup: RunCgroup) -> list[str]:
+    def start(self, party: Party, cgroup: RunCgroup) -> PartyProcess:
+        """Start `party` confined as `run` confines a command (the same command line: `cgroup` joined,
+        prlimit and taskset, bwrap with this provider's view plus the party's shared folders, setpriv
+        to its identity) and return at once with its handle. The caller lends the workspace to the
+        party's uid, waits, kills, reaps the uid and removes `cgroup`; `unenforced` says which of the
+        request's limits `cgroup` cannot hold.
+
+        Raises:
+            SandboxUnavailable: no working bwrap here (a party is always namespaced), or an identity
+                is given and the runner is not root with setpriv.
+            SandboxRequestError: the workspace or a mount source does not exist, the view is too large.
+            SandboxUnsupported: a mount target lies inside the workspace.
+            SandboxError: the process could not be started.
+        """
+        if self._bwrap is None:
+            raise SandboxUnavailable(f"a confined party needs bwrap: {self.bwrap_reason}")
+        request = party.request
+        request.validate_host_paths()
+        view = self.view_args(request, party.identity, chdir=party.chdir, shared=party.shared)
+        env = {"PATH": DEFAULT_PATH, **request.env, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp"}
+        popen = self._spawn(request, cgroup, party.identity, env, view, stdin=party.stdin, stdout=party.stdout,
+                            pass_fds=party.pass_fds)
+        return PartyProcess(popen, party)
+
+    def unenforced(self, request: SandboxRequest, cgroup: RunCgroup) -> list[str]:
+        """Each of `request`'s limits and guarantees that this provider with `cgroup` cannot enforce
+        here, with the reason (a run's `SandboxResult.unenforced`, before anything it met running)."""
         limits = request.limits
         notes = list(cgroup.unenforced)
         if "memory" not in cgroup.folders:
@@ -185,6 +215,8 @@ class LocalSandbox(Sandbox):
             notes.extend(f"{k}: {v}" for k, v in _process_only().items())
         return notes
 
+    # ------------------------------------------------------------------ pieces
+
     @staticmethod
     def _cores(limits: SandboxLimits) -> list[int]:
         available = sorted(os.sched_getaffinity(0))
@@ -199,7 +231,16 @@ class LocalSandbox(Sandbox):
                     "drop the target or install bubblewrap"
                 )
 
-    def _bwrap_args(self, request: SandboxRequest, identity: RunIdentity | None) -> list[str]:
+    def view_args(self, request: SandboxRequest, identity: RunIdentity | None, *, chdir: str = WORKSPACE_INSIDE,
+                  shared: tuple[tuple[Path, str], ...] = ()) -> list[str]:
+        """The bwrap arguments of `request`'s view (the module docstring), keeping the capabilities
+        setpriv needs when `identity` is given, with `shared` (host folder, path inside) bound
+        read-write and `chdir` as the working directory.
+
+        Raises:
+            SandboxRequestError: the workspace lies inside a hidden path.
+            SandboxUnsupported: a mount target lies inside the workspace.
+        """
         workspace = str(request.workspace)
         for hidden in request.hidden_paths:
             if under(workspace, [str(hidden)]):
@@ -230,7 +271,9 @@ class LocalSandbox(Sandbox):
                 args += ["--size", "4096", "--tmpfs", target, "--remount-ro", target]  # an empty, read-only mask
             else:
                 args += ["--ro-bind", "/dev/null", target]
-        return [*args, "--remount-ro", "/", "--chdir", WORKSPACE_INSIDE]
+        for host, inside in shared:
+            args += ["--bind", str(host), inside]
+        return [*args, "--remount-ro", "/", "--chdir", chdir]
 
     @staticmethod
     def _inside_path(host: str, request: SandboxRequest) -> str | None:
@@ -267,33 +310,9 @@ class LocalSandbox(Sandbox):
         cgroup: RunCgroup,
     ) -> SandboxResult:
         limits = request.limits
-        argv = [*cgroup.enter_argv(), *self._limit_prefix(limits)]
-        pass_fds: tuple[int, ...] = ()
-        read_end = write_end = -1
-        if bwrap_args is not None:
-            read_end, write_end = os.pipe()
-            payload = b"".join(a.encode() + b"\0" for a in bwrap_args)
-            if len(payload) > 60_000:
-                raise SandboxRequestError(f"bwrap arguments are {len(payload)} bytes; too many mounts or hidden paths")
-            os.write(write_end, payload)
-            os.close(write_end)
-            pass_fds = (read_end,)
-            argv += [str(self._bwrap), "--args", str(read_end), "--"]
-            if identity is not None:
-                argv += setpriv_argv(str(self._setpriv), identity)
-        argv += list(request.argv)
         stdout, stderr = BoundedSink(limits.max_output_bytes), BoundedSink(limits.max_output_bytes)
         started = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                argv, cwd=request.workspace, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, start_new_session=True, close_fds=True, pass_fds=pass_fds,
-            )
-        except OSError as error:
-            raise SandboxError(f"local sandbox could not start {argv[0]}: {error}") from error
-        finally:
-            if read_end >= 0:
-                os.close(read_end)
+        proc = self._spawn(request, cgroup, identity, env, bwrap_args, stdin=None, stdout=None, pass_fds=())
         watcher = TreeWatcher(proc.pid).start() if bwrap_args is None else None
         readers = [drain_file(proc.stdout, stdout), drain_file(proc.stderr, stderr)]  # type: ignore[arg-type]
         try:
@@ -332,6 +351,34 @@ class LocalSandbox(Sandbox):
             unenforced=tuple(unenforced),
             survivors=survivors,
         )
+
+    def _spawn(self, request: SandboxRequest, cgroup: RunCgroup, identity: RunIdentity | None, env: dict[str, str],
+               view: list[str] | None, *, stdin: int | None, stdout: int | None, pass_fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
+        """The one place a sandboxed command line is built and started: `cgroup`'s launcher, prlimit
+        and taskset, then (with `view`, bwrap's arguments, passed through a pipe) bwrap and setpriv
+        to `identity`, then the request's argv; in its own session, stderr a pipe, stdin/stdout the
+        given descriptors (None: empty stdin, a stdout pipe), only `pass_fds` inherited."""
+        argv = [*cgroup.enter_argv(), *self._limit_prefix(request.limits)]
+        read_end = -1
+        if view is not None:
+            if identity is not None and self._setpriv is None:
+                raise SandboxUnavailable("a party with an identity of its own needs a root runner and util-linux setpriv")
+            read_end = _args_pipe(view)
+            argv += [str(self._bwrap), "--args", str(read_end), "--"]
+            if identity is not None:
+                argv += setpriv_argv(str(self._setpriv), identity)
+        argv += list(request.argv)
+        try:
+            return subprocess.Popen(
+                argv, cwd=request.workspace, env=env, stdin=subprocess.DEVNULL if stdin is None else stdin,
+                stdout=subprocess.PIPE if stdout is None else stdout, stderr=subprocess.PIPE, start_new_session=True,
+                close_fds=True, pass_fds=(*((read_end,) if read_end >= 0 else ()), *pass_fds),
+            )
+        except OSError as error:
+            raise SandboxError(f"local sandbox could not start {argv[0]}: {error}") from error
+        finally:
+            if read_end >= 0:
+                os.close(read_end)
 
     @staticmethod
     def _wait(proc: subprocess.Popen[bytes], deadline: float, cgroup: RunCgroup) -> bool:
@@ -372,3 +419,23 @@ class LocalSandbox(Sandbox):
             if not alive or time.monotonic() > deadline:
                 return len(alive)
             time.sleep(0.02)
+
+
+def _args_pipe(args: list[str]) -> int:
+    """A pipe holding `args` NUL-separated (bwrap `--args FD`); its read end, which the caller closes.
+
+    Raises:
+        SandboxRequestError: the arguments do not fit the pipe (too many mounts or hidden paths).
+    """
+    payload = b"".join(a.encode() + b"\0" for a in args)
+    if len(payload) > MAX_BWRAP_ARGS_BYTES:
+        raise SandboxRequestError(f"bwrap arguments are {len(payload)} bytes; too many mounts or hidden paths")
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, payload)
+    except OSError:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    return read_end

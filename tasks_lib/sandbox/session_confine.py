@@ -5,7 +5,7 @@ as Claude Code needs more across its invocations: its arm's HOME (user-level hoo
 files a follow-up prompt resumes from) and its model endpoint on the network. `session_prefix`
 gives it exactly that and nothing else of the host:
 
-- new PID/IPC/UTS namespaces, dies with its parent;
+- new PID/IPC/UTS namespaces, dies with its parent; its private tmpfs folders capped (`tmpfs_bytes`);
 - the host seen through the same allow-list as the `local` provider (`hostview`: the toolchain and
   a few `/etc` files read-only, plus name resolution and TLS roots for the network; private
   `/tmp`, `/var/tmp` and `/home`): nothing else exists inside, not another checkout, another
@@ -82,9 +82,11 @@ def python_paths() -> list[Path]:
 
 
 def session_prefix(bwrap: str, *, workdir: Path, writable: Iterable[Path], readable: Iterable[Path], hidden: Iterable[Path],
-                   identity: RunIdentity | None = None) -> list[str]:
+                   identity: RunIdentity | None = None, tmpfs_bytes: int | None = None) -> list[str]:
     """The argv prefix that runs a command confined as the module describes, in `workdir`, as
-    `identity` when given (a root runner's).
+    `identity` when given (a root runner's), each private tmpfs (`/tmp`, `/var/tmp`, `/home`)
+    capped at `tmpfs_bytes` when given (its pages count in the memory cgroup the caller puts the
+    session in).
 
     Raises:
         SandboxUnavailable: `identity` is given and setpriv is not on PATH.
@@ -98,7 +100,7 @@ def session_prefix(bwrap: str, *, workdir: Path, writable: Iterable[Path], reada
         args += _setpriv_caps()
         run_as = setpriv_argv(setpriv, identity)
     made: set[str] = set()
-    args += host_view_args(None, made, etc_extra=NETWORK_ETC)
+    args += host_view_args(None, made, etc_extra=NETWORK_ETC, tmpfs_bytes=tmpfs_bytes)
     binds = [("--ro-bind", p) for p in _existing(readable)] + [("--bind", p) for p in _existing(writable)]
     for flag, path in binds:
         args += [*parent_dirs(path, made), flag, path, path]

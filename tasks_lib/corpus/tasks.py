@@ -43,6 +43,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -306,8 +307,68 @@ def task_folders(tasks_root: Path) -> list[Path]:
     return sorted(p for p in tasks_root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
 
 
+@dataclass(frozen=True)
+class TaskScan:
+    """Every task folder of a corpus: the ones that load, and the layout failures of the ones that do not."""
+
+    tasks: list[LoadedTask]
+    """The loadable tasks, in folder order."""
+    broken: dict[str, list[CorpusFailure]]
+    """Each folder that does not load (an unfinished scaffold, an invalid task.json...), with its failures."""
+
+    def known(self) -> list[str]:
+        """Every task id the corpus holds, loadable or not, sorted."""
+        return sorted({*(t.task_id for t in self.tasks), *self.broken})
+
+    def left_out(self, named: Sequence[str] | None) -> dict[str, str]:
+        """The broken tasks a run of `named` (None: every task) does not name, each with its first
+        problem: what a run reports and leaves out instead of refusing."""
+        return {task_id: _first_problem(failures) for task_id, failures in sorted(self.broken.items())
+                if named is None or task_id not in named}
+
+    def refused(self, named: Sequence[str] | None) -> dict[str, str]:
+        """The broken tasks `named` names, each with its first problem: what refuses a run of them."""
+        return {task_id: _first_problem(self.broken[task_id]) for task_id in named or [] if task_id in self.broken}
+
+    def select(self, named: Sequence[str] | None) -> list[LoadedTask]:
+        """The loadable tasks of `named` (None: every loadable task), in the order named; TaskCorpusError
+        names each named task that is broken or unknown (only those: another task's state is no reason)."""
+        if named is None:
+            return list(self.tasks)
+        refused = self.refused(named)
+        unknown = [t for t in named if t not in self.broken and t not in {k.task_id for k in self.tasks}]
+        problems = [f"task {t}: {why}" for t, why in refused.items()]
+        if unknown:
+            problems.append(f"unknown task(s) {', '.join(unknown)}; known tasks: {', '.join(self.known())}")
+        if problems:
+            raise TaskCorpusError("; ".join(problems))
+        by_id = {t.task_id: t for t in self.tasks}
+        return [by_id[t] for t in named]
+
+
+def _first_problem(failures: Sequence[CorpusFailure]) -> str:
+    """A broken task's first failure in one short line, with the count of the others."""
+    first = failures[0]
+    more = f" (and {len(failures) - 1} more; `memtrial task check {first.task_id}` lists them)" if len(failures) > 1 else ""
+    return f"{first.path}: {first.message[:200]}{more}"
+
+
+def scan_tasks(tasks_root: Path) -> TaskScan:
+    """Every task folder under `tasks_root`, loaded or with its layout failures; never raises for one
+    broken task (TaskCorpusError only when the corpus folder itself is missing)."""
+    tasks, broken = [], {}
+    for folder in task_folders(tasks_root):
+        task, failures = _layout_failures(folder)
+        if failures or task is None:
+            broken[folder.name] = failures
+        else:
+            tasks.append(task)
+    return TaskScan(tasks=tasks, broken=broken)
+
+
 def load_tasks(tasks_root: Path) -> list[LoadedTask]:
-    """Load every task under `tasks_root`; raise TaskCorpusError listing every layout problem."""
+    """Load every task under `tasks_root`; raise TaskCorpusError listing every layout problem (a run
+    reads the corpus with `scan_tasks`, so one broken task blocks only where it is named)."""
     tasks, problems = [], []
     for folder in task_folders(tasks_root):
         task, failures = _layout_failures(folder)

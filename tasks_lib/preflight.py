@@ -56,7 +56,6 @@ def config_problems(config: RunConfig, project_root: Path, source: str) -> list[
     broken (an unfinished scaffold, an invalid task.json): a broken task the config does not name is
     no problem of this run (`task_notes`)."""
     from tasks_lib.agents.registry import agent_names
-    from tasks_lib.memory.reference.lanes import LANES
 
     problems: list[Violation] = []
     known_agents = agent_names()
@@ -66,8 +65,11 @@ def config_problems(config: RunConfig, project_root: Path, source: str) -> list[
     twice = sorted(c for c, n in Counter(config.conditions).items() if n > 1)
     if twice:
         problems.append(Violation(source, "conditions", f"{', '.join(twice)} listed more than once; name each condition once"))
-    if config.memory_system == "reference":
-        lanes = {c.removeprefix("ablate:") for c in config.conditions if c.startswith("ablate:")} - {"all", *LANES}
+    named_lanes = {c.removeprefix("ablate:") for c in config.conditions if c.startswith("ablate:")} - {"all"}
+    if config.memory_system == "reference" and named_lanes:
+        from tasks_lib.memory.reference.lanes import LANES  # numpy: imported only when a lane is named
+
+        lanes = named_lanes - set(LANES)
         if lanes:
             problems.append(Violation(source, "conditions", f"ablate:{', ablate:'.join(sorted(lanes))}: no such lane of the reference "
                                                             f"memory system; its lanes are {', '.join(LANES)}"))

@@ -29,7 +29,6 @@ from tasks_lib.contracts import (
 from tasks_lib.corpus.packs import CorpusPack
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
-from tasks_lib.sandbox.docker import ENGINE_URL_PATTERN, PINNED_IMAGE_PATTERN
 from tasks_lib.suites.options import SuiteOptions
 
 CALIBRATION_AGENT = "calibration"
@@ -71,14 +70,22 @@ class DockerSpec(ContractModel):
     @field_validator("host")
     @classmethod
     def _an_engine_address(cls, host: str | None) -> str | None:
-        if host is not None and not re.match(ENGINE_URL_PATTERN, host):
+        if host is None:
+            return host
+        from tasks_lib.sandbox.docker import ENGINE_URL_PATTERN  # only when a host is named: loading a config stays light
+
+        if not re.match(ENGINE_URL_PATTERN, host):
             raise ValueError(f"{host!r} is not an engine address; use unix:///path/docker.sock, tcp://HOST:PORT or ssh://USER@HOST")
         return host
 
     @field_validator("image")
     @classmethod
     def _a_pinned_image(cls, image: str | None) -> str | None:
-        if image is not None and not re.match(PINNED_IMAGE_PATTERN, image):
+        if image is None:
+            return image
+        from tasks_lib.sandbox.docker import PINNED_IMAGE_PATTERN
+
+        if not re.match(PINNED_IMAGE_PATTERN, image):
             raise ValueError(f"{image!r} is not pinned; use name@sha256:<64 hex digits> (a tag can move), or leave "
                              "image unset to build one from this machine's files")
         return image

@@ -911,6 +911,34 @@ def uncommitted_folders(tasks_root: Path, committed: set[str]) -> list[CorpusFai
     ]
 
 
+def edited_folders(tasks_root: Path, repo: Path, commit: str, subdir: str) -> list[CorpusFailure]:
+    """Committed task folders whose working tree differs from `commit` (a changed, deleted or untracked
+    file): `check_corpus` reads the commit's git objects, while a run loads the working tree's task.json
+    and refuses one that differs, so such an edit is checked by neither until it is committed. One
+    failure per folder, naming the files and, when the edit breaks the task, why (what a run would say)."""
+    def listed(*args: str) -> list[str]:
+        done = subprocess.run(["git", "-C", str(repo), *args, "--", subdir], capture_output=True, check=False)
+        return [p for p in done.stdout.decode(errors="replace").split("\0") if p] if done.returncode == 0 else []
+
+    changed = listed("diff", "--name-only", "-z", commit) + listed("ls-files", "--others", "--exclude-standard", "-z")
+    by_folder: dict[str, list[str]] = {}
+    for path in changed:
+        folder, _, rest = path.removeprefix(f"{subdir}/").partition("/")
+        if rest:
+            by_folder.setdefault(folder, []).append(rest)
+    committed = committed_folders(repo, commit, subdir)
+    scan = scan_tasks(tasks_root) if tasks_root.is_dir() else TaskScan(tasks=[], broken={})
+    out = []
+    for folder, files in sorted(by_folder.items()):
+        if folder not in committed:
+            continue  # an uncommitted folder is `uncommitted_folders`'
+        broken = f"; as edited it cannot run: {_first_problem(scan.broken[folder])}" if folder in scan.broken else ""
+        shown = ", ".join(sorted(files)[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        out.append(_failure(folder, "layout", folder, f"edited in the working tree since {commit[:12]} ({shown}), which this check "
+                                                      f"read from git objects{broken}; commit the edit to check it, or revert it"))
+    return out
+
+
 def committed_folders(repo: Path, commit: str, subdir: str) -> set[str]:
     """Names of the task folders of `subdir` at `commit` (read from git objects). Raises TaskCorpusError
     when the commit has no such folder."""

@@ -259,9 +259,13 @@ def s3_root_problem(root: str) -> str | None:
         return "names no bucket; write s3://BUCKET/PREFIX"
     settings = S3Settings.from_env()
     endpoint = settings.endpoint_url or "the AWS default endpoint"
-    client = boto3.client("s3", endpoint_url=settings.endpoint_url, region_name=settings.region or "us-east-1",
-                          aws_access_key_id=settings.access_key_id, aws_secret_access_key=settings.secret_access_key,
-                          config=Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=3, read_timeout=10))
+    session = boto3.session.Session(aws_access_key_id=settings.access_key_id or None,
+                                    aws_secret_access_key=settings.secret_access_key or None)
+    credentials = session.get_credentials()
+    if credentials is None or not credentials.access_key or not credentials.secret_key:
+        return "no S3 credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
+    client = session.client("s3", endpoint_url=settings.endpoint_url, region_name=settings.region or "us-east-1",
+                            config=Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=3, read_timeout=10))
     try:
         client.list_objects_v2(Bucket=bucket, Prefix=prefix.strip("/"), MaxKeys=1)
     except NoCredentialsError:

@@ -25,6 +25,8 @@ from gitrepo import git
 
 REPO = Path(__file__).resolve().parents[1]
 TWO_TASKS = "logship-partial-exit,rotlog-keep-count"
+UNSET = "<unset>"
+"""An `env` value of `cli` that removes the variable."""
 
 
 def cli(args: list[str], tmp: Path, env: dict[str, str] | None = None, checkout: Path = REPO,
@@ -33,7 +35,8 @@ def cli(args: list[str], tmp: Path, env: dict[str, str] | None = None, checkout:
     home = tmp / "home"
     full = {**os.environ, "MEMTRIAL_HOME": str(home), "PREFECT_HOME": str(home / "prefect"),
             "PYTHONPATH": str(checkout), **(env or {})}
-    full.pop("MEMTRIAL_ARTIFACT_ROOT", None)
+    for name in ["MEMTRIAL_ARTIFACT_ROOT", *(k for k, v in (env or {}).items() if v == UNSET)]:
+        full.pop(name, None)
     return subprocess.run([*(wrap or []), sys.executable, "-m", "flows.cli.main", *args], capture_output=True,
                           text=True, env=full, cwd=tmp, timeout=120, check=False)
 
@@ -179,7 +182,8 @@ def test_an_s3_root_without_credentials_is_refused_naming_the_credential_variabl
 
     boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1", aws_access_key_id="testing",
                  aws_secret_access_key="testing").create_bucket(Bucket="nocreds")
-    env = {**S3_ISOLATED, "MEMTRIAL_S3_ENDPOINT_URL": s3_endpoint, "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}
+    env = {**S3_ISOLATED, "MEMTRIAL_S3_ENDPOINT_URL": s3_endpoint, "AWS_ACCESS_KEY_ID": UNSET, "AWS_SECRET_ACCESS_KEY": UNSET,
+           "AWS_PROFILE": UNSET, "AWS_SESSION_TOKEN": UNSET}
     done = cli(["paired", "--tasks", TWO_TASKS, "--artifacts", "s3://nocreds/runs"], tmp_path,
                env={**env, "HOME": str(tmp_path)})
     assert_one_line_refusal(done, "'--artifacts'", "no S3 credentials", "AWS_ACCESS_KEY_ID")

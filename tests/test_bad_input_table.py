@@ -90,9 +90,9 @@ CASES = {
     "empty task list": Case(config("tasks: []"), ("run.yaml", "'tasks'", "leave tasks out to run every task")),
     "suite named twice": Case(config("suites: [recall, recall]"), ("run.yaml", "'suites'", "more than once")),
     "paired --tasks with no name": Case(lambda tmp: ["paired", "--tasks", ",", "--artifacts", str(tmp / "artifacts")],
-                                        ("memtrial paired", "--tasks", "names nothing")),
+                                        ("memtrial paired options", "--tasks", "names nothing")),
     "paired --tasks naming a task twice": Case(lambda tmp: ["paired", "--tasks", "rotlog-keep-count,rotlog-keep-count",
-                                                            "--artifacts", str(tmp / "artifacts")], ("'--tasks'", "more than once")),
+                                                            "--artifacts", str(tmp / "artifacts")], ("memtrial paired options", "'tasks'", "more than once")),
     "paired --tasks with an empty name": Case(lambda tmp: ["paired", "--tasks", "rotlog-keep-count,,logship-partial-exit",
                                                            "--artifacts", str(tmp / "artifacts")], ("--tasks", "empty name")),
     "run --artifacts is a file": Case(lambda tmp: [*config("")(tmp)[:3], "--artifacts", str(a_file(tmp))],
@@ -100,7 +100,7 @@ CASES = {
     "artifact_root field is a file": Case(lambda tmp: ["run", "--config", str(_with_root(tmp, a_file(tmp)))],
                                           ("run.yaml", "'artifact_root'", "a file stands")),
     "paired artifact root under a file": Case(lambda tmp: ["paired", "--artifacts", str(a_file(tmp) / "sub")],
-                                              ("memtrial paired", "'--artifacts'", "a file stands")),
+                                              ("memtrial paired options", "'--artifacts'", "a file stands")),
     "runs --artifact-root is a file": Case(lambda tmp: ["runs", "--artifact-root", str(a_file(tmp))],
                                            ("memtrial runs", "'--artifact-root'", "a file stands")),
 }
@@ -221,7 +221,7 @@ def test_a_broken_task_is_refused_by_name_in_one_short_line_where_it_is_named(ch
     """Regression: a named unfinished scaffold or invalid task.json was refused with a 1,300-character
     line listing every TODO of the corpus; it is now one line naming the task and its first problem."""
     done = cli(["paired", "--tasks", broken, "--artifacts", str(checkout.parent / "artifacts")], checkout.parent, checkout=checkout)
-    assert_one_line_refusal(done, "'--tasks'", f"task {broken} cannot run", f"memtrial task check {broken}")
+    assert_one_line_refusal(done, "'tasks'", f"task {broken} cannot run", f"memtrial task check {broken}")
     assert len(done.stderr) < 500, done.stderr
 
 
@@ -231,7 +231,7 @@ def test_a_broken_task_does_not_block_a_run_of_other_tasks(checkout: Path) -> No
     named twice) is what refuses it: the broken tasks are not named and add nothing to the line."""
     done = cli(["paired", "--tasks", TWO_TASKS, "--conditions", "off,off", "--artifacts", str(checkout.parent / "artifacts")],
                checkout.parent, checkout=checkout)
-    assert_one_line_refusal(done, "'--conditions'", "off listed more than once")
+    assert_one_line_refusal(done, "'conditions'", "off listed more than once")
     assert "demo-task" not in done.stderr and "tabmill-delimiter" not in done.stderr
 
 

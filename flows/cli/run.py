@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from flows.cli.common import JsonFlag, emit_json, err, out, summary_table
-from tasks_lib.errors import MemtrialError, Violation
+from tasks_lib.errors import MemtrialError
 
 COLUMNS = ["task", "condition", "passes", "runs", "injected", "mean_tokens"]
 
@@ -217,14 +217,8 @@ def _provisioner_option(command: str | None, env: list[str]) -> dict[str, object
     return {"memory_system": "provisioner", "provisioner": {"argv": argv, "env": variables}}
 
 
-PAIRED = "memtrial paired"
-"""How `paired`'s refusals name their source: its options are its input."""
-PAIRED_OPTIONS = {"tasks": "--tasks", "conditions": "--conditions", "trials": "--trials", "sandbox": "--sandbox",
-                  "embedder": "--embedder", "agents": "--agent", "runner": "--workers", "revision": "--revision",
-                  "budget": "--budget", "provisioner": "--provisioner", "docker": "--sandbox"}
-"""RunConfig field -> the `paired` option that sets it, so a refusal names what the user typed."""
-
-
+PAIRED = "memtrial paired options"
+"""How `paired`'s refusals name their source: its options are its input (each field is the option's name)."""
 def _names(text: str, option: str) -> list[str]:
     """A comma-separated list of names; an empty one, or an empty name in it, is refused (it would
     otherwise read as "every task" or drop a name the user meant)."""
@@ -235,17 +229,6 @@ def _names(text: str, option: str) -> list[str]:
     if not all(names):
         raise MemtrialError(f"{PAIRED}: option {option}: {text!r} has an empty name between commas; remove the extra comma")
     return names
-
-
-def _as_options(violations: Sequence[Violation]) -> list[Violation]:
-    """`violations` of `paired`'s config, each naming the option that sets its field."""
-    out = []
-    for violation in violations:
-        head, _, rest = violation.field.partition(".")
-        option = PAIRED_OPTIONS.get(head.split("[")[0]) if violation.source == PAIRED else None
-        out.append(Violation(violation.source, f"{option} ({violation.field})" if option and rest else option or violation.field,
-                             violation.problem))
-    return out
 
 
 def paired(
@@ -285,14 +268,11 @@ def paired(
     except ValueError as error:
         from tasks_lib.contracts import violations_of
 
-        raise ContractError(_as_options(violations_of(error, PAIRED))) from None  # type: ignore[arg-type]
+        raise ContractError(violations_of(error, PAIRED)) from None  # type: ignore[arg-type]
     from tasks_lib.preflight import preflight
 
     _check_root(artifacts or default_artifact_root(), "--artifacts" if artifacts else None, PAIRED, Path.cwd())
-    try:
-        _print_notes(preflight(config, PROJECT_ROOT, PAIRED))
-    except ContractError as error:
-        raise ContractError(_as_options(error.violations)) from None
+    _print_notes(preflight(config, PROJECT_ROOT, PAIRED))
     _start_prefect()
     from flows.nightly import cells_of
     from flows.paired import paired_flow

@@ -250,3 +250,28 @@ def test_a_broken_task_not_named_is_a_note_and_an_exclusion_not_a_refusal(checko
     assert problems == "[]"
     assert any(n.startswith("task demo-task is left out of this run: ") and "unfinished scaffold" in n for n in notes), notes
     assert any(n.startswith("task tabmill-delimiter is left out of this run: ") and "bogus_field" in n for n in notes), notes
+
+
+def test_corpus_check_names_a_task_edited_in_the_working_tree_since_the_checked_commit(tmp_path: Path) -> None:
+    """Regression: `memtrial corpus check` said "ok: 44 tasks" for an unknown field added to one
+    task.json, because it checks the committed HEAD while a run loads the working tree (and refuses the
+    edit); the edited folder is now a failure naming the files, the problem and to commit the edit."""
+    from tasks_lib.corpus.tasks import edited_folders
+
+    repo = tmp_path / "repo"
+    tasks = repo / "corpora" / "tasks"
+    tasks.mkdir(parents=True)
+    for task_id in ("tabmill-delimiter", "rotlog-keep-count"):
+        shutil.copytree(REPO / "corpora" / "tasks" / task_id, tasks / task_id, symlinks=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "corpus")
+    commit = git(repo, "rev-parse", "HEAD")
+    assert edited_folders(tasks, repo, commit, "corpora/tasks") == []
+    manifest = tasks / "tabmill-delimiter" / "task.json"
+    manifest.write_text(manifest.read_text().replace("{", '{"bogus_field": 1, ', 1))
+    (tasks / "rotlog-keep-count" / "notes.txt").write_text("untracked\n")
+    failures = {f.task_id: f.message for f in edited_folders(tasks, repo, commit, "corpora/tasks")}
+    assert set(failures) == {"tabmill-delimiter", "rotlog-keep-count"}
+    assert "task.json" in failures["tabmill-delimiter"] and "bogus_field" in failures["tabmill-delimiter"]
+    assert "notes.txt" in failures["rotlog-keep-count"] and "commit the edit" in failures["rotlog-keep-count"]

@@ -26,10 +26,14 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.runconfig import RunConfig
 from tasks_lib.suites.options import bundled_sequences
+
+if TYPE_CHECKING:
+    from tasks_lib.corpus.tasks import TaskScan
 
 # The checks import what they probe (agents, lanes, the corpus, sandboxes) when they run, so a
 # config that does not even load is refused after importing only the config's own contract.
@@ -86,7 +90,7 @@ def config_problems(config: RunConfig, project_root: Path, source: str) -> list[
     return problems
 
 
-def _scan(config: RunConfig, project_root: Path):  # type: ignore[no-untyped-def]
+def _scan(config: RunConfig, project_root: Path) -> TaskScan:
     """The run's task corpus, every folder loaded or with its layout failures (`TaskScan`)."""
     from tasks_lib.corpus.tasks import scan_tasks
 

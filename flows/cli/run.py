@@ -121,6 +121,7 @@ def _preflight_file(config_path: str, artifacts: str | None, command: str) -> No
 
 
 def _default_root() -> str:
+    """$MEMTRIAL_ARTIFACT_ROOT, else the artifact root under $MEMTRIAL_HOME."""
     from flows.settings import default_artifact_root
 
     return default_artifact_root()
@@ -218,7 +219,9 @@ def _provisioner_option(command: str | None, env: list[str]) -> dict[str, object
 
 
 PAIRED = "memtrial paired options"
-"""How `paired`'s refusals name their source: its options are its input (each field is the option's name)."""
+"""How `paired`'s refusals name their source: its options are its input (fields named as in a run config)."""
+
+
 def _names(text: str, option: str) -> list[str]:
     """A comma-separated list of names; an empty one, or an empty name in it, is refused (it would
     otherwise read as "every task" or drop a name the user meant)."""

@@ -26,7 +26,7 @@ from flows.budget import PairGuard
 from flows.progress import counted, reporter
 from flows.runners import cluster_loss_named
 from flows.status import run_marker
-from tasks_lib.arm.steps import check_conditions, schedule, select_tasks, skipped_cells, task_subdir_of
+from tasks_lib.arm.steps import check_conditions, schedule, skipped_cells, task_subdir_of
 from tasks_lib.artifacts import run_key
 from tasks_lib.contracts import PreparedCorpus, RunRecord
 from tasks_lib.arm.comparability import source_commit_of
@@ -34,7 +34,7 @@ from tasks_lib.arm.pinned import committed_manifest
 from tasks_lib.corpus.build import resolve_commit
 from tasks_lib.corpus.packs import CorpusPack, publish_corpus_pack
 from tasks_lib.corpus.prepare import fixture_tree_oid
-from tasks_lib.corpus.tasks import CorpusCheckReport, LoadedTask, committed_folders, load_tasks, uncommitted_folders
+from tasks_lib.corpus.tasks import CorpusCheckReport, LoadedTask, committed_folders, scan_tasks, uncommitted_folders
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.realms import ensure_run_secret
 from tasks_lib.memory.reference.lanes import LANES
@@ -159,7 +159,9 @@ def prepare_tasks(config: RunConfig, repo_root: str, artifact_root: str, storage
     tasks_root = repo / config.tasks_root
     commit = resolve_commit(repo, config.revision, str(repo))
     tasks_subdir = task_subdir_of(tasks_root, repo)
-    chosen = select_tasks(load_tasks(tasks_root), config.tasks)
+    scan = scan_tasks(tasks_root)  # a broken task refuses the run only where it is named
+    chosen = scan.select(config.tasks)
+    broken = {t: f"layout: {why}" for t, why in scan.left_out(None).items()} if config.tasks is None else {}
     uncommitted = {f.task_id: f"invariants: {f.invariant} (not committed at {commit[:12]})"
                    for f in uncommitted_folders(tasks_root, committed_folders(repo, commit, tasks_subdir))}
     committed = [t for t in chosen if t.root.name not in uncommitted]
@@ -176,7 +178,7 @@ def prepare_tasks(config: RunConfig, repo_root: str, artifact_root: str, storage
     prepared, _ = _collect(futures, PREPARE)
     progress.finish(PREPARE)
     (report,), _ = _collect([invariants_future], INVARIANTS)
-    excluded = {**{t.task_id: uncommitted[t.root.name] for t in chosen if t.root.name in uncommitted}, **_gate(prepared, report)}
+    excluded = {**broken, **{t.task_id: uncommitted[t.root.name] for t in chosen if t.root.name in uncommitted}, **_gate(prepared, report)}
     progress.finish(INVARIANTS, f"{len(excluded)} task(s) excluded" if excluded else "")
     return PreparedTasks(
         repo=repo, commit=commit, tasks_subdir=tasks_subdir, runnable=[t for t in committed if t.task_id not in excluded],

@@ -1,7 +1,8 @@
 """The suite flows: `recall` (the sweep), `retrieval` (the offline retrieval suite) and `external`
 (LongMemEval / LoCoMo on data files the config names).
 
-Each flow is one cached stage over the suite's library entry point, keyed on the suite's options,
+Each flow is one cached stage over the suite's library entry point, keyed on the suite's typed options
+(`tasks_lib.suites.options`, checked when the run config loads),
 the embedder, the digest of its data (bundled case folders or the named dataset files) and the
 stage code; its result is stored as JSON under `runs/<run_id>/suites/<name>.json`. The external
 suite also stores every question's ranking, per dataset, beside it
@@ -29,9 +30,11 @@ from flows import stages
 from flows.progress import counted, reporter
 from flows.settings import PROJECT_ROOT, build_under_test
 from tasks_lib.artifacts import suite_key, suite_rankings_key
+from tasks_lib.contracts import ContractModel
 from tasks_lib.errors import MemtrialError
 from tasks_lib.resources import bundled_folder
 from tasks_lib.runconfig import RunConfig
+from tasks_lib.suites.options import ExternalOptions, RecallOptions, RetrievalOptions
 from tasks_lib.trees import sha256_file
 
 TREND = "trend"
@@ -65,21 +68,17 @@ suite_task = partial(task, cache_policy=INPUTS + TASK_SOURCE, persist_result=Tru
 
 
 @suite_task(name="recall-sweep")
-def recall_sweep(artifact_root: str, run_id: str, options: dict[str, Any], embedder: str, data_digest: str, code: str) -> str:
+def recall_sweep(artifact_root: str, run_id: str, options: RecallOptions, embedder: str, data_digest: str, code: str) -> str:
     """Plant, bury, probe at every length (tasks_lib.suites.recall.run_sweep); store the SweepResult."""
     stages.enter_stage("recall-sweep")
     from tasks_lib.suites.recall import SweepConfig, run_sweep
 
-    try:
-        sweep = SweepConfig.model_validate({"memory": REFERENCE_MEMORY, "embedder": embedder, **options})
-    except ValueError as error:
-        raise SuiteConfigError(f"suite_options.recall: {error}") from None
-    result = run_sweep(sweep)
+    result = run_sweep(SweepConfig(memory=REFERENCE_MEMORY, embedder=embedder, **options.model_dump()))
     return _put(artifact_root, suite_key(run_id, "recall"), result.model_dump_json(indent=2))
 
 
 @suite_task(name="retrieval-suite")
-def retrieval_suite(artifact_root: str, run_id: str, options: dict[str, Any], embedder: str, data_digest: str, code: str) -> str:
+def retrieval_suite(artifact_root: str, run_id: str, options: RetrievalOptions, embedder: str, data_digest: str, code: str) -> str:
     """The offline retrieval suite on the bundled cases (tasks_lib.suites.retrieval); store the RetrievalResult."""
     stages.enter_stage("retrieval-suite")
     from tasks_lib.suites.public.runner import registry_factory
@@ -90,29 +89,18 @@ def retrieval_suite(artifact_root: str, run_id: str, options: dict[str, Any], em
         run_retrieval_suite,
     )
 
-    unknown = sorted(set(options) - {"gates"})
-    if unknown:
-        raise SuiteConfigError(f"suite_options.retrieval: unknown option(s) {', '.join(unknown)}; known: gates (a gates JSON file)")
-    gates = load_gates(PROJECT_ROOT / str(options["gates"])) if options.get("gates") else RetrievalGates()
+    gates = load_gates(PROJECT_ROOT / options.gates) if options.gates else RetrievalGates()
     cases, graph, policy = bundled_cases()
     result = run_retrieval_suite(registry_factory(REFERENCE_MEMORY, embedder), cases, gates, graph_cases=graph, policy=policy,
                                  adapter_name=REFERENCE_MEMORY, embedder=embedder)
     return _put(artifact_root, suite_key(run_id, "retrieval"), result.model_dump_json(indent=2))
 
 
-EXTERNAL_OPTIONS = ("locomo", "longmemeval", "limit")
-
-
-def _external_files(options: dict[str, Any]) -> dict[str, list[Path]]:
-    unknown = sorted(set(options) - set(EXTERNAL_OPTIONS))
-    if unknown:
-        raise SuiteConfigError(f"suite_options.external: unknown option(s) {', '.join(unknown)}; known: {', '.join(EXTERNAL_OPTIONS)}")
+def external_files(options: ExternalOptions, project_root: Path) -> dict[str, list[Path]]:
+    """The dataset files `options` names, by dataset (relative ones from `project_root`); SuiteConfigError
+    names the first dataset whose file is missing, or that none is named."""
     files: dict[str, list[Path]] = {}
-    for name in ("locomo", "longmemeval"):
-        value = options.get(name)
-        if value is None:
-            continue
-        paths = [Path(p) if Path(p).is_absolute() else PROJECT_ROOT / p for p in ([value] if isinstance(value, str) else value)]
+    for name, paths in options.paths(project_root).items():
         missing = [str(p) for p in paths if not p.is_file()]
         if missing:
             raise SuiteConfigError(f"suite_options.external.{name}: {', '.join(missing)} is not a file; give the dataset's JSON file")
@@ -123,14 +111,14 @@ def _external_files(options: dict[str, Any]) -> dict[str, list[Path]]:
 
 
 @suite_task(name="external-suite")
-def external_suite(artifact_root: str, run_id: str, options: dict[str, Any], embedder: str, data_digest: str, code: str) -> str:
+def external_suite(artifact_root: str, run_id: str, options: ExternalOptions, embedder: str, data_digest: str, code: str) -> str:
     """LongMemEval / LoCoMo retrieval on the named files (tasks_lib.suites.public); store both results and their rankings."""
     stages.enter_stage("external-suite")
     from tasks_lib.suites.public.rankings import RankingRow, rankings_parquet
     from tasks_lib.suites.public.runner import registry_factory, run_locomo, run_longmemeval
 
-    files = _external_files(options)
-    limit = options.get("limit")
+    files = external_files(options, PROJECT_ROOT)
+    limit = options.limit
     factory = registry_factory(REFERENCE_MEMORY, embedder)
     results = {}
     rankings: dict[str, list[RankingRow]] = {name: [] for name in files}
@@ -153,22 +141,23 @@ def _path_digest(path: Path) -> str:
     return sha256_file(path) if path.is_file() else f"missing:{path}"
 
 
-def _data_digest(name: str, options: dict[str, Any]) -> str:
+def _data_digest(name: str, options: ContractModel) -> str:
     """Digest of every input file a suite reads, so editing one (not only renaming it) misses the cache.
 
     recall: its cases folder (`cases_dir`, else the bundled one) and any `filler_dataset`;
     retrieval: the bundled cases and any `gates` file; external: the named dataset files.
     """
-    if name == "external":
-        return hashlib.sha256("".join(sha256_file(p) for paths in _external_files(options).values() for p in paths).encode()).hexdigest()
+    if isinstance(options, ExternalOptions):
+        files = external_files(options, PROJECT_ROOT)
+        return hashlib.sha256("".join(sha256_file(p) for paths in files.values() for p in paths).encode()).hexdigest()
     parts = [folder_digest(bundled_folder(name))]
-    if name == "recall":
-        if options.get("cases_dir"):
-            parts = [_path_digest(Path(str(options["cases_dir"])))]
-        if options.get("filler_dataset"):
-            parts.append(_path_digest(Path(str(options["filler_dataset"]))))
-    if name == "retrieval" and options.get("gates"):
-        parts.append(_path_digest(PROJECT_ROOT / str(options["gates"])))
+    if isinstance(options, RecallOptions):
+        if options.cases_dir:
+            parts = [_path_digest(Path(options.cases_dir))]
+        if options.filler_dataset:
+            parts.append(_path_digest(Path(options.filler_dataset)))
+    if isinstance(options, RetrievalOptions) and options.gates:
+        parts.append(_path_digest(PROJECT_ROOT / options.gates))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
@@ -182,7 +171,7 @@ SUITE_CODE = {
 def _suite_call(name: str, stage: Callable[..., str], config: RunConfig, run_id: str, artifact_root: str) -> tuple[Any, tuple[Any, ...]]:
     """The suite's task bound to the run's result storage, and its arguments; starts its progress line."""
     reporter().start(suite_stage(name), 1)
-    options = dict(config.suite_options.get(name, {}))
+    options = config.suite_options.of(name)
     bound = stage.with_options(result_storage=stages.result_storage(artifact_root, config.result_root))  # type: ignore[attr-defined]
     return bound, (artifact_root, run_id, options, config.embedder, _data_digest(name, options), stages.code_digest(*SUITE_CODE[name]))
 

@@ -8,8 +8,8 @@ stage), or none runs. So a rerun after a late failure re-uses every completed st
 rest; a changed earlier step changes every later key. The suite's result (every sequence's
 `WritePathResult`) is stored as `runs/<run_id>/suites/write-path.json`.
 
-Options (`suite_options.write-path`): `sequences` (folder names under `corpora/sequences`,
-default all of them) and `agent` (default `calibration`, offline).
+Options (`suite_options.write-path`, a `tasks_lib.suites.options.WritePathOptions`): `sequences`
+(folder names under `corpora/sequences`, default all of them) and `agent` (default `calibration`, offline).
 """
 
 from __future__ import annotations
@@ -39,12 +39,11 @@ from tasks_lib.corpus.packs import publish_corpus_pack
 from tasks_lib.corpus.tasks import committed_folders, load_task, uncommitted_folders
 from tasks_lib.memory.realms import ensure_run_secret
 from tasks_lib.runconfig import RunConfig
+from tasks_lib.suites.options import SEQUENCES_ROOT, WritePathOptions, bundled_sequences
 from tasks_lib.suites.writepath import ARMS, WritePathArm, WritePathError, WritePathResult, WritePathStep, load_sequence, run_step, summarize
 from tasks_lib.trees import sha256_bytes
 
 SUITE = "write-path"
-SEQUENCES_ROOT = "corpora/sequences"
-OPTIONS = ("sequences", "agent")
 STEP_CODE = ("tasks_lib.suites.writepath", "tasks_lib.arm", "tasks_lib.agents", *stages.MEMORY_CODE)
 
 
@@ -103,28 +102,23 @@ def write_path_step(spec: StepSpec, previous_key: str | None, previous_sha256: s
     return StepArtifact(step=outcome.step, store_key=key, store_sha256=sha256_bytes(outcome.store))
 
 
-def sequence_folders(options: dict[str, Any]) -> list[Path]:
-    """The sequences the options name (all bundled ones by default); WritePathError for an unknown option or name."""
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise WritePathError(f"suite_options.{SUITE}: unknown option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}")
-    root = PROJECT_ROOT / SEQUENCES_ROOT
-    known = sorted(p.name for p in root.iterdir() if (p / "sequence.json").is_file()) if root.is_dir() else []
-    names = options.get("sequences") or known
-    if isinstance(names, str) or not isinstance(names, list):
-        raise WritePathError(f"suite_options.{SUITE}.sequences: give a list of sequence names ({', '.join(known) or 'none bundled'})")
+def sequence_folders(options: WritePathOptions) -> list[Path]:
+    """The sequences the options name (all bundled ones by default); WritePathError for an unknown name
+    (preflight refuses it before the run; this holds for a caller that skipped it)."""
+    known = bundled_sequences(PROJECT_ROOT)
+    names = options.sequences or known
     missing = [n for n in names if n not in known]
     if missing or not names:
-        raise WritePathError(f"suite_options.{SUITE}.sequences: unknown {', '.join(map(str, missing)) or '(none named)'}; "
+        raise WritePathError(f"suite_options.{SUITE}.sequences: unknown {', '.join(missing) or '(none named)'}; "
                              f"known: {', '.join(known) or 'none'} (under {SEQUENCES_ROOT})")
-    return [root / str(n) for n in names]
+    return [PROJECT_ROOT / SEQUENCES_ROOT / n for n in names]
 
 
 def run_write_path(config: RunConfig, run_id: str, artifact_root: str) -> list[WritePathResult]:
     """Every named sequence, every arm, in order, each step a cached task; returns the results."""
-    options = dict(config.suite_options.get(SUITE, {}))
+    options = config.suite_options.write_path
     folders = sequence_folders(options)
-    agent = str(options.get("agent", "calibration"))
+    agent = options.agent
     commit = resolve_commit(PROJECT_ROOT, config.revision, str(PROJECT_ROOT))
     storage = stages.result_storage(artifact_root, config.result_root)
     step = write_path_step.with_options(result_storage=storage)

@@ -20,14 +20,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tasks_lib.contracts import Document, check_rel_path, dump_document, parse_document
 from tasks_lib.errors import ArtifactError, ArtifactNotFound
 from tasks_lib.trees import TEMP_MARK, sha256_bytes, write_atomically
+
+if TYPE_CHECKING:  # pyarrow is imported where a table is read or written: input checks never wait on it
+    import pyarrow as pa
 
 D = TypeVar("D", bound=Document)
 T = TypeVar("T")
@@ -142,12 +142,17 @@ class ArtifactStore(ABC):
 
     def put_table(self, key: str, table: pa.Table) -> None:
         """Store a table as Parquet."""
+        import pyarrow.parquet as pq
+
         sink = io.BytesIO()
         pq.write_table(table, sink)
         self.put_bytes(key, sink.getvalue())
 
     def get_table(self, key: str) -> pa.Table:
         """Read a Parquet table."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         try:
             return pq.read_table(io.BytesIO(self.get_bytes(key)))
         except pa.ArrowInvalid as error:

@@ -12,10 +12,10 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import yaml
-from pydantic import Field, JsonValue, field_validator, model_validator
+from pydantic import BaseModel, Field, JsonValue, ValidationInfo, field_validator, model_validator
 
 from tasks_lib.contracts import (
     Condition,
@@ -29,7 +29,7 @@ from tasks_lib.contracts import (
 from tasks_lib.corpus.packs import CorpusPack
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
-from tasks_lib.sandbox.docker import ENGINE_URL_PATTERN, PINNED_IMAGE_PATTERN
+from tasks_lib.suites.options import SuiteOptions
 
 CALIBRATION_AGENT = "calibration"
 FREE_AGENTS = frozenset({CALIBRATION_AGENT})
@@ -70,14 +70,22 @@ class DockerSpec(ContractModel):
     @field_validator("host")
     @classmethod
     def _an_engine_address(cls, host: str | None) -> str | None:
-        if host is not None and not re.match(ENGINE_URL_PATTERN, host):
+        if host is None:
+            return host
+        from tasks_lib.sandbox.docker import ENGINE_URL_PATTERN  # only when a host is named: loading a config stays light
+
+        if not re.match(ENGINE_URL_PATTERN, host):
             raise ValueError(f"{host!r} is not an engine address; use unix:///path/docker.sock, tcp://HOST:PORT or ssh://USER@HOST")
         return host
 
     @field_validator("image")
     @classmethod
     def _a_pinned_image(cls, image: str | None) -> str | None:
-        if image is not None and not re.match(PINNED_IMAGE_PATTERN, image):
+        if image is None:
+            return image
+        from tasks_lib.sandbox.docker import PINNED_IMAGE_PATTERN
+
+        if not re.match(PINNED_IMAGE_PATTERN, image):
             raise ValueError(f"{image!r} is not pinned; use name@sha256:<64 hex digits> (a tag can move), or leave "
                              "image unset to build one from this machine's files")
         return image
@@ -123,7 +131,8 @@ class RunConfig(Document):
     tasks_root: RelPath = "corpora/tasks"
     """Task corpus folder, relative to the checkout whose git objects build the fixtures."""
     tasks: list[Identifier] | None = None
-    """Task ids to run (default: every task in the corpus)."""
+    """Task ids to run, each once (default, or the field left out: every task in the corpus; an empty
+    list is refused, never read as every task)."""
     revision: str = "HEAD"
     """Commit of the checkout whose git objects the fixtures are built from."""
     agents: list[AgentSpec] = Field(default_factory=list)
@@ -151,9 +160,9 @@ class RunConfig(Document):
     runner: RunnerSpec = Field(default_factory=RunnerSpec)
     """Task runner for the arm fan-out."""
     suites: list[Literal["recall", "retrieval", "external", "write-path"]] = Field(default_factory=list)
-    """Suites the nightly flow runs besides the paired matrix."""
-    suite_options: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
-    """Keyword options per suite (e.g. data paths for `external`)."""
+    """Suites the nightly flow runs besides the paired matrix, each once."""
+    suite_options: SuiteOptions = Field(default_factory=SuiteOptions, validate_default=True)
+    """Each listed suite's typed options (`tasks_lib.suites.options`), e.g. the data files of `external`."""
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     """Budget guard settings (used when a paid agent runs)."""
     flow_retries: int = Field(default=0, ge=0, le=5)
@@ -172,6 +181,33 @@ class RunConfig(Document):
             raise ValueError(f"docker: is read only with sandbox: docker (this config has sandbox: {self.sandbox}); "
                              "set sandbox: docker or remove docker:")
         return self
+
+    @field_validator("tasks")
+    @classmethod
+    def _unique_tasks(cls, tasks: list[str] | None) -> list[str] | None:
+        if tasks == []:
+            raise ValueError("an empty list names no task; name the tasks to run, or leave tasks out to run every task")
+        _named_once(tasks or [], "task", "each task")
+        return tasks
+
+    @field_validator("suites")
+    @classmethod
+    def _unique_suites(cls, suites: list[str]) -> list[str]:
+        _named_once(suites, "suite", "each suite")
+        return suites
+
+    @field_validator("suite_options")
+    @classmethod
+    def _options_of_listed_suites(cls, options: SuiteOptions, info: ValidationInfo) -> SuiteOptions:
+        suites = info.data.get("suites", [])
+        unlisted = [name for name in options.named() if name not in suites]
+        if unlisted:
+            raise ValueError(f"sets options of {', '.join(unlisted)}, which suites does not list (suites: {suites}); "
+                             "add it to suites or remove its options")
+        if "external" in suites and not options.external.files():
+            raise ValueError("suites lists external, whose data is not bundled; name its files: "
+                             "suite_options: {external: {locomo: FILE, longmemeval: [FILES]}}")
+        return options
 
     @field_validator("agents")
     @classmethod
@@ -203,6 +239,41 @@ class RunConfig(Document):
         return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def _named_once(names: list[str], what: str, fix: str) -> None:
+    """Raise ValueError naming every name listed more than once."""
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"{what}(s) {', '.join(twice)} listed more than once; name {fix} once")
+
+
+def _known_fields(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The field names (aliases where set) of the model found at `loc` inside `model`, or [] when
+    `loc` leads through something other than a model's field."""
+    for part in loc:
+        field = model.model_fields.get(str(part)) or next(
+            (f for f in model.model_fields.values() if f.alias == part), None)
+        inner = next((t for t in (field.annotation, *get_args(field.annotation)) if isinstance(t, type)
+                      and issubclass(t, BaseModel)), None) if field else None
+        if inner is None:
+            return []
+        model = inner
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _with_known_names(error: ContractError) -> ContractError:
+    """`error` with every unknown-field violation listing the names that are known there."""
+    out = []
+    for violation in error.violations:
+        loc = tuple(violation.field.split("."))
+        known = _known_fields(RunConfig, loc[:-1]) if violation.problem.startswith("unknown field") else []
+        if known:
+            what = "suite" if loc[:-1] == ("suite_options",) else "field"
+            violation = Violation(violation.source, violation.field,
+                                  f"unknown {what} {loc[-1]!r}; known: {', '.join(known)}")
+        out.append(violation)
+    return ContractError(out)
+
+
 def parse_run_config(data: Any, source: str) -> RunConfig:
     """Validate a parsed config; a missing schema_version is read as version 1 (configs are hand-written)."""
     if isinstance(data, dict):
@@ -210,7 +281,10 @@ def parse_run_config(data: Any, source: str) -> RunConfig:
         conditions = data.get("conditions")
         if isinstance(conditions, list) and any(isinstance(c, bool) for c in conditions):
             raise ContractError([Violation(source, "conditions", 'YAML reads bare off/on as booleans; quote them: ["off", "on", "ablate:all"]')])
-    return parse_document(RunConfig, data, source)
+    try:
+        return parse_document(RunConfig, data, source)
+    except ContractError as error:
+        raise _with_known_names(error) from None
 
 
 def load_run_config(path: Path) -> RunConfig:

@@ -226,9 +226,11 @@ def test_external_suite_stores_each_datasets_rankings_beside_its_result(tmp_path
 
     from flows.suites import external_suite
     from tasks_lib.artifacts import open_store, suite_key, suite_rankings_key
+    from tasks_lib.suites.options import ExternalOptions
 
     root = str(tmp_path / "artifacts")
-    key = external_suite.fn(root, "run-x", {"locomo": str(LOCOMO), "longmemeval": [str(LME)], "limit": 1}, "hashed", "d", "c")
+    options = ExternalOptions(locomo=str(LOCOMO), longmemeval=[str(LME)], limit=1)
+    key = external_suite.fn(root, "run-x", options, "hashed", "d", "c")
     store = open_store(root)
     assert key == suite_key("run-x", "external")
     stored = json.loads(store.get_bytes(key))

@@ -61,12 +61,16 @@ def corpus_check(
     as_json: JsonFlag = False,
 ) -> None:
     """Prove every task's invariants: fails untouched, passes with its solution, hidden tests
-    unreachable, no answer leaked, certified clean, digests match. Exit 1 on any failure."""
+    unreachable, no answer leaked, certified clean, digests match. The tasks are built from the
+    commit's git objects (what every arm runs); a task folder the working tree holds uncommitted or
+    edited since is a failure too, since a run would refuse or leave it out. Exit 1 on any failure."""
     from flows.settings import PROJECT_ROOT
-    from tasks_lib.corpus.tasks import INVARIANTS, check_corpus, check_split
+    from tasks_lib.corpus.tasks import INVARIANTS, check_corpus, check_split, edited_folders
 
     root = (tasks_root or PROJECT_ROOT / "corpora" / "tasks").resolve()
     report = check_corpus(root, PROJECT_ROOT, revision)
+    # the check reads the commit; a run reads the working tree too, so an uncommitted edit is a failure here
+    report = report.model_copy(update={"failures": (*report.failures, *edited_folders(root, PROJECT_ROOT, report.commit, report.tasks_dir))})
     split_problems = check_split(root)
     per_task = [
         {

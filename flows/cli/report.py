@@ -20,12 +20,12 @@ if TYPE_CHECKING:
 def bundled_memory_texts() -> dict[str, list[str]] | None:
     """Planted memory texts per bundled task (for the v1 surface echo); None when the corpus is absent."""
     from flows.settings import PROJECT_ROOT
-    from tasks_lib.corpus.tasks import load_tasks
+    from tasks_lib.corpus.tasks import scan_tasks
 
     root = PROJECT_ROOT / "corpora" / "tasks"
     if not root.is_dir():
         return None
-    return {t.task_id: [m.text for m in t.manifest.memories] for t in load_tasks(root)}
+    return {t.task_id: [m.text for m in t.manifest.memories] for t in scan_tasks(root).tasks}
 
 
 def _points(value: float | None) -> str:

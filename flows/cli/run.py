@@ -105,15 +105,47 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
         raise typer.Exit(1)
 
 
-def _preflight_file(config_path: str) -> None:
-    """Refuse the run config at `config_path` (relative: from the project root) when a preflight check
-    finds a problem (a bad name, a sandbox that cannot run the check here), before Prefect starts."""
+def _preflight_file(config_path: str, artifacts: str | None, command: str) -> None:
+    """Refuse the run config at `config_path` (relative: from the project root) and the artifact root it
+    would use when a preflight check finds a problem (a bad name, option or list, a root that cannot be
+    written, a sandbox that cannot run the check here), before Prefect starts; print its notes."""
     from flows.settings import PROJECT_ROOT, config_file
-    from tasks_lib.preflight import preflight
     from tasks_lib.runconfig import load_run_config
 
     path = config_file(config_path)
-    preflight(load_run_config(path), PROJECT_ROOT, str(path))
+    config = load_run_config(path)  # a typo is refused here, before any check imports what it probes
+    _check_root(artifacts or (None if config.artifact_root else _default_root()), "--artifacts" if artifacts else None, command)
+    from tasks_lib.preflight import preflight
+
+    _print_notes(preflight(config.model_copy(update={"artifact_root": None}) if artifacts else config, PROJECT_ROOT, str(path)))
+
+
+def _default_root() -> str:
+    """$MEMTRIAL_ARTIFACT_ROOT, else the artifact root under $MEMTRIAL_HOME."""
+    from flows.settings import default_artifact_root
+
+    return default_artifact_root()
+
+
+def _check_root(root: str | None, option: str | None, command: str, base: Path | None = None) -> None:
+    """Refuse an artifact root given by `option` (None: by the environment or the default) that cannot
+    be written, in one line naming where it was given; a relative root is read from `base` (default:
+    the project root, as `run` reads it)."""
+    if root is None:
+        return
+    from flows.settings import PROJECT_ROOT
+    from tasks_lib.errors import ContractError
+    from tasks_lib.preflight import root_violation
+
+    violation = root_violation(root, option, command, base or PROJECT_ROOT)
+    if violation is not None:
+        raise ContractError([violation])
+
+
+def _print_notes(notes: Sequence[str]) -> None:
+    """Preflight's notes (a broken task the run does not name), each on one stderr line."""
+    for note in notes:
+        err.print(f"memtrial: note: {note}", markup=False, highlight=False)
 
 
 def _print_distrust(agent: str, lines: Sequence[str]) -> None:
@@ -129,10 +161,10 @@ def run(
     as_json: JsonFlag = False,
 ) -> None:
     """Run the nightly flow: every agent's paired matrix, the suites, grading and the report."""
+    path = str(config.resolve()) if config else "configs/default.yaml"
+    _preflight_file(path, artifacts, "memtrial run")
     from tasks_lib.artifacts import new_run_id
 
-    path = str(config.resolve()) if config else "configs/default.yaml"
-    _preflight_file(path)
     _start_prefect()
     _run_nightly(path, new_run_id("run"), artifacts, plain, as_json)
 
@@ -160,7 +192,7 @@ def rerun(
             raise MemtrialError(f"run {run_id!r}: {artifacts.rstrip('/')}/{run_key(run_id, RUN_CONFIG_JSON)} does not exist; is it a run of 'memtrial run'?") from None
         local.parent.mkdir(parents=True, exist_ok=True)
         local.write_bytes(dump_document(stored))
-    _preflight_file(str(local))  # its arms that failed run again
+    _preflight_file(str(local), artifacts, "memtrial rerun")  # its arms that failed run again
     _start_prefect()
     _run_nightly(str(local), run_id, artifacts, plain, as_json)
 
@@ -184,6 +216,22 @@ def _provisioner_option(command: str | None, env: list[str]) -> dict[str, object
             raise MemtrialError(f"--provisioner-env: {item!r} is not KEY=VALUE")
         variables[name] = value
     return {"memory_system": "provisioner", "provisioner": {"argv": argv, "env": variables}}
+
+
+PAIRED = "memtrial paired options"
+"""How `paired`'s refusals name their source: its options are its input (fields named as in a run config)."""
+
+
+def _names(text: str, option: str) -> list[str]:
+    """A comma-separated list of names; an empty one, or an empty name in it, is refused (it would
+    otherwise read as "every task" or drop a name the user meant)."""
+    names = [part.strip() for part in text.split(",")]
+    if not any(names):
+        raise MemtrialError(f"{PAIRED}: option {option}: {text!r} names nothing; give comma-separated names"
+                            + (", or leave --tasks out to run every task" if option == "--tasks" else ""))
+    if not all(names):
+        raise MemtrialError(f"{PAIRED}: option {option}: {text!r} has an empty name between commas; remove the extra comma")
+    return names
 
 
 def paired(
@@ -215,18 +263,19 @@ def paired(
     try:
         config = RunConfig(
             **memory,
-            tasks=[t.strip() for t in tasks.split(",") if t.strip()] if tasks else None,
-            conditions=[c.strip() for c in conditions.split(",") if c.strip()], trials=trials,
+            tasks=_names(tasks, "--tasks") if tasks is not None else None,
+            conditions=_names(conditions, "--conditions"), trials=trials,
             sandbox=sandbox, embedder=embedder, agents=[AgentSpec(name=agent)], revision=revision,  # type: ignore[arg-type]
             runner=RunnerSpec(workers=workers), budget={"config": str(budget.resolve()) if budget else None},  # type: ignore[arg-type]
         )
     except ValueError as error:
         from tasks_lib.contracts import violations_of
 
-        raise ContractError(violations_of(error, "memtrial paired options")) from None  # type: ignore[arg-type]
+        raise ContractError(violations_of(error, PAIRED)) from None  # type: ignore[arg-type]
     from tasks_lib.preflight import preflight
 
-    preflight(config, PROJECT_ROOT, "memtrial paired options")
+    _check_root(artifacts or default_artifact_root(), "--artifacts" if artifacts else None, PAIRED, Path.cwd())
+    _print_notes(preflight(config, PROJECT_ROOT, PAIRED))
     _start_prefect()
     from flows.nightly import cells_of
     from flows.paired import paired_flow

@@ -6,6 +6,7 @@ what exists, exit 2). Neither command starts Prefect or writes anything.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -24,11 +25,19 @@ STEP_WIDTH = 160
 """Characters of a step's text `memtrial show` prints."""
 
 
-def _store(root: str | None):  # type: ignore[no-untyped-def]
+def _store(root: str | None, command: str = "memtrial runs"):  # type: ignore[no-untyped-def]
+    """The store of the artifact root to read; a root that cannot be one (a file) is refused in one
+    line naming where it was given, never listed as a root with no runs."""
     from flows.settings import default_artifact_root
     from tasks_lib.artifacts import open_store
+    from tasks_lib.errors import ContractError
+    from tasks_lib.preflight import root_violation
 
-    return open_store(root or default_artifact_root())
+    chosen = root or default_artifact_root()
+    violation = root_violation(chosen, "--artifact-root" if root else None, command, Path.cwd(), write=False)
+    if violation is not None:
+        raise ContractError([violation])
+    return open_store(chosen)
 
 
 def _status(entry: RunEntry) -> str:
@@ -192,7 +201,7 @@ def show(
     from tasks_lib.errors import MemtrialError
     from tasks_lib.runs import show_attempt, show_run
 
-    store = _store(root)
+    store = _store(root, "memtrial show")
     if task is None:
         view = show_run(store, run_id)
         if as_json:

@@ -43,6 +43,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -306,8 +307,68 @@ def task_folders(tasks_root: Path) -> list[Path]:
     return sorted(p for p in tasks_root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
 
 
+@dataclass(frozen=True)
+class TaskScan:
+    """Every task folder of a corpus: the ones that load, and the layout failures of the ones that do not."""
+
+    tasks: list[LoadedTask]
+    """The loadable tasks, in folder order."""
+    broken: dict[str, list[CorpusFailure]]
+    """Each folder that does not load (an unfinished scaffold, an invalid task.json...), with its failures."""
+
+    def known(self) -> list[str]:
+        """Every task id the corpus holds, loadable or not, sorted."""
+        return sorted({*(t.task_id for t in self.tasks), *self.broken})
+
+    def left_out(self, named: Sequence[str] | None) -> dict[str, str]:
+        """The broken tasks a run of `named` (None: every task) does not name, each with its first
+        problem: what a run reports and leaves out instead of refusing."""
+        return {task_id: _first_problem(failures) for task_id, failures in sorted(self.broken.items())
+                if named is None or task_id not in named}
+
+    def refused(self, named: Sequence[str] | None) -> dict[str, str]:
+        """The broken tasks `named` names, each with its first problem: what refuses a run of them."""
+        return {task_id: _first_problem(self.broken[task_id]) for task_id in named or [] if task_id in self.broken}
+
+    def select(self, named: Sequence[str] | None) -> list[LoadedTask]:
+        """The loadable tasks of `named` (None: every loadable task), in the order named; TaskCorpusError
+        names each named task that is broken or unknown (only those: another task's state is no reason)."""
+        if named is None:
+            return list(self.tasks)
+        refused = self.refused(named)
+        unknown = [t for t in named if t not in self.broken and t not in {k.task_id for k in self.tasks}]
+        problems = [f"task {t}: {why}" for t, why in refused.items()]
+        if unknown:
+            problems.append(f"unknown task(s) {', '.join(unknown)}; known tasks: {', '.join(self.known())}")
+        if problems:
+            raise TaskCorpusError("; ".join(problems))
+        by_id = {t.task_id: t for t in self.tasks}
+        return [by_id[t] for t in named]
+
+
+def _first_problem(failures: Sequence[CorpusFailure]) -> str:
+    """A broken task's first failure in one short line, with the count of the others."""
+    first = failures[0]
+    more = f" (and {len(failures) - 1} more; `memtrial task check {first.task_id}` lists them)" if len(failures) > 1 else ""
+    return f"{first.path}: {first.message[:200]}{more}"
+
+
+def scan_tasks(tasks_root: Path) -> TaskScan:
+    """Every task folder under `tasks_root`, loaded or with its layout failures; never raises for one
+    broken task (TaskCorpusError only when the corpus folder itself is missing)."""
+    tasks, broken = [], {}
+    for folder in task_folders(tasks_root):
+        task, failures = _layout_failures(folder)
+        if failures or task is None:
+            broken[folder.name] = failures
+        else:
+            tasks.append(task)
+    return TaskScan(tasks=tasks, broken=broken)
+
+
 def load_tasks(tasks_root: Path) -> list[LoadedTask]:
-    """Load every task under `tasks_root`; raise TaskCorpusError listing every layout problem."""
+    """Load every task under `tasks_root`; raise TaskCorpusError listing every layout problem (a run
+    reads the corpus with `scan_tasks`, so one broken task blocks only where it is named)."""
     tasks, problems = [], []
     for folder in task_folders(tasks_root):
         task, failures = _layout_failures(folder)
@@ -848,6 +909,34 @@ def uncommitted_folders(tasks_root: Path, committed: set[str]) -> list[CorpusFai
         _failure(p.name, "layout", p.name, "the task folder is not committed at the checked revision; fixtures are built from git objects, so commit it")
         for p in task_folders(tasks_root) if p.name not in committed
     ]
+
+
+def edited_folders(tasks_root: Path, repo: Path, commit: str, subdir: str) -> list[CorpusFailure]:
+    """Committed task folders whose working tree differs from `commit` (a changed, deleted or untracked
+    file): `check_corpus` reads the commit's git objects, while a run loads the working tree's task.json
+    and refuses one that differs, so such an edit is checked by neither until it is committed. One
+    failure per folder, naming the files and, when the edit breaks the task, why (what a run would say)."""
+    def listed(*args: str) -> list[str]:
+        done = subprocess.run(["git", "-C", str(repo), *args, "--", subdir], capture_output=True, check=False)
+        return [p for p in done.stdout.decode(errors="replace").split("\0") if p] if done.returncode == 0 else []
+
+    changed = listed("diff", "--name-only", "-z", commit) + listed("ls-files", "--others", "--exclude-standard", "-z")
+    by_folder: dict[str, list[str]] = {}
+    for path in changed:
+        folder, _, rest = path.removeprefix(f"{subdir}/").partition("/")
+        if rest:
+            by_folder.setdefault(folder, []).append(rest)
+    committed = committed_folders(repo, commit, subdir)
+    scan = scan_tasks(tasks_root) if tasks_root.is_dir() else TaskScan(tasks=[], broken={})
+    out = []
+    for folder, files in sorted(by_folder.items()):
+        if folder not in committed:
+            continue  # an uncommitted folder is `uncommitted_folders`'
+        broken = f"; as edited it cannot run: {_first_problem(scan.broken[folder])}" if folder in scan.broken else ""
+        shown = ", ".join(sorted(files)[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        out.append(_failure(folder, "layout", folder, f"edited in the working tree since {commit[:12]} ({shown}), which this check "
+                                                      f"read from git objects{broken}; commit the edit to check it, or revert it"))
+    return out
 
 
 def committed_folders(repo: Path, commit: str, subdir: str) -> set[str]:

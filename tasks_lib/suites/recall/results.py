@@ -4,45 +4,18 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from tasks_lib.contracts import ContractModel, Document
+from tasks_lib.suites.options import DEFAULT_LENGTHS, ModelConfig, PolicyName
 from tasks_lib.suites.recall.cases import CaseKind
-from tasks_lib.suites.recall.retention import PolicyName
 from tasks_lib.suites.recall.scoring import Verdict
-
-DEFAULT_LENGTHS = (10, 40, 100, 250)
-"""Burial lengths of a sweep, in filler turns."""
 
 METRICS = ("recall", "staleness", "false_recall", "abstention")
 """The four published metrics, in table order; never blended into one score."""
 
 RETRIEVAL_METRICS = ("retrieval_recall", "retrieval_staleness", "retrieval_false_recall")
 """The same failures read off the ranking itself (the memory's recall, or the ranked retained context)."""
-
-
-class ModelConfig(ContractModel):
-    """An OpenAI-compatible model used as the ask step instead of the offline reader."""
-
-    base_url: str = Field(pattern=r"^https?://")
-    """Endpoint base, ending before `/chat/completions`."""
-    model: str = Field(min_length=1)
-    """Model name sent in each request."""
-    samples: int = Field(default=1, ge=1, le=9)
-    """Answers per question; the majority verdict counts (ties: the worse verdict)."""
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    """Sampling temperature (0 for a deterministic single answer; above 0 needs at least 3 samples)."""
-    budget_config: str | None = None
-    """Budget guard configuration file; required unless `base_url` is on loopback (a local model)."""
-
-    @model_validator(mode="after")
-    def _sampling_is_not_a_coin_flip(self) -> ModelConfig:
-        if self.temperature > 0 and self.samples < 3:
-            raise ValueError(
-                f"temperature {self.temperature:g} with {self.samples} sample(s) makes the same run pass or fail by chance; "
-                "use temperature 0, or 3 or more samples (the majority verdict counts)"
-            )
-        return self
 
 
 class SweepConfig(ContractModel):

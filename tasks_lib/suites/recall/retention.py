@@ -12,12 +12,9 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 from tasks_lib.suites.recall.scoring import tokens
-
-PolicyName = Literal["window", "summary"]
-"""The retention policies by name."""
 
 FIRST_PERSON = frozenset({"i", "i'm", "my", "me", "we", "we're", "our", "us"})
 """Words marking a statement about the speaker, which a summary should keep."""

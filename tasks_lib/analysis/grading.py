@@ -4,9 +4,10 @@ Layer one, **delivered**: the record's `injection == "yes"` (confirmed from non-
 steps). Layer two/three, **MUI v2**: a memory-on attempt earns credit only if its planted memory
 was confirmed delivered, it passed, and the memory-off attempt of the same task and trial either
 failed (a *success lift*) or passed using at least 1.5x its tokens (a *cost saving*). The two
-credits are mutually exclusive, so they sum to MUI. *Harm* counts the other direction, whether or
-not delivery was confirmed: the paired off attempt passed and the on attempt failed, or both passed
-and on used at least 1.5x off's tokens; net MUI = success lift + cost saving - harm. The v1
+credits are mutually exclusive, so they sum to MUI. *Harm* counts the other direction over the same
+delivered attempts: the paired off attempt passed and the on attempt failed, or both passed and on
+used at least 1.5x off's tokens; net MUI = success lift + cost saving - harm. (Counting harm on every
+attempt but credit only on delivered ones made a memory-ignoring agent read as harmful at 90% delivery.) The v1
 *surface echo* (the memory's opening text in the agent's own words) is kept as a reference figure only.
 
 Per-lane ablation deltas, success(on) - success(ablate:<lane>), are marginal contributions: lanes
@@ -102,7 +103,8 @@ class AttemptGrade(ContractModel):
     mui_reason: str
     """Why the attempt earned that credit (or none)."""
     harm: bool
-    """MUI v2 harm (`on` only): off passed and this attempt failed, or used >= 1.5x a passing off's tokens."""
+    """MUI v2 harm (`on` only, planted memory confirmed delivered): off passed and this attempt failed, or used >= 1.5x
+    a passing off's tokens."""
     harm_reason: str | None
     """Why the attempt counts as harm; None when it does not."""
     surface_echo: bool | None
@@ -350,8 +352,11 @@ def mui_credit(on: RunRecord, off: RunRecord | None) -> tuple[MuiCredit, str]:
 
 
 def mui_harm(on: RunRecord, off: RunRecord | None) -> str | None:
-    """Why one gradable `on` attempt counts as MUI v2 harm against its paired `off` attempt; None when it does not."""
-    if on.outcome == "ungradable" or off is None or off.outcome != "pass":
+    """Why one gradable `on` attempt counts as MUI v2 harm against its paired `off` attempt; None when it does not.
+
+    Like a credit, harm needs the planted memory confirmed delivered: lift, saving and harm are counted over the same
+    attempts, so for an agent that ignores memory net MUI is symmetric about 0 at any delivery rate."""
+    if on.outcome == "ungradable" or on.injection != "yes" or off is None or off.outcome != "pass":
         return None
     if on.outcome == "fail":
         return "failed where the paired off attempt passed"
@@ -653,6 +658,17 @@ def harness_warnings(deltas: Sequence[ConditionDelta]) -> list[str]:
     return lines
 
 
+def left_out_warnings(comparisons: Sequence[Comparison]) -> list[str]:
+    """One distrust line per compared pair that left a task out (no record under one side, or none gradable), naming them."""
+    lines = []
+    for c in comparisons:
+        if c.left_out:
+            more = f" and {len(c.left_out) - NAMED_ATTEMPTS} more" if len(c.left_out) > NAMED_ATTEMPTS else ""
+            lines.append(f"{c.condition_a} - {c.condition_b}: {len(c.left_out)} task(s) left out of every figure (no gradable attempt "
+                         f"under one of the two; the figures are over {c.tasks} task(s)): {', '.join(c.left_out[:NAMED_ATTEMPTS])}{more}")
+    return lines
+
+
 def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[AttemptGrade], excluded: int = 0,
               run_warnings: Sequence[str] = ()) -> GradingSummary:
     """The run's grading summary; `warnings` collects every figure a human must not miss, and
@@ -671,6 +687,8 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
     ungradable = sum(r.outcome == "ungradable" for r in records)
     distrust.extend(ungradable_warnings(records))
     distrust.extend(harness_warnings(deltas))
+    compared = headline(grades, condition_order(r.condition for r in records))
+    distrust.extend(left_out_warnings(compared))
     warnings = list(distrust)
     unenforced = sorted({note for r in records for note in r.agent_unenforced})
     if unenforced:
@@ -695,7 +713,7 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
         pass_rates=tuple(pass_rates(records)), mui=tuple(mui), ablations=tuple(deltas),
         mcnemar=mcnemar_summary(pairs), paired=tuple(paired_measures(pairs)), warnings=tuple(warnings), distrust=tuple(distrust),
         positive_control=control,
-        headline=tuple(headline(grades, condition_order(r.condition for r in records))),
+        headline=tuple(compared),
         pass_at_k=tuple(pass_at_k_table(records)),
         damage=tuple(damage_table(records, condition_order(r.condition for r in records))),
     )

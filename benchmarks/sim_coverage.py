@@ -43,7 +43,11 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from tasks_lib.analysis.power import sign_flip_pvalue
-from tasks_lib.analysis.stats import PSEUDO_TASKS, adjusted_mean_interval, sign_flip_test
+from tasks_lib.analysis.stats import (
+    PSEUDO_TASKS,
+    adjusted_mean_interval,
+    sign_flip_test,
+)
 
 TASKS = (10, 20, 44)
 TRIALS = (1, 3, 5)
@@ -94,13 +98,13 @@ def check_rows(d: np.ndarray, trials: int, low: np.ndarray, high: np.ndarray, ro
     """Recompute `rows` rows with memtrial's own functions; return the mismatches (printed)."""
     bad = 0
     for i in range(min(rows, d.shape[0])):
-        values = [Fraction(int(round(v * trials)), trials) for v in d[i]]
+        values = [Fraction(round(v * trials), trials) for v in d[i]]
         real = adjusted_mean_interval(values, -1, 1)
         if abs(real.lower - low[i]) > 1e-9 or abs(real.upper - high[i]) > 1e-9:
             bad += 1
             print(f"  interval mismatch row {i}: vectorised [{low[i]}, {high[i]}], memtrial [{real.lower}, {real.upper}]")
         if len(values) <= 20:
-            counts = [int(round(v * trials)) for v in d[i]]
+            counts = [round(v * trials) for v in d[i]]
             if sign_flip_test(values).pvalue_exact != sign_flip_pvalue(counts):
                 bad += 1
                 print(f"  p-value mismatch row {i}")
@@ -111,7 +115,7 @@ def hartigan_coverage(d: np.ndarray, trials: int, truth: np.ndarray) -> float:
     """Coverage of the interval that inverts the sign-flip test (memtrial before #31), by memtrial's `sign_flip_test`."""
     hits = 0
     for row, target in zip(d, truth, strict=True):
-        result = sign_flip_test([Fraction(int(round(v * trials)), trials) for v in row])
+        result = sign_flip_test([Fraction(round(v * trials), trials) for v in row])
         low = -1.0 if result.lower_exact is None else max(-1.0, float(result.lower_exact))
         high = 1.0 if result.upper_exact is None else min(1.0, float(result.upper_exact))
         hits += low - 1e-12 <= target <= high + 1e-12

@@ -37,6 +37,7 @@ from tasks_lib.agents.base import Transcript
 from tasks_lib.analysis.damage import Damage, damage_table
 from tasks_lib.analysis.headline import Comparison, headline
 from tasks_lib.analysis.stats import clopper_pearson, mcnemar_exact, paired_continuous_summary, pass_at_k, pass_hat_k, wilson
+from tasks_lib.conditions import UnknownCondition, spec_of
 from tasks_lib.contracts import ATTEMPT_ERROR, Condition, ContractModel, Document, Identifier, RunRecord
 
 COST_SAVING_FACTOR = Fraction(3, 2)
@@ -658,15 +659,30 @@ def harness_warnings(deltas: Sequence[ConditionDelta]) -> list[str]:
     return lines
 
 
-def left_out_warnings(comparisons: Sequence[Comparison]) -> list[str]:
-    """One distrust line per compared pair that left a task out (no record under one side, or none gradable), naming them."""
-    lines = []
+def by_design(condition: str) -> bool:
+    """Whether `condition` has a cell only on tasks that carry its planted state (placebo, harm, feed):
+    the matrix skips it elsewhere and says so (`tasks_lib.arm.steps.skipped_cells`)."""
+    try:
+        return spec_of(condition).planted in ("placebo", "harm", "feed")
+    except UnknownCondition:
+        return False
+
+
+def left_out_warnings(comparisons: Sequence[Comparison], records: Sequence[RunRecord]) -> tuple[list[str], list[str]]:
+    """(distrust, notes) naming every task a compared pair left out of its figures. A task with no gradable
+    attempt under one side is distrust, except a cell the matrix never runs by design (no record at all under a
+    placebo, harm or feed condition for a task without its planted state): that is a note."""
+    cells = {(r.task_id, r.condition) for r in records}
+    distrust, notes = [], []
     for c in comparisons:
-        if c.left_out:
-            more = f" and {len(c.left_out) - NAMED_ATTEMPTS} more" if len(c.left_out) > NAMED_ATTEMPTS else ""
-            lines.append(f"{c.condition_a} - {c.condition_b}: {len(c.left_out)} task(s) left out of every figure (no gradable attempt "
-                         f"under one of the two; the figures are over {c.tasks} task(s)): {', '.join(c.left_out[:NAMED_ATTEMPTS])}{more}")
-    return lines
+        skipped = [t for t in c.left_out if any(by_design(x) and (t, x) not in cells for x in (c.condition_a, c.condition_b))]
+        for tasks, lines, why in (([t for t in c.left_out if t not in skipped], distrust, "no gradable attempt under one of the two"),
+                                  (skipped, notes, "not run by design: the task carries no planted state for the condition")):
+            if tasks:
+                more = f" and {len(tasks) - NAMED_ATTEMPTS} more" if len(tasks) > NAMED_ATTEMPTS else ""
+                lines.append(f"{c.condition_a} - {c.condition_b}: {len(tasks)} task(s) left out of every figure ({why}; the figures "
+                             f"are over {c.tasks} task(s)): {', '.join(tasks[:NAMED_ATTEMPTS])}{more}")
+    return distrust, notes
 
 
 def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[AttemptGrade], excluded: int = 0,
@@ -688,8 +704,9 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
     distrust.extend(ungradable_warnings(records))
     distrust.extend(harness_warnings(deltas))
     compared = headline(grades, condition_order(r.condition for r in records))
-    distrust.extend(left_out_warnings(compared))
-    warnings = list(distrust)
+    left_out, skipped = left_out_warnings(compared, records)
+    distrust.extend(left_out)
+    warnings = [*distrust, *skipped]
     unenforced = sorted({note for r in records for note in r.agent_unenforced})
     if unenforced:
         limited = sum(bool(r.agent_unenforced) for r in records)

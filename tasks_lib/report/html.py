@@ -122,11 +122,12 @@ def effect_text(effect: Effect, scale: float, digits: int, unit: str) -> str:
     if effect.estimate is None:
         return "n/a (no task graded under both conditions)"
     text = f"{effect.estimate * scale:+,.{digits}f} {unit}"
-    if effect.exploratory:
-        return f"{text} (exploratory: {effect.nonzero_tasks} task(s) differ, under 5)"
+    label = f" (exploratory: {effect.nonzero_tasks} task(s) differ, under 5)" if effect.exploratory else ""
+    if effect.exploratory and effect.low is None and effect.high is None:
+        return text + label
     low = "unbounded" if effect.low is None else f"{effect.low * scale:+,.{digits}f}"
     high = "unbounded" if effect.high is None else f"{effect.high * scale:+,.{digits}f}"
-    return f"{text}, 95% CI [{low}, {high}]"
+    return f"{text}, 95% CI [{low}, {high}]{label} over {effect.tasks} task(s)"
 
 
 def mui_text(mui: MuiEffect) -> str:
@@ -168,9 +169,9 @@ def headline_section(summary: GradingSummary) -> str:
         reference = first.trial_level_mcnemar
         parts.append(_p(
             "The task is the unit: each figure is the mean over tasks of a per-task difference (a task counts once, "
-            f"whatever its trials). Test and interval: {first.success_difference.method}; bounds are clipped to the "
-            "measure's range, and a zero-width interval means every task moved by the same amount (the test assumes "
-            "symmetry), not certainty. Tokens and wall time are exploratory below 5 tasks with a difference."
+            f"whatever its trials). Test and interval: {first.success_difference.method}; bounds lie in the measure's "
+            "range (docs/STATISTICS.md). Below 5 tasks with a difference the success difference is exploratory (its "
+            "interval is shown, too thin to publish), and tokens and wall time are described, not tested."
             + (f" Reference only, treating trials as independent: trial-level exact McNemar over {reference.pairs} pairs, "
                f"{p_phrase(reference.p_value)}." if reference else "")))
         if first.power is not None:

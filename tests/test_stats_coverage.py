@@ -143,3 +143,19 @@ def test_a_task_missing_from_one_condition_is_named_and_every_figure_is_over_the
     assert effect.mui is not None and effect.mui.tasks == 5 and effect.mui.net == 1.0
     named = [line for line in summary.distrust if "left out" in line]
     assert len(named) == 1 and "broken, lonely" in named[0] and "over 5 task(s)" in named[0]
+
+
+def test_an_arm_that_fails_fast_shows_no_saving_per_solve() -> None:
+    """Prevents a fast-failing arm reading as a token saving: per attempt it is cheaper, but per solve (a task's
+    tokens over its passes) it costs more, and both figures say what they are and over how many tasks."""
+    records = []
+    for task in ("a", "b", "c", "d", "e", "f"):
+        for trial in range(2):  # on: one pass at 1000 and one quick failure at 100; off: two passes at 900
+            records += [_record(task, "on", trial, "pass" if trial == 0 else "fail", 1000 if trial == 0 else 100, True),
+                        _record(task, "off", trial, "pass", 900, False)]
+    effect = _memory_effect(records)
+    assert effect.token_difference.estimate == (1000 + 100) / 2 - 900
+    assert "gradable attempt" in effect.token_difference.unit and "failed attempts included" in effect.token_difference.unit
+    assert effect.tokens_per_solve is not None
+    assert effect.tokens_per_solve.estimate == 1100 - 900 and effect.tokens_per_solve.tasks == 6
+    assert effect.tokens_per_solve.unit.startswith("tokens per solve")

@@ -17,7 +17,7 @@ zero means the ablation switch misses an injection path), never a memory effect.
 Every ratio is an exact `Fraction`, so a summary can be re-derived from the attempts it records.
 The pooled figures here count attempts; the summary's `headline` (`tasks_lib.analysis.headline`)
 is the task-clustered inference a team can publish: per compared pair of conditions, the mean
-over tasks with a sign-flip test and its inverted 95% interval, and MUI v2 with harm.
+over tasks with a sign-flip test and its 95% interval (docs/STATISTICS.md), and MUI v2 with harm.
 The trial-level McNemar test (`mcnemar`) treats trials as independent and is kept as a reference.
 Ungradable attempts (missing evidence, infrastructure failure) are counted and shown but are in no
 denominator: they are not outcomes.
@@ -312,7 +312,8 @@ class GradingSummary(Document):
     """The calibration agent's memoryless attempts against their outcome by construction (None when
     the run has no calibration attempt under `off` or `ablate:all`)."""
     pass_at_k: tuple[PassAtK, ...] = ()
-    """pass@k and pass^k per condition, k from 1 to the trials."""
+    """pass@k and pass^k per condition, k from 1 to the fewest gradable attempts of any of its tasks (ungradable
+    attempts lower it below the trials)."""
     damage: tuple[Damage, ...] = ()
     """Per condition but `off`: tasks the `off` arm passed that the condition failed, task-clustered."""
 

@@ -5,11 +5,12 @@ repeats itself exactly), so counting them as independent pairs overstates the ev
 tasks won by memory over 3 trials read p = 1/1,048,576 by trial-level McNemar, for the
 information of p = 1/64. So every headline figure is the mean over tasks of a per-task figure
 (each task weighs the same, whatever its number of gradable trials), tested by a sign-flip
-permutation test over tasks, and given the 95% interval that inverts the same test
-(`tasks_lib.analysis.stats.sign_flip_test`: exact over all 2^n sign assignments up to 20 tasks,
-a seeded Monte Carlo above, as its `method` says). Bounds are clipped to the measure's range; a
-zero-width interval means every task moved by the same amount (the test's symmetry assumption,
-not certainty). With one trial per task the success test equals exact McNemar.
+permutation test over tasks (`tasks_lib.analysis.stats.sign_flip_test`: exact over all 2^n sign
+assignments up to 20 tasks, a seeded Monte Carlo above, as its `method` says). A bounded figure
+(success difference, MUI, damage) gets the Agresti-Min pseudo-task t interval
+(`stats.adjusted_mean_interval`), which covers at 95% where few tasks differ, and is labelled
+exploratory below MIN_NONZERO_TASKS differing tasks; tokens and wall time get the interval that
+inverts the test (docs/STATISTICS.md). With one trial per task the success test equals exact McNemar.
 
 Compared pairs, a minus b: `on` - `off` (the memory effect, with MUI v2 and its harm),
 `on` - `ablate:<lane>` (what the ablated lanes carry, a marginal contribution), every other
@@ -19,17 +20,18 @@ incumbent notes file?) when the run has a `notes` arm. Tokens and wall time are 
 The trial-level McNemar test stays as a labelled reference figure only.
 
 Beside the memory effect stands what the test could have seen: the smallest success difference it
-detects with 80% power at the 5% level for this run's tasks and trials, simulated from the run's
-observed per-task off rates (`tasks_lib.analysis.power`, seeded, `HEADLINE_REPLICATES` corpora,
+detects with 80% power at the 5% level for this run's tasks and trials, simulated from a
+beta-binomial fitted to the run's observed per-task off counts (`tasks_lib.analysis.power`, seeded, `HEADLINE_REPLICATES` corpora,
 its Monte Carlo error stated). A null result under a large detectable difference is no evidence
 of no effect.
 
-MUI v2 per task is a share of the task's gradable `on` attempts: success lift and cost saving as
-`tasks_lib.analysis.grading` defines them, minus harm (the paired `off` attempt passed and `on`
-failed, or `on` used at least 1.5x the tokens of a passing `off`). net = lift + saving - harm is
-antisymmetric in on and off, so for an agent that ignores memory each task's net is symmetric
-about 0 and the sign-flip test of net is exact; the components are one-sided and their intervals
-lean on the same symmetry assumption.
+MUI v2 per task is a share of the task's gradable `on` attempts, over the tasks of the success
+difference: success lift and cost saving as `tasks_lib.analysis.grading` defines them, minus harm
+(the paired `off` attempt passed and `on` failed, or `on` used at least 1.5x the tokens of a passing
+`off`), all three only where the planted memory was confirmed delivered. net = lift + saving - harm
+is then antisymmetric in on and off, so for an agent that ignores memory each task's net is
+symmetric about 0 at any delivery rate and the sign-flip test of net is exact. A task a comparison
+leaves out is named in `Comparison.left_out`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ DIFFERENCE = (-1, 1)
 """Range of a per-task difference of shares (success difference, net MUI)."""
 MIN_NONZERO_TASKS = MIN_ATTEMPTS_FOR_TEST
 """Below this many tasks with a non-zero per-task figure, an effect is exploratory (a bounded one keeps its interval)."""
+TOKENS_PER_ATTEMPT = "tokens per gradable attempt (failed attempts included, ungradable ones left out)"
+"""Unit and definition of the token difference."""
+TOKENS_PER_SOLVE = "tokens per solve: a task's tokens over its gradable attempts / its passes, over tasks passed under both"
+"""Unit and definition of the tokens-per-solved-task difference."""
 HEADLINE_REPLICATES = 1000
 """Simulated corpora behind the detectable difference printed beside the headline."""
 
@@ -195,7 +201,11 @@ class Comparison(ContractModel):
     success_difference: Effect
     """Mean over tasks of success-rate(a) - success-rate(b)."""
     token_difference: Effect
-    """Mean over tasks of mean tokens(a) - mean tokens(b), per attempt."""
+    """Mean over tasks of mean tokens(a) - mean tokens(b) per gradable attempt (failed attempts included, ungradable
+    ones left out): what an attempt costs, so an arm that fails fast reads cheaper here; see `tokens_per_solve`."""
+    tokens_per_solve: Effect | None = None
+    """Mean over tasks passed at least once under both of tokens(a)/passes(a) - tokens(b)/passes(b), tokens summed over
+    the task's gradable attempts: what a solve costs (failing fast buys nothing here); None in a summary stored before it."""
     wall_difference: Effect
     """Mean over tasks of mean wall seconds(a) - mean wall seconds(b), per attempt."""
     mui: MuiEffect | None
@@ -267,6 +277,11 @@ def _tokens(g: Graded) -> Fraction:
     return Fraction(g.tokens)
 
 
+def _per_solve(rows: Sequence[Graded]) -> Fraction:
+    """Tokens over `rows` (a task's gradable attempts under one condition) per passing attempt among them."""
+    return Fraction(sum(g.tokens for g in rows), sum(g.outcome == "pass" for g in rows))
+
+
 def _wall(g: Graded) -> Fraction:
     return Fraction(g.wall_seconds)
 
@@ -334,6 +349,7 @@ def compare(grades: Sequence[Graded], kind: ComparisonKind, a: str, b: str) -> C
         return sum(keep(g) for t in tasks for g in cells[(t, condition)])
 
     seen = {t for t, c in every if c in (a, b)}
+    solved = [t for t in tasks if any(g.outcome == "pass" for g in gradable[(t, a)]) and any(g.outcome == "pass" for g in gradable[(t, b)])]
 
     return Comparison(
         kind=kind, condition_a=a, condition_b=b, tasks=len(tasks),
@@ -341,7 +357,9 @@ def compare(grades: Sequence[Graded], kind: ComparisonKind, a: str, b: str) -> C
         passes_a=count(a, gradable, lambda g: g.outcome == "pass"), passes_b=count(b, gradable, lambda g: g.outcome == "pass"),
         left_out=tuple(sorted(seen - set(tasks))),
         success_difference=task_effect(per_task(_passed), "difference in pass rate (fraction of attempts)", DIFFERENCE),
-        token_difference=task_effect(per_task(_tokens), "tokens per attempt", None, continuous=True),
+        token_difference=task_effect(per_task(_tokens), TOKENS_PER_ATTEMPT, None, continuous=True),
+        tokens_per_solve=task_effect([_per_solve(gradable[(t, a)]) - _per_solve(gradable[(t, b)]) for t in solved],
+                                     TOKENS_PER_SOLVE, None, continuous=True),
         wall_difference=task_effect(per_task(_wall), "seconds per attempt", None, continuous=True),
         mui=mui_effect(grades, tasks) if kind == "memory-effect" else None,
         trial_level_mcnemar=trial_mcnemar(grades, a, b),

@@ -674,7 +674,8 @@ def left_out_warnings(comparisons: Sequence[Comparison], records: Sequence[RunRe
     attempt under one side is distrust, except a cell the matrix never runs by design (no record at all under a
     placebo, harm or feed condition for a task without its planted state): that is a note."""
     cells = {(r.task_id, r.condition) for r in records}
-    distrust, notes = [], []
+    distrust: list[str] = []
+    notes: list[str] = []
     for c in comparisons:
         skipped = [t for t in c.left_out if any(by_design(x) and (t, x) not in cells for x in (c.condition_a, c.condition_b))]
         for tasks, lines, why in (([t for t in c.left_out if t not in skipped], distrust, "no gradable attempt under one of the two"),

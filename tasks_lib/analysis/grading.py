@@ -670,20 +670,25 @@ def by_design(condition: str) -> bool:
 
 
 def left_out_warnings(comparisons: Sequence[Comparison], records: Sequence[RunRecord]) -> tuple[list[str], list[str]]:
-    """(distrust, notes) naming every task a compared pair left out of its figures. A task with no gradable
-    attempt under one side is distrust, except a cell the matrix never runs by design (no record at all under a
-    placebo, harm or feed condition for a task without its planted state): that is a note."""
+    """(distrust, notes) naming every task a compared pair left out of its figures, one line per set of tasks
+    and cause (the pairs listed with the tasks each compares). A task with no gradable attempt under one side is
+    distrust, except a cell the matrix never runs by design (no record at all under a placebo, harm or feed
+    condition for a task without its planted state): that is a note."""
     cells = {(r.task_id, r.condition) for r in records}
+    grouped: dict[tuple[tuple[str, ...], bool], list[str]] = defaultdict(list)
+    for c in comparisons:
+        skipped = tuple(t for t in c.left_out if any(by_design(x) and (t, x) not in cells for x in (c.condition_a, c.condition_b)))
+        missing = tuple(t for t in c.left_out if t not in skipped)
+        for tasks, designed in ((missing, False), (skipped, True)):
+            if tasks:
+                grouped[(tasks, designed)].append(f"{c.condition_a} - {c.condition_b} (over {c.tasks} task(s))")
     distrust: list[str] = []
     notes: list[str] = []
-    for c in comparisons:
-        skipped = [t for t in c.left_out if any(by_design(x) and (t, x) not in cells for x in (c.condition_a, c.condition_b))]
-        for tasks, lines, why in (([t for t in c.left_out if t not in skipped], distrust, "no gradable attempt under one of the two"),
-                                  (skipped, notes, "not run by design: the task carries no planted state for the condition")):
-            if tasks:
-                more = f" and {len(tasks) - NAMED_ATTEMPTS} more" if len(tasks) > NAMED_ATTEMPTS else ""
-                lines.append(f"{c.condition_a} - {c.condition_b}: {len(tasks)} task(s) left out of every figure ({why}; the figures "
-                             f"are over {c.tasks} task(s)): {', '.join(tasks[:NAMED_ATTEMPTS])}{more}")
+    for (tasks, designed), pairs in grouped.items():
+        why = "not run by design: no planted state for the condition" if designed else "no gradable attempt under one side"
+        more = f" and {len(tasks) - NAMED_ATTEMPTS} more" if len(tasks) > NAMED_ATTEMPTS else ""
+        (notes if designed else distrust).append(
+            f"{len(tasks)} task(s) left out of {', '.join(pairs)} ({why}): {', '.join(tasks[:NAMED_ATTEMPTS])}{more}")
     return distrust, notes
 
 

@@ -50,8 +50,8 @@ def test_a_run_whose_checks_cannot_be_sandboxed_names_the_cause_once_not_once_pe
     assert harness == ["harness check not measured: no gradable attempt under ablate:all or off in any of 2 task(s); "
                        "the ablation switch is unverified"], summary.distrust
     left_out = [line for line in summary.distrust if "left out" in line]
-    assert left_out == [f"2 task(s) left out of on - off (over 0 task(s)), on - ablate:all (over 0 task(s)), ablate:all - off "
-                        f"(over 0 task(s)) (no gradable attempt under one side): {', '.join(TASKS)}"], summary.distrust
+    assert left_out == [(f"2 task(s) left out of on - off (over 0 task(s)), on - ablate:all (over 0 task(s)), ablate:all - off "
+                         f"(over 0 task(s)) (no gradable attempt under one side): {', '.join(TASKS)}")], summary.distrust
     assert len(summary.distrust) == 3, "one line per cause, one for the harness check, one naming the tasks the comparisons lost"
     assert all(not a.measured for a in summary.ablations if a.kind == "harness-check")
     section = ablation_section(summary)

@@ -43,8 +43,17 @@ from typing import Literal, Protocol
 
 from pydantic import Field
 
-from tasks_lib.analysis.power import DetectableDifference, PowerError, run_detectable_difference
-from tasks_lib.analysis.stats import MIN_ATTEMPTS_FOR_TEST, adjusted_mean_interval, mcnemar_exact, sign_flip_test
+from tasks_lib.analysis.power import (
+    DetectableDifference,
+    PowerError,
+    run_detectable_difference,
+)
+from tasks_lib.analysis.stats import (
+    MIN_ATTEMPTS_FOR_TEST,
+    adjusted_mean_interval,
+    mcnemar_exact,
+    sign_flip_test,
+)
 from tasks_lib.contracts import Condition, ContractModel
 
 ComparisonKind = Literal["memory-effect", "ablation", "versus-off", "versus-notes"]

@@ -17,6 +17,7 @@ from test_grading import scenario_records, store_scenario
 from tasks_lib.analysis.admission import ADMISSION_COLUMNS, AdmissionDecision, admissions_key, decisions_table
 from tasks_lib.analysis.aggregate import ABLATIONS_TABLE, AUDIT_TABLE, GRADES_TABLE, SUMMARY_JSON, AggregateError, RunNotFound, aggregate_run
 from tasks_lib.analysis.grading import GradingSummary
+from tasks_lib.analysis.stats import adjusted_mean_interval
 from tasks_lib.artifacts import RECORDS_TABLE, LocalStore, open_store, run_key
 from tasks_lib.errors import ArtifactError, ContractError
 
@@ -73,7 +74,8 @@ def test_summary_json_carries_a_headline_of_plain_numbers(tmp_path: Path) -> Non
     assert "sign-flip permutation test" in success["method"]
     mui = first["mui"]
     assert {k: mui[k] for k in ("success_lift", "cost_saving", "harm", "net", "low", "high")} == {
-        "success_lift": 0.25, "cost_saving": 0.125, "harm": 0.125, "net": 0.25, "low": -1.0, "high": 1.0}
+        "success_lift": 0.25, "cost_saving": 0.125, "harm": 0.125, "net": 0.25,
+        "low": adjusted_mean_interval([1, 0.5, 0, -0.5], -1, 1).lower, "high": 1.0}, "per-task net: alpha 1, beta 1/2, delta 0, gamma -1/2"
     assert data["mcnemar"]["pvalue"] == "5/8", "the exact trial-level reference is kept"
     assert {(r["condition"], r["k"]) for r in data["pass_at_k"]} >= {("off", 1), ("on", 1), ("ablate:all", 2)}
 

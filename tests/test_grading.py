@@ -8,6 +8,7 @@ real calibration agent run over bundled tasks, whose effect follows from the cor
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import subprocess
 from fractions import Fraction
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from scipy import stats as sps
 
 from tasks_lib.agents.base import Transcript, TranscriptStep
 from tasks_lib.analysis.grading import (
@@ -238,7 +240,7 @@ def test_mui_credit_rules(on: tuple[str, int, str], off: tuple[str, int, str], c
     ("on", "off", "harm"),
     [
         ((F, 1000, "yes"), (P, 1000, "no"), True),
-        ((F, 1000, "no"), (P, 1000, "no"), True),
+        ((F, 1000, "no"), (P, 1000, "no"), False),
         ((P, 1500, "yes"), (P, 1000, "no"), True),
         ((P, 1499, "yes"), (P, 1000, "no"), False),
         ((F, 1000, "yes"), (F, 1000, "no"), False),
@@ -246,7 +248,7 @@ def test_mui_credit_rules(on: tuple[str, int, str], off: tuple[str, int, str], c
         ((P, 10, "yes"), (P, 0, "no"), False),
         ((F, 1000, "yes"), (U, 0, "no"), False),
     ],
-    ids=["failed-where-off-passed", "harm-needs-no-confirmed-delivery", "exactly-1.5x-a-passing-off-is-harm",
+    ids=["failed-where-off-passed", "harm-needs-confirmed-delivery-like-credit", "exactly-1.5x-a-passing-off-is-harm",
          "just-under-1.5x-is-no-harm", "both-failed-is-no-harm", "tokens-of-a-failed-off-do-not-count",
          "off-reporting-no-tokens-cannot-show-harm", "ungradable-off-is-no-harm"],
 )
@@ -261,20 +263,24 @@ def _headline(summary: GradingSummary, a: str = "on", b: str = "off") -> Compari
 def test_hand_built_scenario_headline_is_the_mean_over_tasks() -> None:
     """Per task (on - off): alpha 1, beta 0, gamma 0, delta 1 -> 1/2. MUI per task: alpha lift 1,
     beta saving 1/2, gamma harm 1/2 (t1: off passed, on failed), delta 0 -> lift 1/4, saving 1/8,
-    harm 1/8, net 1/4. Four tasks can reject nothing at 95%: the intervals are the whole range."""
+    harm 1/8, net 1/4. Four tasks can reject nothing at 95% (p = 1/2); the success interval is the
+    Agresti-Min t interval, worked by hand: centre 2/6 with pseudo-tasks, sum of squares 7/3, 3 df."""
     summary = _summary(scenario_records())
     on_off = _headline(summary)
     assert (on_off.kind, on_off.tasks, on_off.attempts_a, on_off.gradable_a, on_off.passes_a, on_off.gradable_b, on_off.passes_b) == (
         "memory-effect", 4, 8, 7, 6, 7, 3), "raw counts, never reduced"
     success = on_off.success_difference
-    assert (success.estimate, success.low, success.high, success.p_value) == (0.5, -1.0, 1.0, 0.5)
-    assert "all 2^4 = 16 sign assignments" in success.method and "inverting the test" in success.method
+    assert (success.estimate, success.high, success.p_value) == (0.5, 1.0, 0.5)
+    assert success.low == pytest.approx(1 / 3 - sps.t.ppf(0.975, 3) * math.sqrt(7 / 3 / 5 / 6))
+    assert "all 2^4 = 16 sign assignments" in success.method and "Agresti-Min" in success.method
+    assert success.exploratory, "two tasks differ: under five, the success difference is exploratory"
     assert on_off.token_difference.exploratory and on_off.token_difference.p_value is None
     # mean on - mean off per task: alpha 925 - 2550, beta 1500 - 2200, gamma 1250 - 1750, delta 1100 - 2200
     assert on_off.token_difference.estimate == (-1625 - 700 - 500 - 1100) / 4
     mui = on_off.mui
     assert mui is not None
-    assert (mui.success_lift, mui.cost_saving, mui.harm, mui.net, mui.low, mui.high) == (0.25, 0.125, 0.125, 0.25, -1.0, 1.0)
+    assert (mui.success_lift, mui.cost_saving, mui.harm, mui.net, mui.high) == (0.25, 0.125, 0.125, 0.25, 1.0)
+    assert -1.0 < mui.low < 0.0
     assert (mui.on_attempts, mui.success_lifts, mui.cost_savings, mui.harms) == (7, 2, 1, 1)
     assert on_off.trial_level_mcnemar is not None and on_off.trial_level_mcnemar.p_value == 0.625, "kept as a reference"
     pooled = next(t for t in summary.mui if t.task_id == "*")

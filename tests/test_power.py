@@ -14,11 +14,17 @@ import math
 import random
 from fractions import Fraction
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 from flows.cli.main import main
-from tasks_lib.analysis.power import PowerError, detectable_difference, sign_flip_pvalue
+from tasks_lib.analysis.power import (
+    PowerError,
+    detectable_difference,
+    run_detectable_difference,
+    sign_flip_pvalue,
+)
 from tasks_lib.analysis.stats import sign_flip_test
 
 
@@ -141,3 +147,40 @@ def test_bad_power_requests_are_one_line(tmp_path: Path, capsys: pytest.CaptureF
     assert main([*args, "--artifacts", str(tmp_path)] if "--run" in args else args) == 2
     captured = capsys.readouterr()
     assert message in captured.err and "Traceback" not in captured.err
+
+
+class _Off(NamedTuple):
+    """An off attempt as `run_detectable_difference` reads it."""
+
+    task_id: str
+    condition: str
+    outcome: str
+
+
+def _observed_run(true_rates: list[float], trials: int, seed: int) -> list[_Off]:
+    rng = random.Random(seed)
+    return [_Off(f"t{t}", "off", "pass" if rng.random() < rate else "fail") for t, rate in enumerate(true_rates) for _ in range(trials)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_trial_observed_baseline_agrees_with_the_stated_one(seed: int) -> None:
+    """Prevents treating observed off rates as true ones: with one trial every observed rate is 0 or 1, a task
+    seen at 1 cannot improve, and 20 tasks x 1 trial at a true 0.5 printed +57 to +92 points (truth about +45)."""
+    stated = detectable_difference(20, 1, [0.5], resample=True, baseline="stated 0.50", replicates=300)
+    observed = run_detectable_difference(_observed_run([0.5] * 20, 1, seed), replicates=300)
+    assert observed.baseline_model == "observed-mean" and "every task at that mean" in observed.baseline
+    assert stated.difference is not None and observed.difference is not None
+    assert abs(observed.difference - stated.difference) <= 0.08, (observed.difference, stated.difference)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_observed_baseline_of_spread_tasks_agrees_with_their_true_rates(seed: int) -> None:
+    """Prevents the observed-baseline figure drifting from the truth when tasks differ in difficulty: a
+    beta-binomial fitted to 20 tasks x 5 trials gives the figure their true rates give, within Monte Carlo error."""
+    rng = random.Random(100 + seed)
+    truth = [rng.betavariate(0.5, 0.8) for _ in range(20)]
+    stated = detectable_difference(20, 5, truth, resample=False, baseline="the true rates", replicates=300)
+    observed = run_detectable_difference(_observed_run(truth, 5, seed), replicates=300)
+    assert observed.baseline_model == "observed-beta" and "fitted beta-binomial" in observed.baseline
+    assert stated.difference is not None and observed.difference is not None
+    assert abs(observed.difference - stated.difference) <= 0.05, (observed.difference, stated.difference)

@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import uuid
+from fractions import Fraction
 from pathlib import Path
 
 import boto3
@@ -25,6 +26,7 @@ from test_grading import scenario_records, store_scenario
 
 from flows.cli.main import main
 from tasks_lib.analysis.admission import AdmissionDecision, admissions_key, decisions_table, load_records
+from tasks_lib.analysis.stats import adjusted_mean_interval
 from tasks_lib.artifacts import LocalStore, open_store, run_key
 from tasks_lib.report import REPORT_HTML, build_report
 
@@ -75,12 +77,15 @@ def test_report_opens_with_the_headline_in_units_with_intervals(report_html: Pat
     page = report_html.read_text(encoding="utf-8")
     assert page.index('id="headline"') < page.index('id="warnings"') < page.index(">Layer 1: memory delivered")
     block = page[page.index('id="headline"'):page.index('id="warnings"')]
-    assert "Net MUI +25.0% of on attempts, 95% CI [-100.0%, +100.0%], p = 0.75" in block
+    net_low = adjusted_mean_interval([1, Fraction(1, 2), Fraction(-1, 2), 0], -1, 1).lower
+    success_low = adjusted_mean_interval([1, 0, 0, 1], -1, 1).lower
+    assert f"Net MUI +25.0% of on attempts, 95% CI [{net_low:+.1%}, +100.0%], p = 0.75" in block
     assert "success lift 25.0%" in block and "cost saving 12.5%" in block and "harm 12.5%" in block
     assert "2 lift(s), 1 saving(s), 1 harm(s) in 7 gradable on attempts over 4 task(s)" in block
-    assert "+50.0 pp, 95% CI [-100.0, +100.0]" in block and "6 of 7 vs 3 of 7" in block, "raw counts, never reduced"
+    assert f"+50.0 pp, 95% CI [{success_low * 100:+.1f}, +100.0] (exploratory: 2 task(s) differ, under 5) over 4 task(s)" in block
+    assert "6 of 7 vs 3 of 7" in block, "raw counts, never reduced"
     assert "-981 tokens/attempt (exploratory" in block and "s/attempt" in block
-    assert "sign-flip permutation test over 4 tasks, all 2^4 = 16 sign assignments" in block and "inverting the test" in block
+    assert "sign-flip permutation test over 4 tasks, all 2^4 = 16 sign assignments" in block and "Agresti-Min" in block
     assert "trial-level exact McNemar over 6 pairs, p = 0.625" in block and "Reference only" in block
     assert ("What this test can see</strong>: no success difference reaches 80% power at the 5% level with 4 tasks x 2 trial(s)"
             in block), "4 tasks cannot reach p <= 0.05 (smallest p is 2/16): the page must say nothing is detectable"

@@ -49,7 +49,10 @@ def test_a_run_whose_checks_cannot_be_sandboxed_names_the_cause_once_not_once_pe
     harness = [line for line in summary.distrust if line.startswith("harness check")]
     assert harness == ["harness check not measured: no gradable attempt under ablate:all or off in any of 2 task(s); "
                        "the ablation switch is unverified"], summary.distrust
-    assert len(summary.distrust) == 2, summary.distrust
+    left_out = [line for line in summary.distrust if "left out" in line]
+    assert left_out == [(f"2 task(s) left out of on - off (over 0 task(s)), on - ablate:all (over 0 task(s)), ablate:all - off "
+                         f"(over 0 task(s)) (no gradable attempt under one side): {', '.join(TASKS)}")], summary.distrust
+    assert len(summary.distrust) == 3, "one line per cause, one for the harness check, one naming the tasks the comparisons lost"
     assert all(not a.measured for a in summary.ablations if a.kind == "harness-check")
     section = ablation_section(summary)
     assert section.count("not measured") == 3 and "FLAGGED" not in section, "two tasks and the pooled row"
@@ -83,4 +86,5 @@ def test_grouping_keeps_every_cause_and_every_missing_evidence_attempt() -> None
         "harness check not measured for 2 task(s) with no gradable attempt under ablate:all or off: alpha, beta",
         "harness check, task gamma: success(ablate:all) - success(off) = 1 (1/1 vs 0/1 passed; limit 1/5)",
         "harness check: success(ablate:all) - success(off) = 1 (limit 1/5); the ablation switch may not reach every injection path",
+        "2 task(s) left out of ablate:all - off (over 1 task(s)) (no gradable attempt under one side): alpha, beta",
     ), summary.distrust

@@ -5,7 +5,7 @@ injects noise can turn a task the agent solves alone into a failure. That is dam
 counted, never averaged away: per condition, the paired attempts (same task and trial) whose `off`
 attempt passed and whose attempt under the condition failed. The unit of inference is the task:
 each task's damage share (damaged pairs / gradable pairs) is averaged over tasks, with the
-sign-flip interval of `tasks_lib.analysis.headline.task_effect` clipped to [0, 1]. Ungradable
+interval `tasks_lib.analysis.headline.task_effect` gives a share in [0, 1] (docs/STATISTICS.md). Ungradable
 attempts are in no pair. The system is the record's `build_under_test`.
 """
 

@@ -4,9 +4,10 @@ Layer one, **delivered**: the record's `injection == "yes"` (confirmed from non-
 steps). Layer two/three, **MUI v2**: a memory-on attempt earns credit only if its planted memory
 was confirmed delivered, it passed, and the memory-off attempt of the same task and trial either
 failed (a *success lift*) or passed using at least 1.5x its tokens (a *cost saving*). The two
-credits are mutually exclusive, so they sum to MUI. *Harm* counts the other direction, whether or
-not delivery was confirmed: the paired off attempt passed and the on attempt failed, or both passed
-and on used at least 1.5x off's tokens; net MUI = success lift + cost saving - harm. The v1
+credits are mutually exclusive, so they sum to MUI. *Harm* counts the other direction over the same
+delivered attempts: the paired off attempt passed and the on attempt failed, or both passed and on
+used at least 1.5x off's tokens; net MUI = success lift + cost saving - harm. (Counting harm on every
+attempt but credit only on delivered ones made a memory-ignoring agent read as harmful at 90% delivery.) The v1
 *surface echo* (the memory's opening text in the agent's own words) is kept as a reference figure only.
 
 Per-lane ablation deltas, success(on) - success(ablate:<lane>), are marginal contributions: lanes
@@ -16,7 +17,7 @@ zero means the ablation switch misses an injection path), never a memory effect.
 Every ratio is an exact `Fraction`, so a summary can be re-derived from the attempts it records.
 The pooled figures here count attempts; the summary's `headline` (`tasks_lib.analysis.headline`)
 is the task-clustered inference a team can publish: per compared pair of conditions, the mean
-over tasks with a sign-flip test and its inverted 95% interval, and MUI v2 with harm.
+over tasks with a sign-flip test and its 95% interval (docs/STATISTICS.md), and MUI v2 with harm.
 The trial-level McNemar test (`mcnemar`) treats trials as independent and is kept as a reference.
 Ungradable attempts (missing evidence, infrastructure failure) are counted and shown but are in no
 denominator: they are not outcomes.
@@ -36,6 +37,7 @@ from tasks_lib.agents.base import Transcript
 from tasks_lib.analysis.damage import Damage, damage_table
 from tasks_lib.analysis.headline import Comparison, headline
 from tasks_lib.analysis.stats import clopper_pearson, mcnemar_exact, paired_continuous_summary, pass_at_k, pass_hat_k, wilson
+from tasks_lib.conditions import UnknownCondition, spec_of
 from tasks_lib.contracts import ATTEMPT_ERROR, Condition, ContractModel, Document, Identifier, RunRecord
 
 COST_SAVING_FACTOR = Fraction(3, 2)
@@ -102,7 +104,8 @@ class AttemptGrade(ContractModel):
     mui_reason: str
     """Why the attempt earned that credit (or none)."""
     harm: bool
-    """MUI v2 harm (`on` only): off passed and this attempt failed, or used >= 1.5x a passing off's tokens."""
+    """MUI v2 harm (`on` only, planted memory confirmed delivered): off passed and this attempt failed, or used >= 1.5x
+    a passing off's tokens."""
     harm_reason: str | None
     """Why the attempt counts as harm; None when it does not."""
     surface_echo: bool | None
@@ -309,7 +312,8 @@ class GradingSummary(Document):
     """The calibration agent's memoryless attempts against their outcome by construction (None when
     the run has no calibration attempt under `off` or `ablate:all`)."""
     pass_at_k: tuple[PassAtK, ...] = ()
-    """pass@k and pass^k per condition, k from 1 to the trials."""
+    """pass@k and pass^k per condition, k from 1 to the fewest gradable attempts of any of its tasks (ungradable
+    attempts lower it below the trials)."""
     damage: tuple[Damage, ...] = ()
     """Per condition but `off`: tasks the `off` arm passed that the condition failed, task-clustered."""
 
@@ -350,8 +354,11 @@ def mui_credit(on: RunRecord, off: RunRecord | None) -> tuple[MuiCredit, str]:
 
 
 def mui_harm(on: RunRecord, off: RunRecord | None) -> str | None:
-    """Why one gradable `on` attempt counts as MUI v2 harm against its paired `off` attempt; None when it does not."""
-    if on.outcome == "ungradable" or off is None or off.outcome != "pass":
+    """Why one gradable `on` attempt counts as MUI v2 harm against its paired `off` attempt; None when it does not.
+
+    Like a credit, harm needs the planted memory confirmed delivered: lift, saving and harm are counted over the same
+    attempts, so for an agent that ignores memory net MUI is symmetric about 0 at any delivery rate."""
+    if on.outcome == "ungradable" or on.injection != "yes" or off is None or off.outcome != "pass":
         return None
     if on.outcome == "fail":
         return "failed where the paired off attempt passed"
@@ -653,6 +660,38 @@ def harness_warnings(deltas: Sequence[ConditionDelta]) -> list[str]:
     return lines
 
 
+def by_design(condition: str) -> bool:
+    """Whether `condition` has a cell only on tasks that carry its planted state (placebo, harm, feed):
+    the matrix skips it elsewhere and says so (`tasks_lib.arm.steps.skipped_cells`)."""
+    try:
+        return spec_of(condition).planted in ("placebo", "harm", "feed")
+    except UnknownCondition:
+        return False
+
+
+def left_out_warnings(comparisons: Sequence[Comparison], records: Sequence[RunRecord]) -> tuple[list[str], list[str]]:
+    """(distrust, notes) naming every task a compared pair left out of its figures, one line per set of tasks
+    and cause (the pairs listed with the tasks each compares). A task with no gradable attempt under one side is
+    distrust, except a cell the matrix never runs by design (no record at all under a placebo, harm or feed
+    condition for a task without its planted state): that is a note."""
+    cells = {(r.task_id, r.condition) for r in records}
+    grouped: dict[tuple[tuple[str, ...], bool], list[str]] = defaultdict(list)
+    for c in comparisons:
+        skipped = tuple(t for t in c.left_out if any(by_design(x) and (t, x) not in cells for x in (c.condition_a, c.condition_b)))
+        missing = tuple(t for t in c.left_out if t not in skipped)
+        for tasks, designed in ((missing, False), (skipped, True)):
+            if tasks:
+                grouped[(tasks, designed)].append(f"{c.condition_a} - {c.condition_b} (over {c.tasks} task(s))")
+    distrust: list[str] = []
+    notes: list[str] = []
+    for (tasks, designed), pairs in grouped.items():
+        why = "not run by design: no planted state for the condition" if designed else "no gradable attempt under one side"
+        more = f" and {len(tasks) - NAMED_ATTEMPTS} more" if len(tasks) > NAMED_ATTEMPTS else ""
+        (notes if designed else distrust).append(
+            f"{len(tasks)} task(s) left out of {', '.join(pairs)} ({why}): {', '.join(tasks[:NAMED_ATTEMPTS])}{more}")
+    return distrust, notes
+
+
 def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[AttemptGrade], excluded: int = 0,
               run_warnings: Sequence[str] = ()) -> GradingSummary:
     """The run's grading summary; `warnings` collects every figure a human must not miss, and
@@ -671,7 +710,10 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
     ungradable = sum(r.outcome == "ungradable" for r in records)
     distrust.extend(ungradable_warnings(records))
     distrust.extend(harness_warnings(deltas))
-    warnings = list(distrust)
+    compared = headline(grades, condition_order(r.condition for r in records))
+    left_out, skipped = left_out_warnings(compared, records)
+    distrust.extend(left_out)
+    warnings = [*distrust, *skipped]
     unenforced = sorted({note for r in records for note in r.agent_unenforced})
     if unenforced:
         limited = sum(bool(r.agent_unenforced) for r in records)
@@ -695,7 +737,7 @@ def summarize(run_id: str, records: Sequence[RunRecord], grades: Sequence[Attemp
         pass_rates=tuple(pass_rates(records)), mui=tuple(mui), ablations=tuple(deltas),
         mcnemar=mcnemar_summary(pairs), paired=tuple(paired_measures(pairs)), warnings=tuple(warnings), distrust=tuple(distrust),
         positive_control=control,
-        headline=tuple(headline(grades, condition_order(r.condition for r in records))),
+        headline=tuple(compared),
         pass_at_k=tuple(pass_at_k_table(records)),
         damage=tuple(damage_table(records, condition_order(r.condition for r in records))),
     )

@@ -5,11 +5,12 @@ repeats itself exactly), so counting them as independent pairs overstates the ev
 tasks won by memory over 3 trials read p = 1/1,048,576 by trial-level McNemar, for the
 information of p = 1/64. So every headline figure is the mean over tasks of a per-task figure
 (each task weighs the same, whatever its number of gradable trials), tested by a sign-flip
-permutation test over tasks, and given the 95% interval that inverts the same test
-(`tasks_lib.analysis.stats.sign_flip_test`: exact over all 2^n sign assignments up to 20 tasks,
-a seeded Monte Carlo above, as its `method` says). Bounds are clipped to the measure's range; a
-zero-width interval means every task moved by the same amount (the test's symmetry assumption,
-not certainty). With one trial per task the success test equals exact McNemar.
+permutation test over tasks (`tasks_lib.analysis.stats.sign_flip_test`: exact over all 2^n sign
+assignments up to 20 tasks, a seeded Monte Carlo above, as its `method` says). A bounded figure
+(success difference, MUI, damage) gets the Agresti-Min pseudo-task t interval
+(`stats.adjusted_mean_interval`), which covers at 95% where few tasks differ, and is labelled
+exploratory below MIN_NONZERO_TASKS differing tasks; tokens and wall time get the interval that
+inverts the test (docs/STATISTICS.md). With one trial per task the success test equals exact McNemar.
 
 Compared pairs, a minus b: `on` - `off` (the memory effect, with MUI v2 and its harm),
 `on` - `ablate:<lane>` (what the ablated lanes carry, a marginal contribution), every other
@@ -19,17 +20,18 @@ incumbent notes file?) when the run has a `notes` arm. Tokens and wall time are 
 The trial-level McNemar test stays as a labelled reference figure only.
 
 Beside the memory effect stands what the test could have seen: the smallest success difference it
-detects with 80% power at the 5% level for this run's tasks and trials, simulated from the run's
-observed per-task off rates (`tasks_lib.analysis.power`, seeded, `HEADLINE_REPLICATES` corpora,
+detects with 80% power at the 5% level for this run's tasks and trials, simulated from a
+beta-binomial fitted to the run's observed per-task off counts (`tasks_lib.analysis.power`, seeded, `HEADLINE_REPLICATES` corpora,
 its Monte Carlo error stated). A null result under a large detectable difference is no evidence
 of no effect.
 
-MUI v2 per task is a share of the task's gradable `on` attempts: success lift and cost saving as
-`tasks_lib.analysis.grading` defines them, minus harm (the paired `off` attempt passed and `on`
-failed, or `on` used at least 1.5x the tokens of a passing `off`). net = lift + saving - harm is
-antisymmetric in on and off, so for an agent that ignores memory each task's net is symmetric
-about 0 and the sign-flip test of net is exact; the components are one-sided and their intervals
-lean on the same symmetry assumption.
+MUI v2 per task is a share of the task's gradable `on` attempts, over the tasks of the success
+difference: success lift and cost saving as `tasks_lib.analysis.grading` defines them, minus harm
+(the paired `off` attempt passed and `on` failed, or `on` used at least 1.5x the tokens of a passing
+`off`), all three only where the planted memory was confirmed delivered. net = lift + saving - harm
+is then antisymmetric in on and off, so for an agent that ignores memory each task's net is
+symmetric about 0 at any delivery rate and the sign-flip test of net is exact. A task a comparison
+leaves out is named in `Comparison.left_out`.
 """
 
 from __future__ import annotations
@@ -41,8 +43,17 @@ from typing import Literal, Protocol
 
 from pydantic import Field
 
-from tasks_lib.analysis.power import DetectableDifference, PowerError, run_detectable_difference
-from tasks_lib.analysis.stats import MIN_ATTEMPTS_FOR_TEST, mcnemar_exact, sign_flip_test
+from tasks_lib.analysis.power import (
+    DetectableDifference,
+    PowerError,
+    run_detectable_difference,
+)
+from tasks_lib.analysis.stats import (
+    MIN_ATTEMPTS_FOR_TEST,
+    adjusted_mean_interval,
+    mcnemar_exact,
+    sign_flip_test,
+)
 from tasks_lib.contracts import Condition, ContractModel
 
 ComparisonKind = Literal["memory-effect", "ablation", "versus-off", "versus-notes"]
@@ -51,6 +62,12 @@ SHARE = (0, 1)
 """Range of a per-task share (MUI components)."""
 DIFFERENCE = (-1, 1)
 """Range of a per-task difference of shares (success difference, net MUI)."""
+MIN_NONZERO_TASKS = MIN_ATTEMPTS_FOR_TEST
+"""Below this many tasks with a non-zero per-task figure, an effect is exploratory (a bounded one keeps its interval)."""
+TOKENS_PER_ATTEMPT = "tokens per gradable attempt (failed attempts included, ungradable ones left out)"
+"""Unit and definition of the token difference."""
+TOKENS_PER_SOLVE = "tokens per solve: a task's tokens over its gradable attempts / its passes, over tasks passed under both"
+"""Unit and definition of the tokens-per-solved-task difference."""
 HEADLINE_REPLICATES = 1000
 """Simulated corpora behind the detectable difference printed beside the headline."""
 
@@ -86,11 +103,11 @@ class Effect(ContractModel):
     estimate: float | None
     """Mean over tasks; None when no task has a gradable attempt on both sides."""
     low: float | None
-    """Lower 95% bound, clipped to the measure's range; None when exploratory, or unbounded with no range."""
+    """Lower 95% bound, within the measure's range; None for an exploratory continuous measure, or unbounded with no range."""
     high: float | None
     """Upper 95% bound, like `low`."""
     p_value: float | None
-    """Two-sided sign-flip p-value over tasks (H0: mean 0); None when exploratory or without tasks."""
+    """Two-sided sign-flip p-value over tasks (H0: mean 0); None for an exploratory continuous measure or without tasks."""
     method: str
     """The test and the interval in words, with the sign assignments counted (exact or Monte Carlo)."""
     unit: str
@@ -100,7 +117,8 @@ class Effect(ContractModel):
     nonzero_tasks: int = Field(ge=0)
     """Tasks whose figure is not zero."""
     exploratory: bool
-    """Fewer than five tasks with a non-zero difference of a continuous measure: described, not tested."""
+    """Fewer than five tasks with a non-zero figure: a continuous measure is described, not tested; a bounded one
+    (success difference, MUI, damage) keeps its interval and test but is too thin to publish as a finding."""
     exact: bool
     """All sign assignments were counted (False: a seeded Monte Carlo sample, see `method`)."""
     assignments: int = Field(ge=0)
@@ -174,7 +192,9 @@ class Comparison(ContractModel):
     condition_b: Condition
     """Subtrahend condition."""
     tasks: int = Field(ge=0)
-    """Tasks with a gradable attempt under both conditions; every count below is over these tasks."""
+    """Tasks with a gradable attempt under both conditions; every count and figure below (MUI too) is over these tasks."""
+    left_out: tuple[str, ...] = ()
+    """Tasks with an attempt under a or b left out of every figure: no record under one of them, or none gradable."""
     attempts_a: int = Field(ge=0)
     """Attempts under a, ungradable ones included."""
     attempts_b: int = Field(ge=0)
@@ -190,7 +210,11 @@ class Comparison(ContractModel):
     success_difference: Effect
     """Mean over tasks of success-rate(a) - success-rate(b)."""
     token_difference: Effect
-    """Mean over tasks of mean tokens(a) - mean tokens(b), per attempt."""
+    """Mean over tasks of mean tokens(a) - mean tokens(b) per gradable attempt (failed attempts included, ungradable
+    ones left out): what an attempt costs, so an arm that fails fast reads cheaper here; see `tokens_per_solve`."""
+    tokens_per_solve: Effect | None = None
+    """Mean over tasks passed at least once under both of tokens(a)/passes(a) - tokens(b)/passes(b), tokens summed over
+    the task's gradable attempts: what a solve costs (failing fast buys nothing here); None in a summary stored before it."""
     wall_difference: Effect
     """Mean over tasks of mean wall seconds(a) - mean wall seconds(b), per attempt."""
     mui: MuiEffect | None
@@ -206,27 +230,34 @@ class Comparison(ContractModel):
 
 
 def task_effect(values: Sequence[Fraction], unit: str, bounds: tuple[int, int] | None, *, continuous: bool = False) -> Effect:
-    """Test the mean of per-task `values` by sign flips and clip its interval to `bounds` (None: unbounded).
+    """Test the mean of per-task `values` by sign flips and give its 95% interval.
 
-    A `continuous` measure with fewer than MIN_ATTEMPTS_FOR_TEST non-zero values is exploratory.
+    A bounded measure (`bounds` its range) gets `adjusted_mean_interval` and is labelled exploratory
+    below MIN_NONZERO_TASKS tasks with a non-zero value (the interval and test are still given).
+    An unbounded (`continuous`) measure gets the interval that inverts the sign-flip test, and
+    below MIN_NONZERO_TASKS non-zero values is exploratory: described, not tested.
     """
     nonzero = sum(1 for v in values if v)
     if not values:
         return Effect(estimate=None, low=None, high=None, p_value=None, unit=unit, tasks=0, nonzero_tasks=0,
                       method="not tested: no task has a gradable attempt on both sides", exploratory=False, exact=True, assignments=0)
-    if continuous and nonzero < MIN_ATTEMPTS_FOR_TEST:
+    sparse = nonzero < MIN_NONZERO_TASKS
+    label = f"exploratory: {nonzero} task(s) with a non-zero difference (fewer than {MIN_NONZERO_TASKS}); "
+    if continuous and sparse:
         return Effect(estimate=float(sum(values) / len(values)), low=None, high=None, p_value=None, unit=unit,
                       tasks=len(values), nonzero_tasks=nonzero, exploratory=True, exact=True, assignments=0,
-                      method=f"exploratory: {nonzero} task(s) with a non-zero difference (fewer than {MIN_ATTEMPTS_FOR_TEST}); "
-                             "described, not tested")
+                      method=f"{label}described, not tested")
     result = sign_flip_test(values)
-    low, high = result.lower_exact, result.upper_exact
-    if bounds is not None:
-        low = Fraction(bounds[0]) if low is None else max(low, Fraction(bounds[0]))
-        high = Fraction(bounds[1]) if high is None else min(high, Fraction(bounds[1]))
-    return Effect(estimate=result.estimate, low=None if low is None else float(low), high=None if high is None else float(high),
-                  p_value=result.pvalue, method=result.method, unit=unit, tasks=result.n, nonzero_tasks=result.nonzero,
-                  exploratory=False, exact=result.exact, assignments=result.assignments)
+    if bounds is None:
+        low, high, method = result.lower_exact, result.upper_exact, result.method
+        return Effect(estimate=result.estimate, low=None if low is None else float(low), high=None if high is None else float(high),
+                      p_value=result.pvalue, method=method, unit=unit, tasks=result.n, nonzero_tasks=result.nonzero,
+                      exploratory=False, exact=result.exact, assignments=result.assignments)
+    interval = adjusted_mean_interval(values, bounds[0], bounds[1])
+    test = result.method.partition("; ")[0]
+    method = f"{label if sparse else ''}p: {test}; 95% interval: {interval.method}"
+    return Effect(estimate=result.estimate, low=interval.lower, high=interval.upper, p_value=result.pvalue, method=method, unit=unit,
+                  tasks=result.n, nonzero_tasks=result.nonzero, exploratory=sparse, exact=result.exact, assignments=result.assignments)
 
 
 Cells = dict[tuple[str, str], list[Graded]]
@@ -255,6 +286,11 @@ def _tokens(g: Graded) -> Fraction:
     return Fraction(g.tokens)
 
 
+def _per_solve(rows: Sequence[Graded]) -> Fraction:
+    """Tokens over `rows` (a task's gradable attempts under one condition) per passing attempt among them."""
+    return Fraction(sum(g.tokens for g in rows), sum(g.outcome == "pass" for g in rows))
+
+
 def _wall(g: Graded) -> Fraction:
     return Fraction(g.wall_seconds)
 
@@ -266,11 +302,15 @@ def _figures(effect: Effect) -> tuple[float, float, float, float]:
     return effect.estimate, effect.low, effect.high, effect.p_value
 
 
-def mui_effect(grades: Sequence[Graded]) -> MuiEffect | None:
-    """MUI v2 with harm over the tasks of the gradable `on` attempts; None without any."""
+def mui_effect(grades: Sequence[Graded], tasks: Sequence[str] | None = None) -> MuiEffect | None:
+    """MUI v2 with harm over the gradable `on` attempts of `tasks` (default: every task with one); None without any.
+
+    The headline passes the tasks of its success difference, so both figures are over the same tasks and on attempts.
+    """
+    wanted = None if tasks is None else set(tasks)
     by_task: dict[str, list[Graded]] = defaultdict(list)
     for g in grades:
-        if g.condition == "on" and g.outcome != "ungradable":
+        if g.condition == "on" and g.outcome != "ungradable" and (wanted is None or g.task_id in wanted):
             by_task[g.task_id].append(g)
     if not by_task:
         return None
@@ -317,14 +357,20 @@ def compare(grades: Sequence[Graded], kind: ComparisonKind, a: str, b: str) -> C
     def count(condition: str, cells: Cells, keep: Callable[[Graded], bool] = lambda g: True) -> int:
         return sum(keep(g) for t in tasks for g in cells[(t, condition)])
 
+    seen = {t for t, c in every if c in (a, b)}
+    solved = [t for t in tasks if any(g.outcome == "pass" for g in gradable[(t, a)]) and any(g.outcome == "pass" for g in gradable[(t, b)])]
+
     return Comparison(
         kind=kind, condition_a=a, condition_b=b, tasks=len(tasks),
         attempts_a=count(a, every), attempts_b=count(b, every), gradable_a=count(a, gradable), gradable_b=count(b, gradable),
         passes_a=count(a, gradable, lambda g: g.outcome == "pass"), passes_b=count(b, gradable, lambda g: g.outcome == "pass"),
+        left_out=tuple(sorted(seen - set(tasks))),
         success_difference=task_effect(per_task(_passed), "difference in pass rate (fraction of attempts)", DIFFERENCE),
-        token_difference=task_effect(per_task(_tokens), "tokens per attempt", None, continuous=True),
+        token_difference=task_effect(per_task(_tokens), TOKENS_PER_ATTEMPT, None, continuous=True),
+        tokens_per_solve=task_effect([_per_solve(gradable[(t, a)]) - _per_solve(gradable[(t, b)]) for t in solved],
+                                     TOKENS_PER_SOLVE, None, continuous=True),
         wall_difference=task_effect(per_task(_wall), "seconds per attempt", None, continuous=True),
-        mui=mui_effect(grades) if kind == "memory-effect" else None,
+        mui=mui_effect(grades, tasks) if kind == "memory-effect" else None,
         trial_level_mcnemar=trial_mcnemar(grades, a, b),
         power=headline_power(grades, tasks) if kind == "memory-effect" else None,
     )

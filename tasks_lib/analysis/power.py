@@ -7,8 +7,12 @@ additive success difference it detects with `target` power at level `alpha`.
 
 The answer is simulated, seeded and stated with its Monte Carlo error:
 
-- each task has an `off` success rate: a stated baseline for every task, or the observed per-task
-  `off` rates of a stored run, drawn with replacement for each simulated corpus (tasks like those);
+- each task has an `off` success rate: a stated baseline for every task, or, from a stored run, a
+  distribution fitted to its observed per-task `off` counts. Observed rates are not true rates (with
+  one trial each is 0 or 1, and a task seen at 1 could not improve), so a beta-binomial is fitted by
+  the method of moments and each simulated task draws its true rate from that Beta; where the
+  counts show no spread beyond binomial noise (always so with one trial, which cannot tell tasks
+  apart) every task sits at the observed mean. `baseline_model` says which was used;
 - under a difference d the task's `on` rate is min(1, off + d) (so the realized mean difference is
   below d when a baseline is near 1; both are reported);
 - each replicate draws N off and N on Bernoulli trials per task, takes per-task differences and
@@ -26,7 +30,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 from pydantic import Field
@@ -55,6 +59,10 @@ class Attempted(Protocol):
     def outcome(self) -> str: ...
 
 
+BaselineModel = Literal["stated", "observed-beta", "observed-mean", "observed-rates"]
+"""How a detectable difference simulates off rates (see `DetectableDifference.baseline_model`)."""
+
+
 class PowerError(MemtrialError):
     """A power calculation was asked with impossible arguments (no tasks, a rate outside [0, 1], ...)."""
 
@@ -74,6 +82,10 @@ class DetectableDifference(ContractModel):
     """Where the off rates come from, in words."""
     baseline_mean: float = Field(ge=0, le=1)
     """Mean off success rate of the baseline tasks."""
+    baseline_model: Literal["stated", "observed-beta", "observed-mean", "observed-rates"] = "stated"
+    """How off rates were simulated: `stated` rates as given; from a run, `observed-beta` (true rates drawn from a
+    beta-binomial fitted to the observed counts), `observed-mean` (every task at the observed mean: no spread
+    beyond binomial noise) or `observed-rates` (observed rates as true ones, memtrial before issue #31)."""
     difference: float | None
     """Smallest additive difference (grid of 0.01) reaching the target power; None when even +1 does not."""
     realized_difference: float | None
@@ -158,10 +170,16 @@ def _check(tasks: int, trials: int, alpha: float, target: float, replicates: int
 class _Simulation:
     """Simulated corpora with fixed draws: `power(step)` is the rejection rate at difference step/GRID."""
 
-    def __init__(self, tasks: int, trials: int, rates: Sequence[float], resample: bool, alpha: float, replicates: int, seed: int) -> None:
+    def __init__(self, tasks: int, trials: int, rates: Sequence[float], resample: bool, alpha: float, replicates: int, seed: int,
+                 beta: tuple[float, float] | None = None) -> None:
         rng = np.random.default_rng(seed)
         pool = np.asarray(rates, dtype=float)
-        self.base = pool[rng.integers(0, len(pool), size=(replicates, tasks))] if resample else np.broadcast_to(pool, (replicates, tasks)).copy()
+        if beta is not None:
+            self.base = rng.beta(beta[0], beta[1], size=(replicates, tasks))
+        elif resample:
+            self.base = pool[rng.integers(0, len(pool), size=(replicates, tasks))]
+        else:
+            self.base = np.broadcast_to(pool, (replicates, tasks)).copy()
         self.u_off = rng.random((replicates, tasks, trials))
         self.u_on = rng.random((replicates, tasks, trials))
         self.off = (self.u_off < self.base[..., None]).sum(axis=2)
@@ -190,18 +208,23 @@ def detectable_difference(
     target: float = DEFAULT_TARGET,
     replicates: int = DEFAULT_REPLICATES,
     seed: int = DEFAULT_SEED,
+    beta: tuple[float, float] | None = None,
+    baseline_model: BaselineModel = "stated",
 ) -> DetectableDifference:
     """The smallest difference (on a 0.01 grid) whose simulated power reaches `target`.
 
     `rates` are the off success rates: one per task used as given (`resample=False`, then there
-    must be `tasks` of them) or a pool drawn from with replacement for each simulated corpus.
-    Raises PowerError on impossible arguments.
+    must be `tasks` of them) or a pool drawn from with replacement for each simulated corpus; with
+    `beta` = (a, b) each simulated task's off rate is drawn from Beta(a, b) instead (`rates` then
+    only give the mean shown). Raises PowerError on impossible arguments.
     """
     rates = list(rates)
     _check(tasks, trials, alpha, target, replicates, rates)
     if not resample and len(rates) != tasks:
         raise PowerError(f"baseline: {len(rates)} per-task rates given for {tasks} tasks; give one per task or resample")
-    sim = _Simulation(tasks, trials, rates, resample, alpha, replicates, seed)
+    if beta is not None and not (beta[0] > 0 and beta[1] > 0):
+        raise PowerError(f"beta: both shape parameters must be positive, got {beta}")
+    sim = _Simulation(tasks, trials, rates, resample, alpha, replicates, seed, beta)
     low, high = 0, GRID
     if sim.power(high) < target:
         found = None
@@ -216,12 +239,14 @@ def detectable_difference(
     step = GRID if found is None else found
     power = sim.power(step)
     realized = float(np.mean(sim.on_rates(step) - sim.base))
-    source = "drawn with replacement from" if resample and len(set(rates)) > 1 else "fixed at"
+    source = ("drawn from Beta({:.3g}, {:.3g}) fitted to".format(*beta) if beta is not None
+              else "drawn with replacement from" if resample and len(set(rates)) > 1 else "fixed at")
     method = (f"{replicates} simulated corpora of {tasks} tasks x {trials} trial(s) per condition, off rates {source} {baseline}, "
               f"on = min(1, off + d); two-sided exact sign-flip test over tasks at alpha {alpha}; d on a 0.01 grid, "
               f"common random numbers across d, seed {seed}")
     return DetectableDifference(
         tasks=tasks, trials=trials, alpha=alpha, target_power=target, baseline=baseline, baseline_mean=float(np.mean(rates)),
+        baseline_model=baseline_model,
         difference=None if found is None else found / GRID, realized_difference=None if found is None else realized,
         power=power, power_standard_error=math.sqrt(power * (1 - power) / replicates),
         power_below=None if found in (None, 0) else sim.power(step - 1), null_power=sim.power(0),
@@ -231,27 +256,60 @@ def detectable_difference(
 
 def observed_off_rates(attempts: Sequence[Attempted]) -> dict[str, float]:
     """Per-task success rate of the gradable `off` attempts."""
+    return {task: passes / gradable for task, (passes, gradable) in observed_off_counts(attempts).items()}
+
+
+def observed_off_counts(attempts: Sequence[Attempted]) -> dict[str, tuple[int, int]]:
+    """Per-task (passes, gradable attempts) of the gradable `off` attempts."""
     counts: dict[str, list[int]] = {}
     for a in attempts:
         if a.condition == "off" and a.outcome != "ungradable":
             counts.setdefault(a.task_id, []).append(a.outcome == "pass")
-    return {task: sum(passed) / len(passed) for task, passed in sorted(counts.items())}
+    return {task: (sum(passed), len(passed)) for task, passed in sorted(counts.items())}
+
+
+def fit_beta_binomial(counts: Sequence[tuple[int, int]]) -> tuple[float, float | None]:
+    """(mean, intra-task correlation rho) of per-task (passes, attempts) by the method of moments.
+
+    rho = 1 / (a + b + 1) of the Beta the tasks' true rates come from; None when the counts show
+    no spread beyond binomial noise (or cannot: one attempt per task, or a mean of 0 or 1).
+    """
+    rates = np.array([k / n for k, n in counts], dtype=float)
+    sizes = np.array([n for _, n in counts], dtype=float)
+    mean = float(rates.mean())
+    n = float(len(sizes) / np.sum(1.0 / sizes))  # harmonic mean of the attempts per task
+    if len(rates) < 2 or n <= 1 or mean in (0.0, 1.0):
+        return mean, None
+    spread = float(rates.var(ddof=1))
+    rho = (n * spread / (mean * (1 - mean)) - 1) / (n - 1)
+    return mean, min(rho, 0.999) if rho > 0 else None
 
 
 def run_detectable_difference(attempts: Sequence[Attempted], *, tasks: int | None = None, trials: int | None = None, run_label: str = "the run",
                               replicates: int = DEFAULT_REPLICATES, seed: int = DEFAULT_SEED, alpha: float = DEFAULT_ALPHA,
                               target: float = DEFAULT_TARGET) -> DetectableDifference:
-    """`detectable_difference` from the observed per-task off rates of a run's attempts.
+    """`detectable_difference` with off rates fitted to the observed per-task off counts of a run's attempts.
 
-    `tasks` defaults to the run's tasks with a gradable off attempt, `trials` to the most gradable
-    off attempts of one task. Raises PowerError when the run has no gradable off attempt.
+    The true off rates are drawn from a beta-binomial fitted to the counts (`fit_beta_binomial`), or
+    fixed at the observed mean when the counts show no spread beyond binomial noise: observed rates
+    carry sampling noise, and taking them as true understates power (a task seen passing once cannot
+    improve). `tasks` defaults to the run's tasks with a gradable off attempt, `trials` to the most
+    gradable off attempts of one task. Raises PowerError when the run has no gradable off attempt.
     """
-    rates = observed_off_rates(attempts)
-    if not rates:
+    counts = observed_off_counts(attempts)
+    if not counts:
         raise PowerError(f"{run_label}: no gradable off attempt, so there is no observed baseline; state one with --baseline")
-    per_task = Counter(a.task_id for a in attempts if a.condition == "off" and a.outcome != "ungradable")
+    mean, rho = fit_beta_binomial(list(counts.values()))
+    observed = f"observed over {len(counts)} tasks of {run_label} (mean {mean:.2f}"
+    if rho is None:
+        model: BaselineModel = "observed-mean"
+        beta = None
+        baseline = f"{observed}; every task at that mean: no spread beyond binomial noise to fit)"
+    else:
+        model, scale = "observed-beta", 1 / rho - 1
+        beta = (mean * scale, (1 - mean) * scale)
+        baseline = f"{observed}; true rates drawn from a fitted beta-binomial, intra-task correlation {rho:.2f})"
     return detectable_difference(
-        tasks or len(rates), trials or max(per_task.values()), list(rates.values()), resample=True,
-        baseline=f"observed over {len(rates)} tasks of {run_label} (mean {sum(rates.values()) / len(rates):.2f})",
-        alpha=alpha, target=target, replicates=replicates, seed=seed,
+        tasks or len(counts), trials or max(n for _, n in counts.values()), [mean], resample=True, baseline=baseline,
+        alpha=alpha, target=target, replicates=replicates, seed=seed, beta=beta, baseline_model=model,
     )

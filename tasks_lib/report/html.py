@@ -15,7 +15,7 @@ from typing import Any
 from tasks_lib.analysis.admission import AdmissionDecision
 from tasks_lib.analysis.aggregate import CALIBRATION_REASON, Aggregate, AuditRow
 from tasks_lib.analysis.grading import COST_SAVING_FACTOR, HARNESS_GAP_LIMIT, LOW_DELIVERY_RATE, GradingSummary
-from tasks_lib.analysis.headline import Comparison, Effect, MuiEffect
+from tasks_lib.analysis.headline import TOKENS_PER_SOLVE, Comparison, Effect, MuiEffect
 from tasks_lib.contracts import RunRecord
 from tasks_lib.provenance import RunProvenance
 from tasks_lib.conditions import NO_MEMORY_SYSTEM, condition_summary
@@ -122,11 +122,12 @@ def effect_text(effect: Effect, scale: float, digits: int, unit: str) -> str:
     if effect.estimate is None:
         return "n/a (no task graded under both conditions)"
     text = f"{effect.estimate * scale:+,.{digits}f} {unit}"
-    if effect.exploratory:
-        return f"{text} (exploratory: {effect.nonzero_tasks} task(s) differ, under 5)"
+    label = f" (exploratory: {effect.nonzero_tasks} task(s) differ, under 5)" if effect.exploratory else ""
+    if effect.exploratory and effect.low is None and effect.high is None:
+        return text + label
     low = "unbounded" if effect.low is None else f"{effect.low * scale:+,.{digits}f}"
     high = "unbounded" if effect.high is None else f"{effect.high * scale:+,.{digits}f}"
-    return f"{text}, 95% CI [{low}, {high}]"
+    return f"{text}, 95% CI [{low}, {high}]{label} over {effect.tasks} task(s)"
 
 
 def mui_text(mui: MuiEffect) -> str:
@@ -148,6 +149,7 @@ def _comparison_row(c: Comparison) -> tuple[object, ...]:
             f"{c.passes_a} of {c.gradable_a} vs {c.passes_b} of {c.gradable_b}",
             effect_text(c.success_difference, 100, 1, "pp"), pvalue_text(c.success_difference.p_value),
             effect_text(c.token_difference, 1, 0, "tokens/attempt"), pvalue_text(c.token_difference.p_value),
+            "n/a (stored before it)" if c.tokens_per_solve is None else effect_text(c.tokens_per_solve, 1, 0, "tokens/solve"),
             effect_text(c.wall_difference, 1, 2, "s/attempt"), pvalue_text(c.wall_difference.p_value))
 
 
@@ -164,13 +166,15 @@ def headline_section(summary: GradingSummary) -> str:
             parts.append(f"<p><strong>{escape(mui_text(first.mui))}</strong></p>")
         parts.append(table(["comparison (a - b)", "what it shows", "tasks", "passed (attempts, a vs b)",
                             "success difference (percentage points)", "p", "token difference (tokens per attempt)", "p",
+                            "token difference (tokens per solve)",
                             "wall-time difference (seconds per attempt)", "p"], [_comparison_row(c) for c in summary.headline]))
         reference = first.trial_level_mcnemar
         parts.append(_p(
             "The task is the unit: each figure is the mean over tasks of a per-task difference (a task counts once, "
-            f"whatever its trials). Test and interval: {first.success_difference.method}; bounds are clipped to the "
-            "measure's range, and a zero-width interval means every task moved by the same amount (the test assumes "
-            "symmetry), not certainty. Tokens and wall time are exploratory below 5 tasks with a difference."
+            f"whatever its trials). Test and interval: {first.success_difference.method}; bounds lie in the measure's "
+            "range (docs/STATISTICS.md). Below 5 tasks with a difference the success difference is exploratory (its "
+            "interval is shown, too thin to publish), and tokens and wall time are described, not tested. "
+            f"Tokens per attempt: {first.token_difference.unit}. Tokens per solve: {TOKENS_PER_SOLVE}."
             + (f" Reference only, treating trials as independent: trial-level exact McNemar over {reference.pairs} pairs, "
                f"{p_phrase(reference.p_value)}." if reference else "")))
         if first.power is not None:

@@ -31,7 +31,9 @@ def summary_markdown(summary: GradingSummary, report_uri: str) -> str:
     if summary.headline:
         parts += ["", "## Headline (task-clustered, 95% intervals)", md_table(
             ["a - b", "tasks", "success difference", "low", "high", "p", "tokens/attempt", "net MUI", "MUI low", "MUI high"],
-            [[f"{c.condition_a} - {c.condition_b}", c.tasks, _md_number(c.success_difference.estimate), _md_number(c.success_difference.low),
+            [[f"{c.condition_a} - {c.condition_b}", c.tasks,
+              _md_number(c.success_difference.estimate) + (" (exploratory)" if c.success_difference.exploratory else ""),
+              _md_number(c.success_difference.low),
               _md_number(c.success_difference.high), _md_number(c.success_difference.p_value), _md_number(c.token_difference.estimate),
               *([_md_number(c.mui.net), _md_number(c.mui.low), _md_number(c.mui.high)] if c.mui else ["", "", ""])]
              for c in summary.headline])]

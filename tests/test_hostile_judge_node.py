@@ -72,6 +72,6 @@ def test_a_node_module_cannot_pass_an_unsolved_task_by_forging_or_reading_the_po
     post-turn test file in the workspace, passed an unsolved Node task judged in process."""
     (record,) = [r for r in attacked if r.task_id == task_id]
     assert record.audit_passed, record.failure_reason
-    assert record.judge == "apart", record
-    assert record.outcome == "fail", record
+    assert record.outcome == "fail", (record.outcome, record.judge, record.failure_reason)
+    assert record.judge == "apart", record.judge
     assert (record.failure_reason or "").startswith("post-turn tests not proven: post-turn case "), record.failure_reason

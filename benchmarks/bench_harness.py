@@ -6,13 +6,15 @@ no-op agent (it returns at once), so the figure is everything the runner does be
 materialize the workspace, audit snapshot, plant memories, audit, apply hidden/, run a trivial
 check (the post-turn harness over one shell case, then the verifier; with `--judge apart` the
 judge and the jail, the case making one call into the jail), confirm injection, store transcript, receipt and record, forget, clean up.
+With `--toolchain node` the task is a Node package (`lib/answer.js`) and its one post-turn case
+calls it: a `node:test` file in process, or a Python case through the Node jail (`jail: node`) apart.
 
 Rounds alternate three timings: the floor; an attempt that builds its workspace from git objects
 (what `run_attempt` does alone, and the first attempt of each task in a matrix); and an attempt
 that copies the task's workspace template (every later attempt of that task in a matrix, see
 tasks_lib/arm/workspace.py; the template is built before the first round).
 
-    cd benchmarks && ../.venv/bin/python bench_harness.py [--rounds 5] [--json] [--judge apart]
+    cd benchmarks && ../.venv/bin/python bench_harness.py [--rounds 5] [--json] [--judge apart] [--toolchain node]
 
 `--checks TASK,...` times the post-turn check alone, side by side with another tree of the code
 (`--against DIR`: a checkout or worktree of the earlier commit, with its own `corpora/tasks`):
@@ -65,10 +67,32 @@ class NoopAgent(Agent):
                         transcript=Transcript(agent=self.name, steps=()))
 
 
-def make_task_repo(where: Path, judge: str | None = None) -> tuple[Path, str]:
+NODE_MODULE = "'use strict';\nmodule.exports = { answer: () => 42 };\n"
+NODE_CASE = ("'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert');\n"
+             "const { answer } = require('../lib/answer.js');\ntest('the answer', () => { assert.strictEqual(answer(), 42); });\n")
+PYTHON_CASE = ("import unittest\n\nfrom jail import call\n\n\nclass AnswerTest(unittest.TestCase):\n"
+               "    def test_the_answer(self) -> None:\n        self.assertEqual(call(\"lib/answer.js:answer\"), 42)\n")
+
+
+def _hidden_case(hidden: Path, judge: str | None, toolchain: str) -> dict[str, str]:
+    """Write the task's one post-turn case; the manifest fields it needs."""
+    if toolchain == "node" and judge == "apart":
+        (hidden / "tests").mkdir()
+        (hidden / "tests" / "test_answer.py").write_text(PYTHON_CASE)
+        return {"jail": "node"}
+    if toolchain == "node":
+        (hidden / "test").mkdir()
+        (hidden / "test" / "answer.test.js").write_text(NODE_CASE)
+        return {}
+    (hidden / "check.sh").write_text("#!/bin/sh\njail true\n" if judge == "apart" else "#!/bin/sh\nexit 0\n")
+    return {}
+
+
+def make_task_repo(where: Path, judge: str | None = None, toolchain: str = "sh") -> tuple[Path, str]:
     """A repository holding one task whose fixture is the first FILES files of the sdist; `judge`
     (`apart` or `in-process`) is written into its manifest when given (its one shell case then
-    makes one call into the jail)."""
+    makes one call into the jail). `toolchain` `node` adds `lib/answer.js` and makes the case a
+    call of it."""
     repo = where / "repo"
     fixture = repo / "tasks" / "bench-task" / "fixture"
     fixture.mkdir(parents=True)
@@ -81,15 +105,18 @@ def make_task_repo(where: Path, judge: str | None = None) -> tuple[Path, str]:
     (task / "verifier.sh").write_bytes(VERIFIER)
     (task / "solution").mkdir()
     (task / "solution" / "NOTES.txt").write_text("done\n")
+    if toolchain == "node":
+        (fixture / "lib").mkdir(exist_ok=True)
+        (fixture / "lib" / "answer.js").write_text(NODE_MODULE)
     (task / "hidden").mkdir()
-    (task / "hidden" / "check.sh").write_text("#!/bin/sh\njail true\n" if judge == "apart" else "#!/bin/sh\nexit 0\n")
+    extra = _hidden_case(task / "hidden", judge, toolchain)
     manifest = {
         "schema_version": 1, "task_id": "bench-task", "kind": "deducible",
         "instruction": "Add a notes file.", "check_command": ["sh", "{verifier}"],
         "verifier": {"runtime": "posix-shell", "asset": {"path": "verifier.sh", "sha256": hashlib.sha256(VERIFIER).hexdigest()}},
         "memories": [{"text": "Release notes go in NOTES.txt at the top level.", "lane": "keyword", "kind": "convention"}],
         "allowed_output_paths": ["NOTES.txt"],
-        **({"judge": judge} if judge else {}),
+        **({"judge": judge} if judge else {}), **extra,
     }
     (task / "task.json").write_text(json.dumps(manifest))
     env = {**GIT_ENV, "PATH": "/usr/bin:/bin"}
@@ -186,6 +213,8 @@ def main() -> int:
     parser.add_argument("--per-round", type=int, default=5, help="checks per series (--checks)")
     parser.add_argument("--time-checks", help=argparse.SUPPRESS)  # one series, run by --checks in a subprocess
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--toolchain", choices=("sh", "node"), default="sh",
+                        help="the bench task's post-turn case: a shell case, or a call of a Node module")
     args = parser.parse_args()
     if args.time_checks:
         print(json.dumps(time_checks(args.corpus, args.time_checks, args.per_round)))
@@ -205,7 +234,7 @@ def main() -> int:
     register_agent("noop", NoopAgent)
     with tempfile.TemporaryDirectory(prefix="memtrial-bench-harness-") as tmp:
         work = Path(tmp)
-        repo, commit = make_task_repo(work, args.judge)
+        repo, commit = make_task_repo(work, args.judge, args.toolchain)
         (task,) = load_tasks(repo / "tasks")
         attempt = schedule([task], ["on"], 1)[0]
         templates = WorkspaceTemplates(work / "templates")
@@ -234,7 +263,7 @@ def main() -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"fixture   {FILES} files of Django 5.1.4's sdist; attempt outcome {result['attempt']}")
+        print(f"fixture   {FILES} files of Django 5.1.4's sdist ({args.toolchain}); attempt outcome {result['attempt']}")
         print(f"floor     git archive | tar -x         median {floor_m:.3f} s  {[round(x, 3) for x in floor]}")
         print(f"built     attempt, workspace from git  median {built_m:.3f} s  {[round(x, 3) for x in built]}  {result['built_ratio']:.2f}x")
         print(f"template  attempt, workspace copied    median {copied_m:.3f} s  {[round(x, 3) for x in copied]}  {result['template_ratio']:.2f}x")

@@ -371,6 +371,10 @@ class TaskManifest(Document):
     (the tests use the harness's `jail` module or command; `hidden/` is never copied into the
     workspace). `in-process`: copied into the workspace and run in the sandbox of the code they
     judge, which can read or forge them; the report counts such tasks."""
+    jail: Literal["python", "node"] = "python"
+    """The runtime of a judged-apart task's jail shim: `python` (`harness/shim.py` imports the
+    workspace's Python modules) or `node` (`harness/shim.cjs` requires its Node modules). The
+    post-turn tests are Python (or shell) either way: they run in the judge."""
     answer_terms: tuple[NonEmptyText, ...] = ()
     """Terms that reveal the answer; none may appear in a visible file or prompt."""
     transcripts: tuple[TranscriptRef, ...] = ()

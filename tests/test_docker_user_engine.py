@@ -19,8 +19,9 @@ from flows.cli.main import main
 from tasks_lib.runconfig import DockerSpec, RunConfig
 
 SMOKE_TASKS = "[rotlog-keep-count, pagekit-last-page]"
-"""One task judged apart (its check runs in the judge's bubblewrap namespaces whatever the sandbox) and
-one judged in process (its check runs in the attempt's sandbox: a container on the user's engine)."""
+"""A shell task and a Node task, both judged apart (as every bundled task is): the agent's turn runs
+in a container on the user's engine, the check in the judge's bubblewrap namespaces whatever the
+sandbox."""
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +57,9 @@ def test_a_smoke_run_on_the_users_engine_grades_every_attempt_in_a_container(
     """Regression: `sandbox: docker` knew only a private engine the caller started and handed over
     (`DockerSandbox(base_url=..., image=...)` both required), so a run config saying `sandbox: docker`
     could not run an attempt on the engine a user already has. Named only by DOCKER_HOST, the engine
-    gets an image built from this machine's files and runs every post-turn check judged in process:
-    every attempt is gradable and its record says the check ran in `docker/container` (a judged-apart
-    task's check runs in the judge's own namespaces)."""
+    gets an image built from this machine's files and runs every agent turn in it: every attempt is
+    gradable, and its record says the check ran in the judge's own namespaces (every bundled task is
+    judged apart)."""
     monkeypatch.setenv("DOCKER_HOST", user_engine)
     root = tmp_path / "artifacts"
     assert main(["run", "--config", str(_config(tmp_path)), "--artifacts", str(root), "--json"]) == 0, capsys.readouterr().err
@@ -67,7 +68,7 @@ def test_a_smoke_run_on_the_users_engine_grades_every_attempt_in_a_container(
     assert len(records) == 4, records
     assert [r["outcome"] for r in records if r["outcome"] == "ungradable"] == [], [r.get("reason") for r in records]
     checks = {r["task_id"]: r["check_sandbox"] for r in records}
-    assert checks == {"rotlog-keep-count": "local/namespace (judged apart)", "pagekit-last-page": "docker/container"}, checks
+    assert checks == {"rotlog-keep-count": "local/namespace (judged apart)", "pagekit-last-page": "local/namespace (judged apart)"}, checks
 
     import docker
 

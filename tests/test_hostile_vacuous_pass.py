@@ -53,7 +53,8 @@ REASON_OF = {  # the stale .pyc is never read, so the untouched code fails the p
     "stockroom-adjust-event": "post-turn tests not proven: post-turn case tests/test_adjustments.py::",
     # judged apart: the rewrite lands in the jail's workspace, never on the judge's pinned copy
     "cronlite-compound-duration": "post-turn tests not proven: post-turn case tests/test_compound_durations.py::",
-    "urlkit-slug-accents": "post-turn tests not proven: post-turn case test/slug-folding.test.js::",
+    # judged apart: the jail's Node shim exits with the module, so every case of the judge's errs
+    "urlkit-slug-accents": "post-turn tests not proven: post-turn case tests/test_slug_folding.py::",
 }
 
 
@@ -92,7 +93,7 @@ def test_a_result_without_this_attempts_nonce_or_a_case_does_not_prove_a_pass() 
     ("cronlite-compound-duration", "tests"),
     ("logship-partial-exit", "tests/__init__.py"),
     ("logship-partial-exit", "tests/test_partial_delivery.py"),
-    ("urlkit-slug-accents", "test"),
+    ("urlkit-slug-accents", "tests"),
     ("urlkit-slug-accents", "package.json"),
     ("rotlog-keep-count", "tests/basic.sh"),
 ])

@@ -3,10 +3,12 @@ tasks, and a harness check over no gradable attempt is "not measured", not a war
 
 from __future__ import annotations
 
-import subprocess
+import json
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
+from gitrepo import git
 
 from tasks_lib.analysis.aggregate import aggregate_run
 from tasks_lib.analysis.grading import grade_attempts, summarize
@@ -19,10 +21,25 @@ from tasks_lib.report.html import ablation_section
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = ["pagekit-last-page", "paybridge-tenant-header"]
-"""Two tasks judged in process: a judged-apart task's check always runs in the judge's own bubblewrap
-namespaces (never in the agent's sandbox), so only these take the agent's sandbox options."""
+"""Two bundled tasks, copied into a corpus of their own that judges them in process: a judged-apart
+task's check always runs in the judge's own bubblewrap namespaces (never in the agent's sandbox), so
+only an in-process task takes the agent's sandbox options (no bundled task is judged in process)."""
 NO_BWRAP = {"sandbox_options": {"bwrap": False}}
 """The check's local sandbox without bwrap: it cannot isolate the check, so every attempt is ungradable."""
+
+
+def _in_process_corpus(repo: Path) -> tuple[Path, str]:
+    """A git repository holding TASKS under `tasks/`, each manifest saying `judge: in-process`; (repo, commit)."""
+    for task_id in TASKS:
+        shutil.copytree(REPO / "corpora" / "tasks" / task_id, repo / "tasks" / task_id)
+        manifest_path = repo / "tasks" / task_id / "task.json"
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        manifest.update(judge="in-process", jail="python")
+        manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "two tasks judged in process")
+    return repo, git(repo, "rev-parse", "HEAD")
 
 
 def test_a_run_whose_checks_cannot_be_sandboxed_names_the_cause_once_not_once_per_task(tmp_path: Path) -> None:
@@ -30,11 +47,11 @@ def test_a_run_whose_checks_cannot_be_sandboxed_names_the_cause_once_not_once_pe
     did not say why, plus a "harness check ... 0 (0/0 vs 0/0 passed)" line per task and one pooled
     (46 lines for the embedded default). Now: one line with the count, the cause and the tasks, and
     one line saying the harness check was not measured; the report's table says "not measured"."""
-    tasks = load_tasks(REPO / "corpora" / "tasks")
-    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    repo, head = _in_process_corpus(tmp_path / "corpus")
+    tasks = load_tasks(repo / "tasks")
     plan = schedule(select_tasks(tasks, TASKS), ["off", "on", "ablate:all"], 1)
     store = LocalStore(tmp_path / "artifacts")
-    records = run_matrix(plan, run_id="nosandbox-run", repo_root=REPO, commit=head, tasks_subdir="corpora/tasks",
+    records = run_matrix(plan, run_id="nosandbox-run", repo_root=repo, commit=head, tasks_subdir="tasks",
                          agent_name="calibration", store=store, agent_options=NO_BWRAP)
     assert [r.outcome for r in records] == ["ungradable"] * 6
     store.put_table(run_key("nosandbox-run", RECORDS_TABLE), pa.Table.from_pylist([r.model_dump(mode="json") for r in records]))

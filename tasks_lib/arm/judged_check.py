@@ -5,7 +5,8 @@ provider's one way to build a sandboxed command line; `tasks_lib.sandbox.party`)
 network `none`, no capabilities, `no_new_privs`, the check's limits and a uid of its own when the
 runner is root:
 
-- the JAIL runs the runner-owned shim (`harness/shim.py`) as the attempt's uid over the
+- the JAIL runs the runner-owned shim (`harness/shim.py`, or `harness/shim.cjs` for a task whose
+  manifest says `jail: node`) as the attempt's uid over the
   workspace (`/workspace`, lent to that uid) and a scratch folder (`/scratch`) shared with the
   judge. Its only channel is its stdin/stdout: one end of a socketpair the runner made. Nothing of
   the post-turn tests, the nonce or the judge's stdout is in its view, argv, environment or
@@ -47,7 +48,7 @@ from tasks_lib.arm.sandboxed_check import (
     check_limits,
     check_request,
 )
-from tasks_lib.corpus.post_turn import HARNESS_DIR, HARNESS_TARGET, expected_cases, new_nonce, purge_bytecode, test_files, verdict
+from tasks_lib.corpus.post_turn import HARNESS_DIR, HARNESS_TARGET, expected_cases, jail_argv, new_nonce, purge_bytecode, test_files, verdict
 from tasks_lib.corpus.tasks import LoadedTask
 from tasks_lib.sandbox.base import ReadOnlyMount, SandboxLimits, SandboxRequest
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
@@ -105,7 +106,7 @@ def judge_apart(task: LoadedTask, workspace: Path, limits: SandboxLimits) -> San
     harness = ReadOnlyMount(source=HARNESS_DIR, target=HARNESS_TARGET)
     jail_end, judge_end = socket.socketpair()
     channel = judge_end.fileno()
-    jail_request = SandboxRequest(argv=("python3", "-I", "-B", f"{HARNESS_TARGET}/shim.py"), workspace=workspace.resolve(),
+    jail_request = SandboxRequest(argv=jail_argv(task.manifest.jail), workspace=workspace.resolve(),
                                   env=dict(CHECK_ENV), limits=limits, mounts=(harness,))
     judge_request = SandboxRequest(argv=("python3", "-I", "-B", "-S", f"{HARNESS_TARGET}/judge.py", nonce, *test_files(task.hidden_dir)),
                                    workspace=empty, env={**CHECK_ENV, "JAIL_FD": str(channel)}, limits=limits,

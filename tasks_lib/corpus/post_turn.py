@@ -31,7 +31,7 @@ from tasks_lib.contracts import ContractModel
 from tasks_lib.trees import walk_files
 
 HARNESS_DIR = Path(__file__).with_name("harness")
-"""The harness scripts (driver.py, pyunit.py, reporter.mjs), shipped with the package."""
+"""The harness scripts (driver.py, pyunit.py, reporter.mjs; judge.py, jail.py, shim.py, shim.cjs), shipped with the package."""
 HARNESS_TARGET = "/harness"
 """Where the harness appears inside a namespace or container sandbox."""
 _JS_TEST = re.compile(r"^(?:test|it)\(\s*(['\"`])((?:\\.|(?!\1).)*)\1", re.MULTILINE)
@@ -110,6 +110,13 @@ def new_nonce() -> str:
 def harness_argv(nonce: str, hidden_dir: Path, verifier_argv: tuple[str, ...], harness: str = HARNESS_TARGET) -> tuple[str, ...]:
     """The check's argv: the harness over the post-turn files, then the verifier."""
     return ("python3", "-I", "-B", f"{harness}/driver.py", nonce, *test_files(hidden_dir), "--", *verifier_argv)
+
+
+def jail_argv(runtime: str, harness: str = HARNESS_TARGET) -> tuple[str, ...]:
+    """The jail's argv for a judged-apart task whose manifest says `jail: runtime` (`python` or `node`)."""
+    if runtime == "node":
+        return ("node", f"{harness}/shim.cjs")
+    return ("python3", "-I", "-B", f"{harness}/shim.py")
 
 
 def purge_bytecode(workspace: Path) -> int:

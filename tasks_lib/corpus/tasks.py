@@ -49,7 +49,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tasks_lib.corpus.post_turn import HARNESS_DIR, entry_points, expected_cases, harness_argv, new_nonce, test_files, verdict
+from tasks_lib.corpus.post_turn import HARNESS_DIR, entry_points, expected_cases, harness_argv, jail_argv, new_nonce, test_files, verdict
 from tasks_lib.conditions import HARM_VARIANTS
 from tasks_lib.contracts import (
     CertificationReport,
@@ -484,7 +484,8 @@ def _judge_on_host(task: LoadedTask, workspace: Path, nonce: str, env: dict[str,
     jail_end, judge_end = socket.socketpair()
     with tempfile.TemporaryDirectory(prefix="judged-") as scratch:
         shared = {**env, "JAIL_SCRATCH": scratch, "JAIL_WORKSPACE": str(workspace.resolve())}
-        jail = subprocess.Popen([sys.executable, "-I", "-B", str(HARNESS_DIR / "shim.py")], cwd=workspace, env=shared,
+        argv = jail_argv(task.manifest.jail, str(HARNESS_DIR))
+        jail = subprocess.Popen([sys.executable, *argv[1:]] if argv[0] == "python3" else list(argv), cwd=workspace, env=shared,
                                 stdin=jail_end, stdout=jail_end, stderr=subprocess.PIPE)
         try:
             judge = subprocess.Popen([sys.executable, "-I", "-B", str(HARNESS_DIR / "judge.py"), nonce, *test_files(task.hidden_dir)],

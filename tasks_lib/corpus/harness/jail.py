@@ -4,12 +4,13 @@ A judged-apart post-turn test never imports the code it judges. It asks the jail
 the attempt's uid in the attempt's view, through the judge's relay (the Unix socket named by
 `JAIL_SOCKET`, private to the judge):
 
-    from jail import call, new, get, value, recorder, const, run, JailError
+    from jail import call, new, get, value, recorder, const, clock, run, JailError
     status = call("logship.cli:main", ["send", ...], stderr=new("io:StringIO"))
     texts = new("builtins:list"); call("alertfan.dispatch:dispatch", alert, routes, {"sms": get(texts, "append")})
     value(texts)                     # a handle's JSON value
     path = folder()                  # a folder of the scratch both sides see (tempfile's are 0700)
     run(["sh", "/workspace/certwatch.sh", "hosts.txt"])  # (status, stdout, stderr) of a jailed command
+    call("src/slug.js:slugify", "Crème")  # a Node task's jail (harness/shim.cjs): a workspace path
 
 A result that is a JSON value comes back as that value; anything else stays in the jail as a
 `Handle` (pass it back as an argument, `get` its attributes, `call` it). An exception in the jail
@@ -95,8 +96,10 @@ def call(target: str | Handle, *args: object, **kwargs: object) -> object:
 
 
 def new(target: str | Handle, *args: object, **kwargs: object) -> Handle:
-    """Construct an object in the jail and keep it there: `new("io:StringIO")` is always a handle."""
-    answer = _ask({"op": "call", "target": _encode(target), "args": _encode(list(args)), "kwargs": _encode(kwargs), "keep": True})
+    """Construct an object in the jail and keep it there: `new("io:StringIO")` is always a handle
+    (the Node jail constructs with JS `new`: `new("lib/client.js:Client", {...})`)."""
+    answer = _ask({"op": "call", "target": _encode(target), "args": _encode(list(args)), "kwargs": _encode(kwargs), "keep": True,
+                   "new": True})
     return _result(answer)  # type: ignore[return-value]
 
 
@@ -127,9 +130,20 @@ def value(handle: object) -> object:
     return _result(_ask({"op": "value", "target": _encode(handle)}))
 
 
-def recorder() -> Handle:
-    """A jailed object that records every method call made on it (`value` gives the calls)."""
-    return _result(_ask({"op": "recorder"}))  # type: ignore[return-value]
+def recorder(returns: object = None, clock: Handle | None = None) -> Handle:
+    """A jailed object that records every method call made on it (`value` gives the calls). Node
+    jail only: each method returns `returns`, and with a `clock()` each call records its time `at`."""
+    request: dict[str, object] = {"op": "recorder"}
+    if returns is not None:
+        request["returns"] = _encode(returns)
+    if clock is not None:
+        request["clock"] = _encode(clock)
+    return _result(_ask(request))  # type: ignore[return-value]
+
+
+def clock(start: float = 0) -> Handle:
+    """Node jail only: a virtual clock, `now()` its milliseconds, `sleep(ms)` advances it, `date()` a Date."""
+    return _result(_ask({"op": "clock", "start": start}))  # type: ignore[return-value]
 
 
 def const(result: object) -> Handle:

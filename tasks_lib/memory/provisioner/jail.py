@@ -82,7 +82,8 @@ def hand_over(root: Path, identity: RunIdentity | None) -> None:
 
 
 def package_roots(argv: Sequence[str]) -> list[str]:
-    """Host folders the provisioner reads its interpreter, packages and own executable from.
+    """Host folders the provisioner reads its interpreter, packages and own code from (its executable,
+    and any file its argv names by absolute path, such as the script an interpreter runs).
 
     A `sys.path` entry that holds memtrial's own packages (a checkout, where the corpus and `.git`
     also live) contributes only those package folders."""
@@ -90,11 +91,12 @@ def package_roots(argv: Sequence[str]) -> list[str]:
     checkout_roots = {str(Path(path).parent) for path in own.values()}
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, *own.values()}
     for entry in sys.path:
-        if entry and os.path.isdir(entry) and str(Path(entry).resolve()) not in checkout_roots:
+        if entry and os.path.isdir(entry) and not under(str(Path(entry).resolve()), checkout_roots):
             roots.add(entry)
     executable = shutil.which(argv[0]) if argv else None
     if executable is not None:
         roots.update({executable, str(Path(executable).resolve())})
+    roots.update(arg for arg in argv[1:] if os.path.isabs(arg) and os.path.isfile(arg))  # a script the interpreter runs
     return sorted(roots)
 
 

@@ -8,7 +8,9 @@ A sandbox that cannot run the post-turn check here (no usable bubblewrap for `lo
 image for `docker`) is one line naming the fix, not a run whose every attempt is `ungradable`. A pinned
 upstream release missing from this machine's cache is refused the same way (runs never download;
 `memtrial corpus fetch` is the set-up that does). An embedder whose extra is not installed is refused
-the same way, before prepare.
+the same way, before prepare. A provisioner that cannot be confined here (no bubblewrap) is refused
+the same way unless its config says `unconfined: true`, as are granted paths that would show it the
+runner's HOME, artifact root or corpus.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tasks_lib.corpus.upstream import FETCH_COMMAND, describe, is_fetched, upstr
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.runconfig import RunConfig
+from tasks_lib.sandbox.hostview import under
 from tasks_lib.sandbox.local import bwrap_problem
 
 EMBEDDER_EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -144,9 +147,34 @@ def judge_problems(config: RunConfig, project_root: Path, source: str) -> list[V
                                        "tasks judged in process")]
 
 
+def provisioner_problems(config: RunConfig, project_root: Path, source: str) -> list[Violation]:
+    """A provisioner that cannot be confined here (no usable bubblewrap or nsenter) unless the config opts into
+    `unconfined: true`, and granted paths that would show it the runner's HOME, artifact root or task corpus."""
+    spec = config.provisioner
+    if spec is None or config.runner.address is not None:
+        return []  # an external cluster's workers confine (or fail) each attempt themselves
+    problems: list[Violation] = []
+    if not spec.unconfined:
+        problem = bwrap_problem(shutil.which("bwrap")) or (None if shutil.which("nsenter") else "util-linux nsenter not found on PATH")
+        if problem is not None:
+            problems.append(Violation(source, "provisioner", f"the provisioner cannot be confined here: {problem}; install "
+                                      "bubblewrap and util-linux, or set provisioner.unconfined: true (recorded, and a "
+                                      "distrust warning in the report)"))
+    root = config.artifact_root or os.environ.get("MEMTRIAL_ARTIFACT_ROOT", "")
+    forbidden = {"the runner's HOME": os.path.expanduser("~"), "the task corpus": str((project_root / config.tasks_root).resolve()),
+                 **({"the artifact root": str(Path(root).resolve())} if root and "://" not in root else {})}
+    for field in ("read_paths", "write_paths"):
+        for index, path in enumerate(getattr(spec, field)):
+            hit = [name for name, place in forbidden.items() if under(str(Path(path).resolve()), [place]) or under(place, [str(Path(path).resolve())])]
+            if hit:
+                problems.append(Violation(source, f"provisioner.{field}[{index}]", f"{path} would show the provisioner "
+                                          f"{' and '.join(hit)}; grant a folder of the provisioner's own instead"))
+    return problems
+
+
 PreflightCheck = Callable[[RunConfig, Path, str], list[Violation]]
 """One independent check: (config, project root, the config's name for messages) -> its problems."""
-PREFLIGHT_CHECKS: list[PreflightCheck] = [config_problems, sandbox_problems, judge_problems, upstream_problems]
+PREFLIGHT_CHECKS: list[PreflightCheck] = [config_problems, sandbox_problems, judge_problems, upstream_problems, provisioner_problems]
 """Every check `preflight` runs, in order; a new one is appended here."""
 
 

@@ -42,9 +42,11 @@ def test_a_provisioner_gets_only_the_base_its_config_and_the_variables_it_declar
     its declared `pass_env`, and the arm must still work (memory delivered, the calibration pass)."""
     for name, value in {**SECRETS, **DECLARED}.items():
         monkeypatch.setenv(name, value)
-    dump = tmp_path / "env.jsonl"
+    (tmp_path / "dump").mkdir()
+    dump = tmp_path / "dump" / "env.jsonl"
     own = {STATE_ENV: str(tmp_path / "state"), SERVE_ENV: "ro", "ENV_DUMP": str(dump)}
-    spec = ProvisionerSpec(argv=(sys.executable, "-c", WRAPPER), env=own, pass_env=tuple(DECLARED), timeout_seconds=120)
+    spec = ProvisionerSpec(argv=(sys.executable, "-c", WRAPPER), env=own, pass_env=tuple(DECLARED), timeout_seconds=120,
+                           write_paths=(str(tmp_path / "dump"),))  # the dump lies outside its state: granted
     plan = schedule(select_tasks(load_tasks(REPO / "corpora" / "tasks"), [TASK]), ["on"], 1)
     (record,) = run_matrix(plan, run_id="prov-env", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
                            agent_name="calibration", store=LocalStore(tmp_path / "artifacts"), provisioner=spec)

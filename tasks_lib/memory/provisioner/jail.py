@@ -168,7 +168,10 @@ class ProvisionerJail:
 
     def _spawn(self, bwrap: str) -> None:
         info_read, info_write = os.pipe()
-        wait = ["/bin/sh", "-c", f"echo {READY} && exec cat"]  # says the view is built, then waits for the runner's pipe to close
+        # says the view is built, waits for the runner's pipe to close, then kills every process of the
+        # provisioner's uid in the sandbox (kill -1 reaches only its own PID namespace), so bwrap's init,
+        # which waits for all its children, exits and the namespace ends
+        wait = ["/bin/sh", "-c", f"echo {READY} && cat; kill -9 -1"]
         holder = wait if self.identity is None else [*setpriv_argv(str(shutil.which("setpriv")), self.identity), *wait]
         try:
             self._holder = subprocess.Popen(

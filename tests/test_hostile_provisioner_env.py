@@ -22,6 +22,7 @@ from tasks_lib.artifacts import LocalStore
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.memory.provisioner.client import BASE_ENV, ProvisionerSpec
 from tasks_lib.memory.provisioner.verbs import SERVE_ENV, STATE_ENV
+from tasks_lib.provenance import load_provenance
 
 REPO = Path(__file__).resolve().parents[1]
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
@@ -51,6 +52,9 @@ def test_a_provisioner_gets_only_the_base_its_config_and_the_variables_it_declar
     (record,) = run_matrix(plan, run_id="prov-env", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
                            agent_name="calibration", store=LocalStore(tmp_path / "artifacts"), provisioner=spec)
     assert (record.outcome, record.injection) == ("pass", "yes"), "the scrubbed provisioner no longer works: proves nothing"
+    provenance = load_provenance(LocalStore(tmp_path / "artifacts"), "prov-env")
+    assert provenance is not None and provenance.provisioner_grants == f"confined, network none, write {tmp_path / 'dump'}", \
+        "the run does not record what its provisioner was granted"
     seen = [json.loads(line) for line in dump.read_text().splitlines()]
     assert len(seen) >= 2, f"only {len(seen)} verb(s) ran"
     allowed = {*BASE_ENV, *DECLARED, *own}

@@ -27,6 +27,7 @@ from tasks_lib.artifacts import LocalStore
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
 from tasks_lib.memory.provisioner.verbs import SERVE_ENV, STATE_ENV
+from tasks_lib.provenance import load_provenance
 from tasks_lib.sandbox.local import bwrap_problem
 
 REPO = Path(__file__).resolve().parents[1]
@@ -141,6 +142,8 @@ def test_a_hostile_provisioner_reaches_no_secret_no_other_run_no_home_no_network
         (record,) = run_matrix(plan, run_id=RUN_ID, repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
                                agent_name="calibration", store=LocalStore(artifacts), provisioner=spec)
     assert (record.outcome, record.injection) == ("pass", "yes"), "the confined provisioner no longer works: proves nothing"
+    provenance = load_provenance(LocalStore(artifacts), RUN_ID)
+    assert provenance is not None and provenance.provisioner_grants == "confined, network none", "the run does not record the confinement"
     reports = {path.name: json.loads(path.read_text()) for path in sorted(state.glob("reach-*.json"))}
     assert {"reach-restore.json", "reach-snapshot.json", "reach-destroy.json"} <= set(reports), f"verbs that ran: {sorted(reports)}"
     for verb, got in reports.items():

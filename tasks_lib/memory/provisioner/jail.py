@@ -20,7 +20,7 @@ What the sandbox sees (everything at its host path, so the protocol's absolute p
   the attempt), the fixture root it is handed, a fresh serving folder that is its TMPDIR (where a
   server's socket goes; the runner's delivery witness connects to it there) and the config's
   `write_paths`;
-- private: `/tmp`, `/var/tmp` and an empty HOME.
+- private: `/tmp`, `/var/tmp`, `/dev/shm` and an empty HOME.
 
 Nothing else exists inside: not the runner's HOME, its artifact root (the run secret, other runs),
 the corpus's hidden tests, other attempts' folders. A root runner runs the provisioner as a uid of
@@ -230,6 +230,7 @@ class ProvisionerJail:
             args.append("--unshare-net")
         made: set[str] = set()
         args += host_view_args(SANDBOX_HOME, made, etc_extra=() if not self.network else ("resolv.conf", "ssl", "ca-certificates"))
+        args += ["--perms", "01777", "--tmpfs", "/dev/shm"]  # POSIX semaphores (multiprocessing locks: txtai's thread pool)
         writable = [str(self.state), str(self.fixture_root), str(self.serve_dir), *self.write_paths]
         readable = [p for p in _outermost([*package_roots(self.argv), *self.read_paths]) if not is_visible(p)]
         for path in readable:

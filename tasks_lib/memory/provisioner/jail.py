@@ -15,7 +15,8 @@ What the sandbox sees (everything at its host path, so the protocol's absolute p
 - read-only: the allow-listed toolchain of `hostview` (`/usr`, the top-level library folders,
   a few `/etc` files), the interpreter (`sys.prefix`, `sys.base_prefix`), the folders of the
   installed packages (`sys.path`, but never a checkout's root: only memtrial's own packages from
-  it, not its corpus nor `.git`), the provisioner's executable and the config's `read_paths`;
+  it, not its corpus nor `.git`), the provisioner's executable, the npm package of the bundled
+  mcp-memory server and the config's `read_paths`;
 - read-write: its state folder (MEMTRIAL_PROVISIONER_STATE: the config's, else a fresh folder of
   the attempt), the fixture root it is handed, a fresh serving folder that is its TMPDIR (where a
   server's socket goes; the runner's delivery witness connects to it there) and the config's
@@ -97,7 +98,21 @@ def package_roots(argv: Sequence[str]) -> list[str]:
     if executable is not None:
         roots.update({executable, str(Path(executable).resolve())})
     roots.update(arg for arg in argv[1:] if os.path.isabs(arg) and os.path.isfile(arg))  # a script the interpreter runs
+    roots.update(bundled_servers())
     return sorted(roots)
+
+
+def bundled_servers() -> list[str]:
+    """Folders of the third-party servers memtrial runs for a bundled memory system that live outside the
+    installed packages: the mcp-memory npm package (`node_modules`, in the checkout's `.memtrial/npm` or at
+    MEMTRIAL_MCP_MEMORY_SERVER)."""
+    from tasks_lib.memory.adapters.mcp_memory import DEFAULT_SERVER, SERVER_ENV
+
+    script = Path(os.environ.get(SERVER_ENV) or DEFAULT_SERVER)
+    if not script.is_file():
+        return []
+    modules = next((parent for parent in script.parents if parent.name == "node_modules"), script.parent)
+    return [str(modules)]
 
 
 def _imported(name: str) -> bool:

@@ -23,6 +23,10 @@ finalizer. Stderr is operator diagnostics only: its tail is kept for error messa
 parsed. Each way a provisioner can be subtly wrong has its own exception class below; none of
 them can hang the caller, because every call has a timeout that kills the whole process group.
 
+A confined provisioner (`ProvisionerConfig.confined`, what every run uses unless its config says
+`unconfined: true`) runs each verb in its attempt's sandbox (`jail`): `Provisioner.close` ends that
+sandbox and whatever still runs in it, so call it once the project is destroyed (`provisioned()` does).
+
 The provisioner runs as the leader of a new session. On timeout, output past the limit or
 cancellation, memtrial kills that session's process group; after a clean exit it leaves alone any
 process the provisioner deliberately kept running (a memory server it started), which must not

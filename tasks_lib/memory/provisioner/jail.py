@@ -26,7 +26,8 @@ What the sandbox sees (everything at its host path, so the protocol's absolute p
 Nothing else exists inside: not the runner's HOME, its artifact root (the run secret, other runs),
 the corpus's hidden tests, other attempts' folders. A root runner runs the provisioner as a uid of
 its own, derived from its state folder (attempts sharing a state share the uid), and hands it the
-state, fixture and serving folders; a runner that is not root is mapped into a user namespace.
+state, fixture and serving folders and the `write_paths` (chowned to that uid, and left so); a runner
+that is not root is mapped into a user namespace (that path is not exercised by the tests, which run as root).
 """
 
 from __future__ import annotations

@@ -30,7 +30,6 @@ from tasks_lib.corpus.upstream import FETCH_COMMAND, describe, is_fetched, upstr
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.runconfig import RunConfig
-from tasks_lib.sandbox.hostview import under
 from tasks_lib.sandbox.local import bwrap_problem
 
 EMBEDDER_EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -147,25 +146,38 @@ def judge_problems(config: RunConfig, project_root: Path, source: str) -> list[V
                                        "tasks judged in process")]
 
 
-def provisioner_problems(config: RunConfig, project_root: Path, source: str) -> list[Violation]:
-    """A provisioner that cannot be confined here (no usable bubblewrap or nsenter) unless the config opts into
-    `unconfined: true`, and granted paths that would show it the runner's HOME, artifact root or task corpus."""
+def provisioner_sandbox_problems(config: RunConfig, project_root: Path, source: str) -> list[Violation]:
+    """A provisioner that cannot be confined here (no usable bubblewrap or nsenter), unless the config opts
+    into `unconfined: true`: one line naming both fixes (a machine check)."""
     spec = config.provisioner
-    if spec is None or config.runner.address is not None:
+    if spec is None or spec.unconfined or config.runner.address is not None:
         return []  # an external cluster's workers confine (or fail) each attempt themselves
-    problems: list[Violation] = []
-    if not spec.unconfined:
-        problem = bwrap_problem(shutil.which("bwrap")) or (None if shutil.which("nsenter") else "util-linux nsenter not found on PATH")
-        if problem is not None:
-            problems.append(Violation(source, "provisioner", f"the provisioner cannot be confined here: {problem}; install "
-                                      "bubblewrap and util-linux, or set provisioner.unconfined: true (recorded, and a "
-                                      "distrust warning in the report)"))
+    from tasks_lib.sandbox.local import bwrap_problem as probe
+
+    problem = probe(shutil.which("bwrap")) or (None if shutil.which("nsenter") else "util-linux nsenter not found on PATH")
+    if problem is None:
+        return []
+    return [Violation(source, "provisioner", f"the provisioner cannot be confined here: {problem}; install bubblewrap and "
+                                             "util-linux, or set provisioner.unconfined: true (recorded, and a distrust "
+                                             "warning in the report)")]
+
+
+def provisioner_grant_problems(config: RunConfig, project_root: Path, source: str) -> list[Violation]:
+    """Granted paths (`read_paths`, `write_paths`) that would show the provisioner the runner's HOME, the
+    artifact root (run secrets, other runs) or the task corpus: one line each (an input check)."""
+    spec = config.provisioner
+    if spec is None:
+        return []
+    from tasks_lib.sandbox.hostview import under as inside
+
     root = config.artifact_root or os.environ.get("MEMTRIAL_ARTIFACT_ROOT", "")
     forbidden = {"the runner's HOME": os.path.expanduser("~"), "the task corpus": str((project_root / config.tasks_root).resolve()),
                  **({"the artifact root": str(Path(root).resolve())} if root and "://" not in root else {})}
+    problems: list[Violation] = []
     for field in ("read_paths", "write_paths"):
         for index, path in enumerate(getattr(spec, field)):
-            hit = [name for name, place in forbidden.items() if under(str(Path(path).resolve()), [place]) or under(place, [str(Path(path).resolve())])]
+            granted = str(Path(path).resolve())
+            hit = [name for name, place in forbidden.items() if inside(granted, [place]) or inside(place, [granted])]
             if hit:
                 problems.append(Violation(source, f"provisioner.{field}[{index}]", f"{path} would show the provisioner "
                                           f"{' and '.join(hit)}; grant a folder of the provisioner's own instead"))
@@ -174,7 +186,8 @@ def provisioner_problems(config: RunConfig, project_root: Path, source: str) -> 
 
 PreflightCheck = Callable[[RunConfig, Path, str], list[Violation]]
 """One independent check: (config, project root, the config's name for messages) -> its problems."""
-PREFLIGHT_CHECKS: list[PreflightCheck] = [config_problems, sandbox_problems, judge_problems, upstream_problems, provisioner_problems]
+PREFLIGHT_CHECKS: list[PreflightCheck] = [config_problems, sandbox_problems, judge_problems, upstream_problems, provisioner_grant_problems,
+                                            provisioner_sandbox_problems]
 """Every check `preflight` runs, in order; a new one is appended here."""
 
 

@@ -36,7 +36,7 @@ from tasks_lib.artifacts import new_run_id, open_store, run_key
 from tasks_lib.contracts import RunRecord, dump_document
 from tasks_lib.corpus.tasks import scan_tasks
 from tasks_lib.preflight import preflight
-from tasks_lib.runconfig import RUN_CONFIG_JSON, RunConfig, load_run_config
+from tasks_lib.runconfig import RUN_CONFIG_JSON, RunConfig, load_run_config, provisioner_warnings
 from tasks_lib.trees import write_atomically
 
 DEFAULT_CONFIG = "configs/default.yaml"
@@ -167,7 +167,8 @@ def _nightly(config: RunConfig, run_id: str, artifact_root: str) -> tuple[Nightl
 
     excluded = paired[0].excluded if paired else {}
     outside = [*(f"task {name} left out of the matrix: {reason}" for name, reason in sorted(excluded.items())),
-               *(line for name, key in suite_keys.items() for line in suite_failures(name, artifact_root, key))]
+               *(line for name, key in suite_keys.items() for line in suite_failures(name, artifact_root, key)),
+               *provisioner_warnings(config)]
     memory_texts = {t.task_id: [m.text for m in t.manifest.memories] for t in scan_tasks(PROJECT_ROOT / config.tasks_root).tasks}
     grading_code, report_code = stages.code_digest(*stages.GRADING_CODE), stages.code_digest(*stages.REPORT_CODE)
     aggregate = stages.aggregate.with_options(result_storage=storage)

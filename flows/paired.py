@@ -253,6 +253,7 @@ def record_provenance(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks,
         tasks_root=tasks.tasks_subdir, embedder=config.embedder, sandbox=config.sandbox,
         provisioner_argv=config.provisioner.argv if config.provisioner else (),
         provisioner_env=config.provisioner.env if config.provisioner else None, config_name=config.name,
+        provisioner_grants=config.provisioner.grants() if config.provisioner else None,
         config_digest=config.config_digest(), parent_run_id=parent_run_id,
         config_key=run_key(parent_run_id, RUN_CONFIG_JSON) if parent_run_id else None,
     )

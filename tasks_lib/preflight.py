@@ -13,7 +13,9 @@ A sandbox that cannot run the post-turn check here (no usable bubblewrap for `lo
 image for `docker`) is one line naming the fix, not a run whose every attempt is `ungradable`. A pinned
 upstream release missing from this machine's cache is refused the same way (runs never download;
 `memtrial corpus fetch` is the set-up that does). An embedder whose extra is not installed is refused
-the same way, before prepare.
+the same way, before prepare. A provisioner that cannot be confined here (no bubblewrap) is refused
+the same way unless its config says `unconfined: true`, as are granted paths that would show it the
+runner's HOME, artifact root or corpus.
 """
 
 from __future__ import annotations
@@ -321,11 +323,49 @@ def root_violation(root: str, option: str | None, command: str, project_root: Pa
     return Violation("the default artifact root", "MEMTRIAL_HOME", f"{root}: {problem}")
 
 
+def provisioner_sandbox_problems(config: RunConfig, project_root: Path, source: str) -> list[Violation]:
+    """A provisioner that cannot be confined here (no usable bubblewrap or nsenter), unless the config opts
+    into `unconfined: true`: one line naming both fixes (a machine check)."""
+    spec = config.provisioner
+    if spec is None or spec.unconfined or config.runner.address is not None:
+        return []  # an external cluster's workers confine (or fail) each attempt themselves
+    from tasks_lib.sandbox.local import bwrap_problem as probe
+
+    problem = probe(shutil.which("bwrap")) or (None if shutil.which("nsenter") else "util-linux nsenter not found on PATH")
+    if problem is None:
+        return []
+    return [Violation(source, "provisioner", f"the provisioner cannot be confined here: {problem}; install bubblewrap and "
+                                             "util-linux, or set provisioner.unconfined: true (recorded, and a distrust "
+                                             "warning in the report)")]
+
+
+def provisioner_grant_problems(config: RunConfig, project_root: Path, source: str) -> list[Violation]:
+    """Granted paths (`read_paths`, `write_paths`) that would show the provisioner the runner's HOME, the
+    artifact root (run secrets, other runs) or the task corpus: one line each (an input check)."""
+    spec = config.provisioner
+    if spec is None:
+        return []
+    from tasks_lib.sandbox.hostview import under as inside
+
+    root = config.artifact_root or os.environ.get("MEMTRIAL_ARTIFACT_ROOT", "")
+    forbidden = {"the runner's HOME": os.path.expanduser("~"), "the task corpus": str((project_root / config.tasks_root).resolve()),
+                 **({"the artifact root": str(Path(root).resolve())} if root and "://" not in root else {})}
+    problems: list[Violation] = []
+    for field in ("read_paths", "write_paths"):
+        for index, path in enumerate(getattr(spec, field)):
+            granted = str(Path(path).resolve())
+            hit = [name for name, place in forbidden.items() if inside(granted, [place]) or inside(place, [granted])]
+            if hit:
+                problems.append(Violation(source, f"provisioner.{field}[{index}]", f"{path} would show the provisioner "
+                                          f"{' and '.join(hit)}; grant a folder of the provisioner's own instead"))
+    return problems
+
+
 PreflightCheck = Callable[[RunConfig, Path, str], list[Violation]]
 """One independent check: (config, project root, the config's name for messages) -> its problems."""
-INPUT_CHECKS: list[PreflightCheck] = [config_problems, suite_problems, artifact_problems]
+INPUT_CHECKS: list[PreflightCheck] = [config_problems, suite_problems, artifact_problems, provisioner_grant_problems]
 """Checks of what the user wrote (names, lists, options, the artifact root): fast, and run first."""
-MACHINE_CHECKS: list[PreflightCheck] = [sandbox_problems, judge_problems, upstream_problems]
+MACHINE_CHECKS: list[PreflightCheck] = [sandbox_problems, judge_problems, upstream_problems, provisioner_sandbox_problems]
 """Checks of this machine (sandbox, judge, upstream cache): run once the input is right."""
 PREFLIGHT_CHECKS: list[PreflightCheck] = [*INPUT_CHECKS, *MACHINE_CHECKS]
 """Every check `preflight` runs, in order; a new one is appended to its tier."""

@@ -65,6 +65,9 @@ class RunProvenance(Document):
     """`reference` (memtrial's embedded store) or `provisioner` (a third party's, reached through its provisioner)."""
     provisioner_argv: tuple[NonEmptyText, ...] = ()
     """The provisioner's command, when a provisioner held the memories."""
+    provisioner_grants: NonEmptyText | None = None
+    """How the provisioner was confined and what it was granted beyond its default view (`ProvisionerSpec.grants`:
+    `confined, network none, read /x`, or `unconfined: ...`); None without a provisioner."""
     memory_config_digest: Sha256
     """sha256 of what configures the memory system (memory system, embedder, provisioner command, adapter config)."""
     adapter_config: AdapterConfig | None = None
@@ -167,6 +170,7 @@ def run_provenance(
     sandbox: str,
     provisioner_argv: Sequence[str] = (),
     provisioner_env: Mapping[str, str] | None = None,
+    provisioner_grants: str | None = None,
     config_name: str | None = None,
     config_digest: str | None = None,
     config_key: str | None = None,
@@ -180,7 +184,7 @@ def run_provenance(
         run_id=run_id, parent_run_id=parent_run_id, recorded_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         hostname=socket.gethostname() or "unknown", platform=f"{platform.system()} {platform.release()} {platform.machine()}, "
         f"Python {platform.python_version()}", memtrial_version=release, memtrial_commit=commit, memtrial_dirty=dirty,
-        agent=agent, memory_system=memory_system, provisioner_argv=tuple(provisioner_argv),
+        agent=agent, memory_system=memory_system, provisioner_argv=tuple(provisioner_argv), provisioner_grants=provisioner_grants,
         memory_config_digest=digest, adapter_config=adapter,
         embedder=embedder,
         sandbox=sandbox, conditions=tuple(dict.fromkeys(conditions)), trials=trials, corpus_commit=corpus_commit,

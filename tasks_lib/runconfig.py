@@ -369,3 +369,13 @@ class ArmSpec(ContractModel):
     def label(self) -> str:
         """Short human label: task/condition/trial/agent."""
         return f"{self.task_id} {self.condition} t{self.trial} ({self.agent.name})"
+
+
+def provisioner_warnings(config: RunConfig) -> list[str]:
+    """The run-level distrust warning of an unconfined provisioner (none for a confined one or no provisioner):
+    its code ran with the runner's view, so it could have read the run's realm secret and named each arm."""
+    if config.provisioner is None or not config.provisioner.unconfined:
+        return []
+    return [f"provisioner {' '.join(config.provisioner.argv)} ran unconfined (provisioner.unconfined: true): the memory "
+            "system's own code saw the whole host as the runner's user, including the run's realm secret, so it could "
+            "tell the arms apart; confine it (bubblewrap) before publishing these numbers"]

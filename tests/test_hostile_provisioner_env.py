@@ -22,6 +22,7 @@ from tasks_lib.artifacts import LocalStore
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.memory.provisioner.client import BASE_ENV, ProvisionerSpec
 from tasks_lib.memory.provisioner.verbs import SERVE_ENV, STATE_ENV
+from tasks_lib.provenance import load_provenance
 
 REPO = Path(__file__).resolve().parents[1]
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
@@ -42,13 +43,18 @@ def test_a_provisioner_gets_only_the_base_its_config_and_the_variables_it_declar
     its declared `pass_env`, and the arm must still work (memory delivered, the calibration pass)."""
     for name, value in {**SECRETS, **DECLARED}.items():
         monkeypatch.setenv(name, value)
-    dump = tmp_path / "env.jsonl"
+    (tmp_path / "dump").mkdir()
+    dump = tmp_path / "dump" / "env.jsonl"
     own = {STATE_ENV: str(tmp_path / "state"), SERVE_ENV: "ro", "ENV_DUMP": str(dump)}
-    spec = ProvisionerSpec(argv=(sys.executable, "-c", WRAPPER), env=own, pass_env=tuple(DECLARED), timeout_seconds=120)
+    spec = ProvisionerSpec(argv=(sys.executable, "-c", WRAPPER), env=own, pass_env=tuple(DECLARED), timeout_seconds=120,
+                           write_paths=(str(tmp_path / "dump"),))  # the dump lies outside its state: granted
     plan = schedule(select_tasks(load_tasks(REPO / "corpora" / "tasks"), [TASK]), ["on"], 1)
     (record,) = run_matrix(plan, run_id="prov-env", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
                            agent_name="calibration", store=LocalStore(tmp_path / "artifacts"), provisioner=spec)
     assert (record.outcome, record.injection) == ("pass", "yes"), "the scrubbed provisioner no longer works: proves nothing"
+    provenance = load_provenance(LocalStore(tmp_path / "artifacts"), "prov-env")
+    assert provenance is not None and provenance.provisioner_grants == f"confined, network none, write {tmp_path / 'dump'}", \
+        "the run does not record what its provisioner was granted"
     seen = [json.loads(line) for line in dump.read_text().splitlines()]
     assert len(seen) >= 2, f"only {len(seen)} verb(s) ran"
     allowed = {*BASE_ENV, *DECLARED, *own}

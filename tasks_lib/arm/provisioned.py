@@ -12,7 +12,11 @@ This is how a paired task measures a third party's memory system instead of the 
 3. `snapshot`, before the agent starts, runs one full-text probe per memory that should be served
    (every one but the superseded) and must find each; otherwise the attempt stops before an
    agent is paid, since the arm would not have the memory it claims.
-4. `destroy` runs after the agent, also after any failure (`release`).
+4. `destroy` runs after the agent, also after any failure (`release`), and then the provisioner's
+   sandbox ends, taking along anything destroy missed.
+
+Every verb runs in the provisioner's own sandbox (`tasks_lib.memory.provisioner.jail`) unless the run
+config says `unconfined: true`.
 
 The ids a memory system prints in its provenance marker are its own, not the artifact's, so such
 an attempt expects no particular ids: delivery is confirmed by a marked block in a non-agent
@@ -36,12 +40,14 @@ from tasks_lib.memory.provisioner.client import (
     ProbeResult,
     Provisioner,
     ProvisionerSpec,
+    RestoreResponse,
     destroy_after_failure_sync,
     destroy_sync,
     make_provisioner,
     restore_sync,
     snapshot_sync,
 )
+from tasks_lib.memory.provisioner.jail import STATE_ENV
 from tasks_lib.trees import sha256_file
 
 FIXTURE_DIR = "provisioner-fixture"
@@ -110,6 +116,25 @@ def missing_memories(probes: Sequence[ProbeResult]) -> list[str]:
     return [memory for memory, hit in found.items() if not hit]
 
 
+def spec_provisioner(spec: ProvisionerSpec, fixture: Path) -> Provisioner:
+    """The client of the run config's provisioner for one attempt's `fixture` folder: confined (its own
+    sandbox, `tasks_lib.memory.provisioner.jail`) unless the config says `unconfined: true`; its state is the
+    config's MEMTRIAL_PROVISIONER_STATE, else a `provisioner-state` folder beside the fixture."""
+    state = spec.env.get(STATE_ENV)
+    return make_provisioner(spec.argv, fixture, env=spec.env, pass_env=spec.pass_env, timeout_seconds=spec.timeout_seconds,
+                            confined=not spec.unconfined, state=Path(state) if state else None,
+                            read_paths=spec.read_paths, write_paths=spec.write_paths, network=spec.network)
+
+
+def restore_closing(provisioner: Provisioner, task_id: str, artifacts: ArmArtifacts, identity: str) -> RestoreResponse:
+    """`restore_sync`; when it fails, the provisioner's sandbox is ended too (a failed restore leaves nothing live)."""
+    try:
+        return restore_sync(provisioner, task_id, artifacts, identity)
+    except BaseException:
+        provisioner.close()
+        raise
+
+
 def restore_arm(spec: ProvisionerSpec, task_id: str, specs: Sequence[MemorySpec], realm: str, root: Path) -> LiveArm:
     """Steps 1-3 of the module: write, restore and prove the arm's memory; destroy it again if the proof fails.
 
@@ -118,8 +143,8 @@ def restore_arm(spec: ProvisionerSpec, task_id: str, specs: Sequence[MemorySpec]
     """
     folder = root / FIXTURE_DIR
     artifacts = write_artifact(specs, realm, folder)
-    provisioner = make_provisioner(spec.argv, folder, env=spec.env, pass_env=spec.pass_env, timeout_seconds=spec.timeout_seconds)
-    restored = restore_sync(provisioner, task_id, artifacts, run_identity(realm))
+    provisioner = spec_provisioner(spec, folder)
+    restored = restore_closing(provisioner, task_id, artifacts, run_identity(realm))
     try:
         shown = snapshot_sync(provisioner, restored.project, presence_probes(specs))
         missing = missing_memories(shown.probes)
@@ -130,6 +155,7 @@ def restore_arm(spec: ProvisionerSpec, task_id: str, specs: Sequence[MemorySpec]
                 + "; the arm would run without the memory it claims, so it was stopped before the agent")
     except BaseException as error:
         destroy_after_failure_sync(provisioner, restored.project, error)
+        provisioner.close()
         raise
     return LiveArm(provisioner=provisioner, project=restored.project, env=dict(restored.env))
 
@@ -157,8 +183,8 @@ def restore_feed(spec: ProvisionerSpec, task_id: str, sessions: Sequence[tuple[s
     Raises ProvisionerError subclasses and ProvisionedArmError for a project that is not live."""
     folder = root / FIXTURE_DIR
     artifacts = write_feed_evidence(sessions, realm, folder)
-    provisioner = make_provisioner(spec.argv, folder, env=spec.env, pass_env=spec.pass_env, timeout_seconds=spec.timeout_seconds)
-    restored = restore_sync(provisioner, task_id, artifacts, run_identity(realm))
+    provisioner = spec_provisioner(spec, folder)
+    restored = restore_closing(provisioner, task_id, artifacts, run_identity(realm))
     try:
         shown = snapshot_sync(provisioner, restored.project, ())
         if not shown.state.exists:
@@ -166,10 +192,15 @@ def restore_feed(spec: ProvisionerSpec, task_id: str, sessions: Sequence[tuple[s
                                       "live after restoring its experience feed; stopped before the agent")
     except BaseException as error:
         destroy_after_failure_sync(provisioner, restored.project, error)
+        provisioner.close()
         raise
     return LiveArm(provisioner=provisioner, project=restored.project, env=dict(restored.env))
 
 
 def release(provisioner: Provisioner, project: str) -> None:
-    """Step 4: destroy the project."""
-    destroy_sync(provisioner, project)
+    """Step 4: destroy the project, then end the provisioner's sandbox (also when destroy fails: whatever
+    destroy missed, a server still running, dies with it)."""
+    try:
+        destroy_sync(provisioner, project)
+    finally:
+        provisioner.close()

@@ -926,5 +926,6 @@ def run_matrix(
         write_provenance(store, run_provenance(
             run_id, agent=agent_name, conditions=[a.condition for a in attempts], trials=max(a.trial for a in attempts) + 1,
             corpus_commit=commit, tasks_root=tasks_subdir, embedder=embedder, sandbox=sandbox,
-            provisioner_argv=provisioner.argv if provisioner else (), provisioner_env=provisioner.env if provisioner else None))
+            provisioner_argv=provisioner.argv if provisioner else (), provisioner_env=provisioner.env if provisioner else None,
+            provisioner_grants=provisioner.grants() if provisioner else None))
     return records

@@ -23,6 +23,10 @@ finalizer. Stderr is operator diagnostics only: its tail is kept for error messa
 parsed. Each way a provisioner can be subtly wrong has its own exception class below; none of
 them can hang the caller, because every call has a timeout that kills the whole process group.
 
+A confined provisioner (`ProvisionerConfig.confined`, what every run uses unless its config says
+`unconfined: true`) runs each verb in its attempt's sandbox (`jail`): `Provisioner.close` ends that
+sandbox and whatever still runs in it, so call it once the project is destroyed (`provisioned()` does).
+
 The provisioner runs as the leader of a new session. On timeout, output past the limit or
 cancellation, memtrial kills that session's process group; after a clean exit it leaves alone any
 process the provisioner deliberately kept running (a memory server it started), which must not
@@ -47,6 +51,7 @@ from pydantic import Field, StringConstraints, ValidationError, model_validator
 from tasks_lib.contracts import ArmArtifacts, ContractModel, Identifier, NonEmptyText, violations_of
 from tasks_lib.errors import DigestMismatchError, MemtrialError
 from tasks_lib.memory.env import SWITCHES
+from tasks_lib.memory.provisioner.jail import ProvisionerConfinementError, ProvisionerJail
 from tasks_lib.trees import sha256_file
 
 VERBS = ("restore", "snapshot", "destroy")
@@ -313,6 +318,17 @@ class ProvisionerConfig(ContractModel):
     """Variables the provisioner gets beside the BASE_ENV ones it inherits (nothing else of the runner's)."""
     pass_env: tuple[EnvName, ...] = ()
     """Names of further runner variables the provisioner needs (an API key, a cache folder); passed when set."""
+    confined: bool = False
+    """True: every verb runs in the provisioner's sandbox (`jail`), with `state` and the grants below;
+    a run always confines its provisioner unless its config says `unconfined: true`."""
+    state: Path | None = None
+    """The provisioner's state folder (MEMTRIAL_PROVISIONER_STATE), shown read-write in its sandbox."""
+    read_paths: tuple[AbsolutePath, ...] = ()
+    """Further host paths the sandbox shows read-only."""
+    write_paths: tuple[AbsolutePath, ...] = ()
+    """Further host paths the sandbox shows read-write."""
+    network: bool = False
+    """True: the sandbox shares the host network (default: none; it serves over a unix socket)."""
 
 
 class ProvisionerSpec(ContractModel):
@@ -331,6 +347,30 @@ class ProvisionerSpec(ContractModel):
     records them); every other variable of the runner's environment is withheld."""
     timeout_seconds: float = Field(default=DEFAULT_TIMEOUT_SECONDS, gt=0)
     """Wall-clock limit of one verb."""
+    read_paths: tuple[AbsolutePath, ...] = ()
+    """Host paths beyond its default view (interpreter, packages, its executable) the provisioner's sandbox
+    shows read-only (its own data, a model cache); recorded with the run config."""
+    write_paths: tuple[AbsolutePath, ...] = ()
+    """Host paths beyond its state and fixture folders the sandbox shows read-write; recorded with the run config."""
+    network: bool = False
+    """True: the provisioner shares the host network (a hosted memory service); default none, recorded."""
+    unconfined: bool = False
+    """True: the provisioner runs without a sandbox, as the runner's user with the whole host in view
+    (where bubblewrap cannot run); recorded, and named in the report's warnings."""
+
+    @model_validator(mode="after")
+    def _grants_need_a_sandbox(self) -> ProvisionerSpec:
+        if self.unconfined and (self.read_paths or self.write_paths or self.network):
+            raise ValueError("read_paths, write_paths and network grant a sandbox more; an unconfined provisioner has "
+                             "no sandbox, so drop them or drop unconfined")
+        return self
+
+    def grants(self) -> str:
+        """One line naming how the provisioner is confined and what it is granted beyond the default view."""
+        if self.unconfined:
+            return "unconfined: the provisioner ran as the runner's user with the whole host in view"
+        extra = [f"read {p}" for p in self.read_paths] + [f"write {p}" for p in self.write_paths]
+        return "confined, " + ("network shared" if self.network else "network none") + "".join(f", {e}" for e in extra)
 
 
 # --------------------------------------------------------------------------- artifacts
@@ -443,14 +483,33 @@ def provisioner_env(config: ProvisionerConfig) -> dict[str, str]:
     return {**inherited, **config.env}
 
 
-async def run_verb(config: ProvisionerConfig, verb: Verb, payload: bytes) -> bytes:
-    """Run `<argv> <verb>` with `payload` on stdin and return its stdout; enforce timeout, limits, exit status."""
-    argv = (*config.argv, verb)
+def jail_of(config: ProvisionerConfig) -> ProvisionerJail | None:
+    """The sandbox a confined provisioner's verbs run in (not started yet); None for an unconfined one."""
+    if not config.confined:
+        return None
+    state = config.state if config.state is not None else config.fixture_root.parent / "provisioner-state"
+    return ProvisionerJail(config.argv, config.fixture_root, state, read_paths=config.read_paths,
+                           write_paths=config.write_paths, network=config.network)
+
+
+async def run_verb(config: ProvisionerConfig, verb: Verb, payload: bytes, jail: ProvisionerJail | None = None) -> bytes:
+    """Run `<argv> <verb>` with `payload` on stdin and return its stdout; enforce timeout, limits, exit status.
+
+    With `jail` the verb runs in that sandbox (started on first use)."""
+    argv: tuple[str, ...] = (*config.argv, verb)
     where = f"provisioner {verb!r} via {_show(config.argv)}"
+    env = provisioner_env(config)
+    if jail is not None:
+        try:
+            if not jail.running:
+                jail.start()
+            argv, env = (*jail.prefix(), *argv), jail.env(env)
+        except (ProvisionerConfinementError, OSError) as error:
+            raise ProvisionerLaunchError(f"{where}: {error}", verb=verb, argv=config.argv) from None
     try:
         process = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True, env=provisioner_env(config))
+            start_new_session=True, env=env)
     except OSError as error:
         raise ProvisionerLaunchError(
             f"{where}: cannot start ({error}); check that the argv prefix names an executable",
@@ -591,6 +650,12 @@ class Provisioner:
 
     def __init__(self, config: ProvisionerConfig) -> None:
         self.config = config
+        self.jail = jail_of(config)
+
+    def close(self) -> None:
+        """End a confined provisioner's sandbox (whatever still runs in it is killed); call it once its project is destroyed."""
+        if self.jail is not None:
+            self.jail.close()
 
     async def call(self, verb: Verb, request: ContractModel, response_model: type[R]) -> R:
         """Send one request, return the strictly validated response.
@@ -598,7 +663,7 @@ class Provisioner:
         Raises ProvisionerLaunchError, ProvisionerTimeoutError, ProvisionerOutputLimitError,
         ProvisionerExitError, ProvisionerOutputError or ProvisionerSchemaError.
         """
-        stdout = await run_verb(self.config, verb, encode_request(request))
+        stdout = await run_verb(self.config, verb, encode_request(request), self.jail)
         try:
             return parse_response(stdout, response_model, verb=verb, argv=self.config.argv)
         except ProvisionerError as error:
@@ -672,16 +737,19 @@ async def provisioned(provisioner: Provisioner, fixture: str, arm: ArmArtifacts,
     If the body raised and destroy fails too, the body's exception propagates with the destroy
     failure attached as a note. A restore that fails has nothing to destroy (see `Provisioner.restore`).
     """
-    restored = await provisioner.restore(fixture, arm, run_identity)
     try:
-        yield Provisioned(provisioner, restored)
-    except BaseException as error:
+        restored = await provisioner.restore(fixture, arm, run_identity)
         try:
-            await provisioner.destroy(restored.project)
-        except ProvisionerError as destroy_error:
-            error.add_note(f"destroy of project {restored.project!r} also failed: {destroy_error}")
-        raise
-    await provisioner.destroy(restored.project)
+            yield Provisioned(provisioner, restored)
+        except BaseException as error:
+            try:
+                await provisioner.destroy(restored.project)
+            except ProvisionerError as destroy_error:
+                error.add_note(f"destroy of project {restored.project!r} also failed: {destroy_error}")
+            raise
+        await provisioner.destroy(restored.project)
+    finally:
+        provisioner.close()
 
 
 # --------------------------------------------------------------------------- synchronous wrappers
@@ -706,14 +774,17 @@ def destroy_sync(provisioner: Provisioner, project: str) -> None:
 def provisioned_sync(provisioner: Provisioner, fixture: str, arm: ArmArtifacts,
                      run_identity: str) -> Iterator[RestoreResponse]:
     """`provisioned()` for callers without an event loop; yields the restore receipt."""
-    restored = restore_sync(provisioner, fixture, arm, run_identity)
     try:
-        yield restored
-    except BaseException as error:
-        destroy_after_failure_sync(provisioner, restored.project, error)
-        raise
-    else:
-        destroy_sync(provisioner, restored.project)
+        restored = restore_sync(provisioner, fixture, arm, run_identity)
+        try:
+            yield restored
+        except BaseException as error:
+            destroy_after_failure_sync(provisioner, restored.project, error)
+            raise
+        else:
+            destroy_sync(provisioner, restored.project)
+    finally:
+        provisioner.close()
 
 
 def destroy_after_failure_sync(provisioner: Provisioner, project: str, error: BaseException) -> None:

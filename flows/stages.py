@@ -12,6 +12,10 @@ Retries: only stages that are pure or idempotent writes retry. An arm of a paid 
 retries: a retry could spend again without passing the budget guard; a failed paid arm is rerun
 only through a new flow attempt, which passes the guard first.
 
+An interrupted run stores nothing: once `flows.interrupt.tripped()`, the result storage refuses every
+write (`StageInterrupted`), so a stage cut short (or one whose check died of the same Ctrl-C) leaves no
+cache entry and never becomes a task's verdict; no stage retries then.
+
 Two environment switches make reruns testable and measurable: `MEMTRIAL_STAGE_TRACE=<file>`
 appends one line per stage execution (a cache hit executes nothing), and
 `MEMTRIAL_FAIL_STAGE=<stage>` makes that stage raise `InjectedFailure` (only once when
@@ -24,12 +28,14 @@ import ast
 import functools
 import hashlib
 import os
+import signal
 import threading
 from collections.abc import Callable
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
+from flows.interrupt import StageInterrupted, tripped
 from flows.settings import configure_prefect
 
 configure_prefect()
@@ -87,11 +93,15 @@ _trace_lock = threading.Lock()
 
 
 def enter_stage(stage: str, label: str = "") -> None:
-    """Mark one real execution of `stage` (trace file), then fail it if the failure switch names it."""
+    """Mark one real execution of `stage` (trace file); refuse it once the run is interrupted, and fail it
+    if the failure switch names it."""
     trace = os.environ.get(TRACE_ENV)
     if trace:
         with _trace_lock, open(trace, "a", encoding="utf-8") as handle:
             handle.write(f"{stage}\t{label}\n")
+    signum = tripped()
+    if signum is not None:
+        raise StageInterrupted(f"stage {stage!r} not started: the run was interrupted ({signal.Signals(signum).name})")
     if os.environ.get(FAIL_STAGE_ENV) != stage:
         return
     once = os.environ.get(FAIL_ONCE_ENV)
@@ -104,12 +114,15 @@ def enter_stage(stage: str, label: str = "") -> None:
 
 
 def retry_condition(_task: Any, _task_run: Any, state: Any) -> bool:
-    """Prefect retry condition: retry any failure except an injected one (it exists to fail the flow run)."""
+    """Prefect retry condition: retry any failure except an injected one (it exists to fail the flow run)
+    and any failure of an interrupted run."""
+    if tripped() is not None:
+        return False
     try:
         error = state.result(raise_on_failure=False)
     except Exception:  # noqa: BLE001 - an unreadable state is retried like any failure
         return True
-    return not isinstance(error, InjectedFailure)
+    return not isinstance(error, (InjectedFailure, StageInterrupted))
 
 
 # --------------------------------------------------------------------------- result storage
@@ -129,6 +142,11 @@ class ArtifactResultStorage(WritableFileSystem):
         return artifact_store(self.root).get_bytes(path)
 
     def write_path(self, path: str, content: bytes, _sync: bool | None = None) -> str:  # type: ignore[override]
+        """Store a result; refused (StageInterrupted) once the run is interrupted: what a stage computed
+        while its processes were being killed is not a result."""
+        signum = tripped()
+        if signum is not None:
+            raise StageInterrupted(f"not caching {path}: the run was interrupted ({signal.Signals(signum).name})")
         artifact_store(self.root).put_bytes(path, content)
         return path
 

@@ -3,14 +3,16 @@
 
 `run_marker` wraps the body of the nightly and paired flows: `running` when it starts, `complete`
 when it returns, `failed` with the stage and the error in one line when it raises (the error is
-raised on unchanged). A flow run by a worker gets the same marker as one run by the CLI.
+raised on unchanged), `interrupted` with the stage when a SIGINT or SIGTERM stopped it (`flows.interrupt`). A flow run by a worker gets the same marker as one run by the CLI.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
+from flows.interrupt import tripped
 from flows.progress import tracking_stages
 from flows.settings import build_under_test
 from tasks_lib.artifacts import open_store
@@ -20,15 +22,18 @@ from tasks_lib.runs import RunStatus, mark_ended, mark_running
 
 @contextmanager
 def run_marker(artifact_root: str, run_id: str, *, agents: Sequence[str] = (), memory_system: str | None = None) -> Iterator[RunStatus]:
-    """Mark `run_id` running for the duration, then complete, or failed with the stage it failed in."""
+    """Mark `run_id` running for the duration, then complete, failed with the stage it failed in, or
+    interrupted with the stage it was in."""
     store = open_store(artifact_root)
     started = mark_running(store, run_id, version=build_under_test(), agents=agents, memory_system=memory_system)
     with tracking_stages() as tracker:
         try:
             yield started
         except BaseException as error:
+            signum = tripped()
             try:
-                mark_ended(store, started, error, tracker.current())
+                mark_ended(store, started, error, tracker.current(),
+                           interrupted_by=signal.Signals(signum).name if signum is not None else None)
             except ArtifactError as marker_error:  # the run's own error is what the caller must see
                 error.add_note(f"memtrial: the failed status marker of run {run_id} could not be written: {marker_error}")
             raise

@@ -33,7 +33,7 @@ def _store(root: str | None):  # type: ignore[no-untyped-def]
 
 def _status(entry: RunEntry) -> str:
     text = entry.state
-    if entry.state == "failed" and entry.stage:
+    if entry.state in ("failed", "interrupted") and entry.stage:
         text += f" ({entry.stage})"
     return text
 
@@ -43,7 +43,7 @@ def _headline(entry: RunEntry, parents: set[str]) -> str:
         return entry.headline.describe()
     if entry.run_id in parents:
         return "see its agents' runs below"
-    if entry.state in ("failed", "running"):
+    if entry.state in ("failed", "interrupted", "running"):
         return "-"
     return "not graded ('memtrial report RUN')"
 

@@ -152,7 +152,13 @@ def _subreaper(on: bool) -> None:
 
 @contextmanager
 def interruptible() -> Iterator[None]:
-    """Install the interrupt handling for the duration (main thread only); see the module docstring."""
+    """Install the interrupt handling for the duration; see the module docstring. Outside the main thread
+    (where no signal handler can be set) nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    with _state.lock:
+        _state.signal, _state.raised = None, False
     read_end, write_end = os.pipe()
     os.set_blocking(read_end, False)
     os.set_blocking(write_end, False)

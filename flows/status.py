@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from flows.interrupt import tripped
 from flows.progress import tracking_stages
 from flows.settings import build_under_test
-from tasks_lib.artifacts import open_store
+from tasks_lib.artifacts import ArtifactStore, open_store
 from tasks_lib.errors import ArtifactError
 from tasks_lib.runs import RunStatus, mark_ended, mark_running
 
@@ -30,14 +30,27 @@ def run_marker(artifact_root: str, run_id: str, *, agents: Sequence[str] = (), m
         try:
             yield started
         except BaseException as error:
-            signum = tripped()
             try:
-                mark_ended(store, started, error, tracker.current(),
-                           interrupted_by=signal.Signals(signum).name if signum is not None else None)
+                _mark_failed(store, started, error, tracker.current())
             except ArtifactError as marker_error:  # the run's own error is what the caller must see
                 error.add_note(f"memtrial: the failed status marker of run {run_id} could not be written: {marker_error}")
             raise
     mark_ended(store, started)
+
+
+def _mark_failed(store: ArtifactStore, started: RunStatus, error: BaseException, stage: str | None) -> None:
+    """Write the marker of a run that raised: interrupted (`flows.interrupt.tripped`) or failed. The
+    interrupt's one KeyboardInterrupt may land while the marker is written (the run was already
+    unwinding from a stage the interrupt stopped): then it is written again, and the interrupt goes on."""
+    def write() -> None:
+        signum = tripped()
+        mark_ended(store, started, error, stage, interrupted_by=signal.Signals(signum).name if signum is not None else None)
+
+    try:
+        write()
+    except KeyboardInterrupt:
+        write()
+        raise
 
 
 def label_flow_run(name: str, tags: Iterable[str]) -> None:

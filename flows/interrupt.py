@@ -139,6 +139,8 @@ def _watch(main: int) -> None:
         kill_descendants()
         time.sleep(KILL_INTERVAL_SECONDS)
     kill_descendants()
+    os.write(2, f"memtrial: interrupted; the run did not stop within {HARD_STOP_SECONDS:g} s and was stopped outright "
+                "(its marker may still say running)\n".encode())
     os._exit(EXIT_STATUS)
 
 

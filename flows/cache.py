@@ -11,7 +11,7 @@ everything removes it). Clearing deletes the result and its index entry; the nex
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from pydantic import AwareDatetime
@@ -94,7 +94,7 @@ def write_entry(index: ArtifactStore, key: str, stage: str, tasks: Sequence[str]
                 label: str = "") -> None:
     """Record in the index what the result `key` is."""
     index.put_json(index_key(key), CacheEntry(key=key, stage=stage, tasks=tuple(tasks), run_id=run_id, label=label,
-                                              stored_at=datetime.now(timezone.utc)))
+                                              stored_at=datetime.now(UTC)))
 
 
 def list_entries(results: ArtifactStore, index: ArtifactStore) -> list[CacheEntry]:
@@ -105,7 +105,7 @@ def list_entries(results: ArtifactStore, index: ArtifactStore) -> list[CacheEntr
             entries.append(index.get_json(index_key(key), CacheEntry))
         except (ArtifactNotFound, ContractError):
             entries.append(CacheEntry(key=key, stage=MATRIX_SEAL if key.startswith("matrix-") else UNINDEXED,
-                                      stored_at=datetime.fromtimestamp(0, timezone.utc)))
+                                      stored_at=datetime.fromtimestamp(0, UTC)))
     return sorted(entries, key=lambda e: (e.stage, e.tasks, e.run_id or "", e.key))
 
 

@@ -14,7 +14,22 @@ import sys
 
 import typer
 
-from flows.cli import budget, cache, corpus, grading, memory, power, report, run, runs, server, suite, task, trend, validate
+from flows.cli import (
+    budget,
+    cache,
+    corpus,
+    grading,
+    memory,
+    power,
+    report,
+    run,
+    runs,
+    server,
+    suite,
+    task,
+    trend,
+    validate,
+)
 from flows.cli.common import err
 from tasks_lib.errors import MemtrialError
 

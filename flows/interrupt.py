@@ -2,11 +2,12 @@
 
 `interruptible()` wraps the flow call of `memtrial run`, `rerun` and `paired`. The first SIGINT or
 SIGTERM trips the run (`tripped()`), kills every process the command started except its own local
-Prefect server (the arms' sandboxes, checks and provisioners, reaped as they end: this process is
-their child subreaper, so even a process that left its parent is found), and raises KeyboardInterrupt
-in the main thread so the flow unwinds; processes started after that are killed as they appear, and
-a run that still has not ended after `HARD_STOP_SECONDS` exits 130 outright. Later signals change
-nothing.
+Prefect server (the arms' sandboxes, checks and provisioners: every descendant in /proc), and raises
+KeyboardInterrupt in the main thread so the flow unwinds; processes started after that are killed as
+they appear, and a run that still has not ended after `HARD_STOP_SECONDS` exits 130 outright. Later
+signals change nothing. A process that left its parent (a daemon a provisioner started) is no longer
+a descendant and is not found; this process is not made a child subreaper, because orphans it would
+adopt stay zombies that a liveness check by `kill(pid, 0)` takes for running.
 
 A result computed while the run was interrupted is not a result: `flows.stages.ArtifactResultStorage`
 refuses to persist anything once `tripped()` (`StageInterrupted`), so an interrupted stage never
@@ -18,7 +19,6 @@ seen as interrupted by the thread that collects it before it can hand back a ver
 
 from __future__ import annotations
 
-import ctypes
 import os
 import select
 import signal
@@ -39,7 +39,6 @@ KILL_INTERVAL_SECONDS = 0.2
 """How often, once interrupted, processes the run started since are looked for and killed."""
 HARD_STOP_SECONDS = 20.0
 """How long an interrupted run may take to unwind before the command exits outright."""
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 class StageInterrupted(MemtrialError):
@@ -144,14 +143,6 @@ def _watch(main: int) -> None:
     os._exit(EXIT_STATUS)
 
 
-def _subreaper(on: bool) -> None:
-    """Make this process the child subreaper of what it starts (Linux), so an orphan is still its descendant."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: an orphan is not found here; the sandboxes still kill their own trees
-
-
 @contextmanager
 def interruptible() -> Iterator[None]:
     """Install the interrupt handling for the duration; see the module docstring. Outside the main thread
@@ -165,7 +156,6 @@ def interruptible() -> Iterator[None]:
     os.set_blocking(read_end, False)
     os.set_blocking(write_end, False)
     _state.pipe = (read_end, write_end)
-    _subreaper(True)
     previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
     previous = {number: signal.signal(number, _on_signal) for number in SIGNALS}
     threading.Thread(target=_watch, args=(threading.main_thread().ident,), name="memtrial-interrupt", daemon=True).start()
@@ -173,8 +163,7 @@ def interruptible() -> Iterator[None]:
         yield
     finally:
         if _state.signal is not None:
-            kill_descendants()  # their zombies are reaped by init once this process exits
-        _subreaper(False)
+            kill_descendants()
         for number, handler in previous.items():  # once interrupted, a late or repeated signal is ignored
             signal.signal(number, handler if _state.signal is None else signal.SIG_IGN)
         signal.set_wakeup_fd(previous_fd)

@@ -124,11 +124,15 @@ def _on_signal(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _watch(main: int) -> None:
-    """Wait for the wakeup pipe; once tripped, wake the main thread, kill what runs until exit."""
-    assert _state.pipe is not None
+def _watch(main: int, pipe: tuple[int, int], done: threading.Event) -> None:
+    """Wait for the wakeup pipe; once tripped, wake the main thread, kill what runs until exit. When the
+    flow ends untripped (`done`), close the pipe and return."""
     while tripped() is None:
-        select.select([_state.pipe[0]], [], [], 1.0)
+        if done.is_set():
+            for fd in pipe:
+                os.close(fd)
+            return
+        select.select([pipe[0]], [], [], 0.5)
     with _state.lock:
         forward = not _state.raised
     if forward:  # the main thread may sit in a wait no signal reaches; this one does
@@ -158,12 +162,19 @@ def interruptible() -> Iterator[None]:
     _state.pipe = (read_end, write_end)
     previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
     previous = {number: signal.signal(number, _on_signal) for number in SIGNALS}
-    threading.Thread(target=_watch, args=(threading.main_thread().ident,), name="memtrial-interrupt", daemon=True).start()
+    done = threading.Event()
+    threading.Thread(target=_watch, args=(threading.main_thread().ident, (read_end, write_end), done),
+                     name="memtrial-interrupt", daemon=True).start()
     try:
         yield
     finally:
-        if _state.signal is not None:
+        interrupted = tripped() is not None
+        if interrupted:
             kill_descendants()
-        for number, handler in previous.items():  # once interrupted, a late or repeated signal is ignored
-            signal.signal(number, handler if _state.signal is None else signal.SIG_IGN)
         signal.set_wakeup_fd(previous_fd)
+        for number, handler in previous.items():  # once interrupted, a late or repeated signal is ignored
+            signal.signal(number, signal.SIG_IGN if interrupted else handler)
+        if not interrupted:  # the watcher closes the pipe and ends
+            with _state.lock:
+                _state.pipe = None
+            done.set()

@@ -31,6 +31,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from flows.interrupt import spare
 from tasks_lib.errors import MemtrialError
 
 SERVER_FILE = "memtrial-server.json"
@@ -108,7 +109,8 @@ def _spawn() -> tuple[int, subprocess.Popen[bytes]]:
     log = open(prefect_home() / SERVER_LOG, "ab")  # noqa: SIM115 - the child holds it; ours closes below
     try:
         process = subprocess.Popen([sys.executable, "-m", "flows.localserver", "--parent", str(os.getpid())],
-                                   env=_server_env(ephemeral=True), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
+                                   env=_server_env(ephemeral=True), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+                                   start_new_session=True)
     finally:
         log.close()
     assert process.stdout is not None
@@ -135,8 +137,10 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 def start_owned() -> tuple[str, subprocess.Popen[bytes]]:
     """Start a server owned by this process, without waiting for it (`ready()` waits); it stops when this
-    process exits (atexit) or dies (its watchdog)."""
+    process exits (atexit) or dies (its watchdog). It runs in a session of its own, so a Ctrl-C at the
+terminal reaches the command, not its server: the interrupted command still reports to it, and stops it last."""
     port, process = _spawn()
+    spare(process.pid)
     atexit.register(stop, process)
     return api_url(port), process
 

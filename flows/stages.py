@@ -6,11 +6,15 @@ code, and for arms the run id (a new run is a new measurement; a rerun of the sa
 every completed arm; once all arms of a matrix completed, the matrix is sealed as one entry so a
 rerun reads it once). Results persist in the configured result storage (`ArtifactResultStorage`:
 a local folder or an S3-compatible bucket, same settings as the artifact store), so a rerun in a
-new process still finds them.
+new process still finds them, each with an index entry saying what it is (`flows.cache`, `memtrial cache`).
 
 Retries: only stages that are pure or idempotent writes retry. An arm of a paid agent never
 retries: a retry could spend again without passing the budget guard; a failed paid arm is rerun
 only through a new flow attempt, which passes the guard first.
+
+An interrupted run stores nothing: once `flows.interrupt.tripped()`, the result storage refuses every
+write (`StageInterrupted`), so a stage cut short (or one whose check died of the same Ctrl-C) leaves no
+cache entry and never becomes a task's verdict; no stage retries then.
 
 Two environment switches make reruns testable and measurable: `MEMTRIAL_STAGE_TRACE=<file>`
 appends one line per stage execution (a cache hit executes nothing), and
@@ -24,12 +28,15 @@ import ast
 import functools
 import hashlib
 import os
+import signal
 import threading
 from collections.abc import Callable
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
+from flows.cache import MATRIX_SEAL, describe_parameters, index_root, results_root, write_entry
+from flows.interrupt import StageInterrupted, tripped
 from flows.settings import configure_prefect
 
 configure_prefect()
@@ -55,7 +62,6 @@ from tasks_lib.runconfig import ArmSpec
 TRACE_ENV = "MEMTRIAL_STAGE_TRACE"
 FAIL_STAGE_ENV = "MEMTRIAL_FAIL_STAGE"
 FAIL_ONCE_ENV = "MEMTRIAL_FAIL_ONCE"
-RESULTS_FOLDER = "prefect-results"
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -87,11 +93,15 @@ _trace_lock = threading.Lock()
 
 
 def enter_stage(stage: str, label: str = "") -> None:
-    """Mark one real execution of `stage` (trace file), then fail it if the failure switch names it."""
+    """Mark one real execution of `stage` (trace file); refuse it once the run is interrupted, and fail it
+    if the failure switch names it."""
     trace = os.environ.get(TRACE_ENV)
     if trace:
         with _trace_lock, open(trace, "a", encoding="utf-8") as handle:
             handle.write(f"{stage}\t{label}\n")
+    signum = tripped()
+    if signum is not None:
+        raise StageInterrupted(f"stage {stage!r} not started: the run was interrupted ({signal.Signals(signum).name})")
     if os.environ.get(FAIL_STAGE_ENV) != stage:
         return
     once = os.environ.get(FAIL_ONCE_ENV)
@@ -104,12 +114,15 @@ def enter_stage(stage: str, label: str = "") -> None:
 
 
 def retry_condition(_task: Any, _task_run: Any, state: Any) -> bool:
-    """Prefect retry condition: retry any failure except an injected one (it exists to fail the flow run)."""
+    """Prefect retry condition: retry any failure except an injected one (it exists to fail the flow run)
+    and any failure of an interrupted run."""
+    if tripped() is not None:
+        return False
     try:
         error = state.result(raise_on_failure=False)
     except Exception:  # noqa: BLE001 - an unreadable state is retried like any failure
         return True
-    return not isinstance(error, InjectedFailure)
+    return not isinstance(error, (InjectedFailure, StageInterrupted))
 
 
 # --------------------------------------------------------------------------- result storage
@@ -129,7 +142,17 @@ class ArtifactResultStorage(WritableFileSystem):
         return artifact_store(self.root).get_bytes(path)
 
     def write_path(self, path: str, content: bytes, _sync: bool | None = None) -> str:  # type: ignore[override]
-        artifact_store(self.root).put_bytes(path, content)
+        """Store a result and its index entry (`flows.cache`); refused (StageInterrupted) once the run is
+        interrupted: what a stage computed while its processes were being killed is not a result."""
+        signum = tripped()
+        if signum is not None:
+            raise StageInterrupted(f"not caching {path}: the run was interrupted ({signal.Signals(signum).name})")
+        store = artifact_store(self.root)
+        store.put_bytes(path, content)
+        context = TaskRunContext.get()
+        if context is not None and context.task is not None:  # a matrix seal is indexed by `seal_matrix`
+            tasks, run_id, label = describe_parameters(context.task.name, context.parameters or {})
+            write_entry(artifact_store(index_root(self.root)), path, context.task.name, tasks, run_id, label)
         return path
 
     async def aread_path(self, path: str) -> bytes:
@@ -155,7 +178,7 @@ def result_storage(artifact_root: str, result_root: str | None = None) -> Artifa
     Prefect only accepts a saved block as task result storage, so the block is saved once per
     process under a name derived from its root (`memtrial-results-<digest>`).
     """
-    root = result_root or f"{artifact_root.rstrip('/')}/{RESULTS_FOLDER}"
+    root = results_root(artifact_root, result_root)
     with _saved_lock:
         if root not in _saved:
             block = ArtifactResultStorage(root=root)
@@ -404,4 +427,7 @@ def seal_matrix(storage: ArtifactResultStorage, specs: list[ArmSpec], records: l
     """Record that every arm of `specs` completed with `records`."""
     from prefect.results import ResultStore
 
-    ResultStore(result_storage=storage).write(records, key=matrix_seal_key(specs))
+    key = matrix_seal_key(specs)
+    ResultStore(result_storage=storage).write(records, key=key)
+    write_entry(artifact_store(index_root(storage.root)), key, MATRIX_SEAL, sorted({s.task_id for s in specs}),
+                specs[0].run_id if specs else None, f"{len(specs)} arms")

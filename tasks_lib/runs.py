@@ -3,7 +3,8 @@
 
 A run that the nightly flow or `memtrial paired` starts writes `runs/<run_id>/status.json` (a
 `RunStatus`): `running` when it starts (with the host and process running it), `complete` or `failed` (with the
-stage and a one-line error) when it ends; a run whose process on this host is gone while its marker
+stage and a one-line error) when it ends, `interrupted` (with the stage and the signal) when a SIGINT or SIGTERM
+stopped it; a run whose process on this host is gone while its marker
 still says `running` is listed `stopped`. The marker is not evidence: it lives beside the sealed `attempts/` folder,
 never in it, and `tasks_lib.manifest` seals only the records table and `attempts/`, so a marker
 written after the seal (every `complete`) never breaks `verify_run`.
@@ -48,8 +49,8 @@ SHOWN_RUNS = 10
 SHOWN_ATTEMPTS = 20
 """Attempts named in an unknown-attempt error."""
 
-RunState = Literal["running", "complete", "failed"]
-ListedState = Literal["running", "complete", "failed", "stopped", "unknown"]
+RunState = Literal["running", "complete", "failed", "interrupted"]
+ListedState = Literal["running", "complete", "failed", "interrupted", "stopped", "unknown"]
 
 _STAMP = re.compile(r"-(\d{8})-(\d{6})-[0-9a-f]{6}(?:-|$)")
 """The UTC time stamp `tasks_lib.artifacts.new_run_id` puts in a run id."""
@@ -74,12 +75,14 @@ class RunStatus(Document):
     run_id: Identifier
     """The run."""
     state: RunState
-    """`running` from its start, then `complete` or `failed`; a run killed outright stays `running`."""
+    """`running` from its start, then `complete`, `failed`, or `interrupted` (SIGINT or SIGTERM: its
+    stages cut short stored nothing, a rerun computes them); a run killed outright stays `running`."""
     stage: str | None = None
-    """The stage that was running when the run failed (a progress stage: `prepare`, `arms: <agent>`,
+    """The stage that was running when the run failed or was interrupted (a progress stage: `prepare`, `arms: <agent>`,
     `grade + aggregate`, ...); None when it did not fail or the stage is not known."""
     error: str | None = None
-    """The failure in one line (first line of the error, at most 300 characters); None unless failed."""
+    """The failure in one line (first line of the error, at most 300 characters), or the signal that
+    interrupted the run (`SIGINT`); None unless failed or interrupted."""
     agents: tuple[str, ...] = ()
     """Agents the run was configured with (a nightly run's agents run as `<run_id>-<agent>`)."""
     memory_system: str | None = None
@@ -104,8 +107,8 @@ class RunStatus(Document):
     def _state_matches(self) -> RunStatus:
         if (self.state == "running") != (self.ended_at is None):
             raise ValueError(f"state {self.state!r} {'has' if self.ended_at else 'lacks'} ended_at; only a running run has none")
-        if (self.state == "failed") != (self.error is not None):
-            raise ValueError(f"state {self.state!r} {'lacks' if self.error is None else 'has'} an error; exactly a failed run has one")
+        if (self.state in ("failed", "interrupted")) != (self.error is not None):
+            raise ValueError(f"state {self.state!r} {'lacks' if self.error is None else 'has'} an error; exactly a failed or interrupted run has one")
         return self
 
 
@@ -171,10 +174,14 @@ def mark_running(store: ArtifactStore, run_id: str, *, version: str, agents: Seq
     return status
 
 
-def mark_ended(store: ArtifactStore, started: RunStatus, error: BaseException | None = None, stage: str | None = None) -> RunStatus:
-    """Write the marker of a run that ended now: `complete`, or `failed` with `error` in one line and its stage."""
+def mark_ended(store: ArtifactStore, started: RunStatus, error: BaseException | None = None, stage: str | None = None,
+               interrupted_by: str | None = None) -> RunStatus:
+    """Write the marker of a run that ended now: `complete`, `failed` with `error` in one line and its stage,
+    or `interrupted` by the signal `interrupted_by` (`SIGINT`) in its stage."""
     update: dict[str, object] = {"state": "complete", "ended_at": _now()}
-    if error is not None:
+    if interrupted_by is not None:
+        update.update(state="interrupted", error=interrupted_by, stage=stage)
+    elif error is not None:
         update.update(state="failed", error=one_line(error), stage=stage)
     status = RunStatus.model_validate({**started.model_dump(), **update})
     store.put_json(status_key(started.run_id), status)

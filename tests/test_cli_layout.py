@@ -30,6 +30,7 @@ GROUPS = {
     "provisioner": {"check"},
     "suite": {"recall", "retrieval", "locomo", "longmemeval", "compare"},
     "budget": {"check", "fingerprint"},
+    "cache": {"list", "clear"},
     "task": {"new", "check", "try"},
 }
 """The command groups and their commands."""

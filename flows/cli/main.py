@@ -14,7 +14,22 @@ import sys
 
 import typer
 
-from flows.cli import budget, corpus, grading, memory, power, report, run, runs, server, suite, task, trend, validate
+from flows.cli import (
+    budget,
+    cache,
+    corpus,
+    grading,
+    memory,
+    power,
+    report,
+    run,
+    runs,
+    server,
+    suite,
+    task,
+    trend,
+    validate,
+)
 from flows.cli.common import err
 from tasks_lib.errors import MemtrialError
 
@@ -64,6 +79,7 @@ app.add_typer(memory.memory_app, name="memory")
 app.add_typer(memory.provisioner_app, name="provisioner")
 app.add_typer(suite.suite_app, name="suite")
 app.add_typer(budget.budget_app, name="budget")
+app.add_typer(cache.cache_app, name="cache")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,8 @@ Each uses one Prefect API (`flows.localserver.ensure_api`: PREFECT_API_URL, else
 `memtrial server`, else a local server it starts and that dies with it; analytics off),
 shows a live progress bar with stage and task counts on a terminal (plain lines otherwise), and
 ends by saying where the records and reports are. A failed run names the command that reruns it
-from cache.
+from cache; an interrupted one (SIGINT, SIGTERM: `flows.interrupt`) stops within seconds, says the stage
+it was in and how to resume in one line, and exits 130.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -61,7 +63,28 @@ def _failed(run_id: str, error: BaseException) -> MemtrialError:
     return MemtrialError(f"run {run_id} failed: {detail}; 'memtrial rerun {run_id}' recomputes only the failed stages")
 
 
+def _stop_if_interrupted(artifact_root: str, run_id: str, resume: str) -> None:
+    """When a SIGINT or SIGTERM stopped the run: one line (the stage it was in, how to resume) and exit 130."""
+    from flows.interrupt import EXIT_STATUS, tripped
+    from tasks_lib.artifacts import open_store
+    from tasks_lib.errors import ArtifactError, ContractError
+    from tasks_lib.runs import read_status
+
+    signum = tripped()
+    if signum is None:
+        return
+    try:
+        status = read_status(open_store(artifact_root), run_id) if artifact_root else None
+    except (ArtifactError, ContractError):
+        status = None
+    stage = f" at stage '{status.stage}'" if status is not None and status.stage else ""
+    err.print(f"memtrial: run {run_id} interrupted ({signal.Signals(signum).name}){stage}; nothing it cut short was cached; {resume}",
+              markup=False, highlight=False)
+    raise typer.Exit(EXIT_STATUS)
+
+
 def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bool, as_json: bool) -> None:
+    from flows.interrupt import interruptible, tripped
     from flows.nightly import nightly, resolve_config
     from flows.progress import reporting
 
@@ -69,11 +92,12 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
     _api_ready()
     err.print(f"memtrial: run {run_id} ({config.name})")
     try:
-        with reporting(err, live=False if plain or as_json else None):
+        with interruptible(), reporting(err, live=False if plain or as_json else None):
             result = nightly.with_options(retries=config.flow_retries)(config_path=config_path, run_id=run_id, artifact_root=artifacts)
-    except MemtrialError as error:
-        raise _failed(run_id, error) from None
-    except Exception as error:  # noqa: BLE001 - any stage failure becomes one line with the rerun hint
+    except BaseException as error:
+        if tripped() is None and not isinstance(error, Exception):
+            raise
+        _stop_if_interrupted(config.artifact_root or "", run_id, f"'memtrial rerun {run_id}' resumes it")
         raise _failed(run_id, error) from None
     location = f"{result.artifact_root.rstrip('/')}/runs/{run_id}/"
     distrusted = bool(result.regressions) or any(agent.distrust for agent in result.agents)
@@ -277,6 +301,7 @@ def paired(
     _check_root(artifacts or default_artifact_root(), "--artifacts" if artifacts else None, PAIRED, Path.cwd())
     _print_notes(preflight(config, PROJECT_ROOT, PAIRED))
     _start_prefect()
+    from flows.interrupt import interruptible, tripped
     from flows.nightly import cells_of
     from flows.paired import paired_flow
     from flows.progress import reporting
@@ -288,11 +313,14 @@ def paired(
     _api_ready()
     err.print(f"memtrial: paired run {run_id} ({agent}: {len(config.conditions)} conditions x {trials} trial(s))")
     try:
-        with reporting(err, live=False if plain or as_json else None):
+        with interruptible(), reporting(err, live=False if plain or as_json else None):
             result = paired_flow.with_options(task_runner=ready_task_runner(config.runner))(config, run_id, str(PROJECT_ROOT), root, spec)
-    except MemtrialError:
-        raise
-    except Exception as error:  # noqa: BLE001
+    except BaseException as error:
+        if tripped() is None and not isinstance(error, Exception):
+            raise
+        _stop_if_interrupted(root, run_id, "the same 'memtrial paired' command runs it again (prepared tasks and invariants from cache)")
+        if isinstance(error, MemtrialError):
+            raise
         raise _failed(run_id, error) from None
     cells: list[dict[str, Any]] = cells_of(result.records)
     location = f"{root.rstrip('/')}/runs/{run_id}/"

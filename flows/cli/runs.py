@@ -42,7 +42,7 @@ def _store(root: str | None, command: str = "memtrial runs"):  # type: ignore[no
 
 def _status(entry: RunEntry) -> str:
     text = entry.state
-    if entry.state == "failed" and entry.stage:
+    if entry.state in ("failed", "interrupted") and entry.stage:
         text += f" ({entry.stage})"
     return text
 
@@ -52,7 +52,7 @@ def _headline(entry: RunEntry, parents: set[str]) -> str:
         return entry.headline.describe()
     if entry.run_id in parents:
         return "see its agents' runs below"
-    if entry.state in ("failed", "running"):
+    if entry.state in ("failed", "interrupted", "running"):
         return "-"
     return "not graded ('memtrial report RUN')"
 

@@ -100,6 +100,10 @@ def _run_file(path: str, index: int, report: str, env: dict[str, str]) -> list[d
     return [{"case": line.get("case"), "outcome": line.get("outcome")} for line in _lines(report) if "case" in line]
 
 
+SHORT_TMPDIR_BYTES = 60
+"""The longest TMPDIR the jail's socket goes under (`tasks_lib.sockets`' rule; this file cannot import it)."""
+
+
 def main(argv: list[str]) -> int:
     """Judge the post-turn files; 0 once the result is written."""
     nonce, files = argv[0], argv[1:]
@@ -107,7 +111,8 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)
     os.umask(0)
     relay = Relay(int(os.environ["JAIL_FD"]))
-    private = tempfile.mkdtemp(prefix="judge-")
+    base = tempfile.gettempdir()  # a socket path must fit sun_path: /tmp when TMPDIR is long (tasks_lib/sockets.py)
+    private = tempfile.mkdtemp(prefix="judge-", dir=base if len(os.fsencode(base)) <= SHORT_TMPDIR_BYTES else "/tmp")
     os.chmod(private, 0o700)
     sock = os.path.join(private, "jail.sock")
     relay.listen(sock)

@@ -32,7 +32,6 @@ import signal
 import socketserver
 import stat
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -47,6 +46,7 @@ from tasks_lib.memory.adapter import MemoryAdapter
 from tasks_lib.memory.delivery import protocol
 from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV, SWITCHES
 from tasks_lib.memory.errors import MemoryInputError, MemoryServerError, MemoryStoreError, UnreadableRequestError
+from tasks_lib.sockets import MAX_SOCKET_PATH_BYTES, socket_folder
 
 SOCKET_NAME = "memory.sock"
 """File name of the socket inside the private socket folder."""
@@ -61,9 +61,6 @@ IDLE_TIMEOUT_SECONDS = 10.0
 """Seconds the server waits for a complete request line before closing the connection."""
 READY_PING_TIMEOUT_SECONDS = 2.0
 """Seconds `start_server` waits for each start-up ping."""
-MAX_SOCKET_PATH_BYTES = 100
-"""Longest socket path accepted (the kernel limit is 107 bytes on Linux, less elsewhere)."""
-
 _MODULE = "tasks_lib.memory.delivery.server"
 
 
@@ -353,7 +350,7 @@ def start_server(
 ) -> ServedReplica:
     """Start a detached server for `store_path` and wait until it answers a ping.
 
-    `socket_dir` defaults to a fresh private folder from tempfile.mkdtemp. `realm`, when given, is
+    `socket_dir` defaults to a fresh private folder short enough for a socket (`tasks_lib.sockets`). `realm`, when given, is
     validated and exported by `ServedReplica.env()`; `read_only` is `serve`'s. The server runs with
     stdin closed and its output in `socket_dir/server.log`, in its own session unless
     `own_session` is false (a provisioner keeps it in its process group, so that memtrial's kill of
@@ -395,7 +392,7 @@ def start_system_server(
 
 def _start(source: list[str], store_label: str, socket_dir: Path | None, realm: str | None, timeout: float,
            read_only: bool, own_session: bool) -> ServedReplica:
-    folder = private_dir(Path(tempfile.mkdtemp(prefix="memtrial-mem-")) if socket_dir is None else socket_dir)
+    folder = private_dir(socket_folder(prefix="memtrial-mem-") if socket_dir is None else socket_dir)
     try:
         return _spawn(source, store_label, folder, realm, timeout, read_only, own_session)
     except BaseException:

@@ -40,6 +40,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -54,6 +55,7 @@ from tasks_lib.memory.delivery import protocol
 from tasks_lib.memory.delivery.client import MemoryClient
 from tasks_lib.memory.delivery.server import SOCKET_NAME, MemoryServer
 from tasks_lib.memory.errors import MemoryServerError
+from tasks_lib.sockets import MAX_SOCKET_PATH_BYTES, SocketPathError, socket_folder
 
 WITNESS_DIR = "memory"
 """Folder of the witness's socket inside the attempt's scratch root (the only part mounted for the agent)."""
@@ -276,10 +278,13 @@ class DeliveryWitness:
     def __init__(self, store: Any, realm: str, root: Path, *, served_by: str, ablated_lanes: Sequence[str] = (),
                  planted_ids: Sequence[str] = (), planted_texts: Sequence[str] = ()) -> None:
         """Serve `store` (anything with LANES and recall, e.g. `SqliteMemoryStore` or `ServedSystem`) for
-        `realm` on a socket in `root/WITNESS_DIR`; `planted_*` say what counts as this task's memory."""
+        `realm` on a socket in `root/WITNESS_DIR` (in a short private folder of `tasks_lib.sockets` when that
+        path is too long for a Unix socket); `planted_*` say what counts as this task's memory."""
         self.store = store
         self.realm = realm
         self.folder = root / WITNESS_DIR
+        self._short: Path | None = None
+        """A short private folder holding `folder` when `root` is too long for a Unix socket (`tasks_lib.sockets`)."""
         self.served_by = served_by
         self.ablated = frozenset(ablated_lanes)
         self.planted_ids = tuple(planted_ids)
@@ -299,9 +304,16 @@ class DeliveryWitness:
 
         The folder is 0755 (it holds only the socket) and the socket 0666, so the agent's unprivileged
         uid can find and connect to it through the mount; the scratch root above them is the runner's
-        alone (0700), so no one else on the host reaches them.
+        alone (0700), so no one else on the host reaches them (or, when its path is too long for a
+        socket, a fresh 0700 folder of `tasks_lib.sockets.socket_folder`).
         Raises MemoryServerError when the socket cannot be bound.
         """
+        if len(os.fsencode(self.socket_path)) > MAX_SOCKET_PATH_BYTES:
+            try:
+                self._short = socket_folder()
+            except SocketPathError as error:
+                raise MemoryServerError(f"delivery witness: {error}") from None
+            self.folder = self._short / WITNESS_DIR
         self.folder.mkdir(mode=0o755)
         self.folder.chmod(0o755)
         old_umask = os.umask(0)
@@ -338,6 +350,8 @@ class DeliveryWitness:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.socket_path.unlink(missing_ok=True)
+        if self._short is not None:
+            shutil.rmtree(self._short, ignore_errors=True)
         self.store.close()
         self._receipt = DeliveryReceipt(
             nonce=self.nonce, realm=self.realm, served_by=self.served_by, ablated_lanes=tuple(sorted(self.ablated)),

@@ -43,7 +43,7 @@ def _headline(entry: RunEntry, parents: set[str]) -> str:
         return entry.headline.describe()
     if entry.run_id in parents:
         return "see its agents' runs below"
-    if entry.state in ("failed", "running"):
+    if entry.state in ("failed", "running", "unreadable"):
         return "-"
     return "not graded ('memtrial report RUN')"
 
@@ -60,7 +60,8 @@ def _row(entry: RunEntry, parents: set[str]) -> dict[str, Any]:
 
 
 def runs(root: RootOpt = None, as_json: JsonFlag = False) -> None:
-    """List the runs under the artifact root, newest first: status, agents, memory system, when, headline."""
+    """List the runs under the artifact root, newest first: status, agents, memory system, when, headline
+    (a run whose records cannot be read is listed `unreadable`, with why, and the listing exits 0)."""
     from tasks_lib.runs import list_runs
 
     store = _store(root)
@@ -79,6 +80,8 @@ def runs(root: RootOpt = None, as_json: JsonFlag = False) -> None:
         if entry.state == "stopped" and not entry.parent:
             out.print(f"{entry.run_id}: stopped: its marker says running but its process is gone (killed before it "
                       f"could end); a run of 'memtrial run' finishes from its cached stages with 'memtrial rerun {entry.run_id}'")
+        if entry.unreadable is not None:
+            out.print(f"{entry.run_id}: unreadable: {entry.unreadable}")
         for problem in entry.problems:
             err.print(f"warning: {entry.run_id}: {problem}")
 

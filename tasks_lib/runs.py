@@ -40,7 +40,7 @@ from tasks_lib.contracts import ContractModel, Document, Identifier, NonEmptyTex
 from tasks_lib.errors import ArtifactError, ArtifactNotFound, ContractError, MemtrialError
 from tasks_lib.manifest import TamperedRunError, verify_run
 from tasks_lib.memory.delivery.witness import DeliveryReceipt
-from tasks_lib.run.layout import MANIFEST_JSON, RECORDS_TABLE, RUNS, SUMMARY_JSON
+from tasks_lib.run.layout import MANIFEST_JSON, RECORDS_TABLE, RUN_CONFIG_JSON, RUNS, SUMMARY_JSON
 from tasks_lib.run.layout import STATUS_JSON as RUN_STATUS_JSON
 from tasks_lib.run.records import read_records
 
@@ -274,6 +274,9 @@ class RunEntry(ContractModel):
     """From `summary.json`; None when the run was not graded or has no on/off pair."""
     problems: tuple[str, ...]
     """Files of the run besides its records that could not be read, one line each."""
+    rerunnable: bool = False
+    """Whether `memtrial rerun` takes it: a run of `memtrial run`, which stores its resolved config
+    (`run-config.json`); a paired run, or one agent's run of a nightly run, is not."""
     unreadable: str | None = None
     """Why the run's records cannot be read (damaged, truncated, or the table and the per-attempt
     records disagree), one line naming the file and what to do; None when they can."""
@@ -364,7 +367,7 @@ def _entry(run_id: str, files: set[str], parent: tuple[str, RunStatus] | None, s
         parent=parent[0] if parent else None, agents=agents, memory_systems=builds,
         started_at=marker.started_at if marker else stamp_of(run_id),
         headline=headline_of(stored.summary) if stored.summary is not None and stored.unreadable is None else None,
-        problems=stored.problems,
+        problems=stored.problems, rerunnable=RUN_CONFIG_JSON in files,
         unreadable=stored.unreadable,
     )
 

@@ -78,8 +78,9 @@ def runs(root: RootOpt = None, as_json: JsonFlag = False) -> None:
         if entry.state == "failed":
             out.print(f"{entry.run_id}: failed{f' in {entry.stage}' if entry.stage else ''}: {entry.error}")
         if entry.state == "stopped" and not entry.parent:
-            out.print(f"{entry.run_id}: stopped: its marker says running but its process is gone (killed before it "
-                      f"could end); a run of 'memtrial run' finishes from its cached stages with 'memtrial rerun {entry.run_id}'")
+            resume = (f"'memtrial rerun {entry.run_id}' finishes it from its cached stages" if entry.rerunnable
+                      else "a paired run cannot be resumed: start a new 'memtrial paired'")
+            out.print(f"{entry.run_id}: stopped: its marker says running but its process is gone (killed before it could end); {resume}")
         if entry.unreadable is not None:
             out.print(f"{entry.run_id}: unreadable: {entry.unreadable}")
         for problem in entry.problems:

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from tasks_lib.artifacts import ArtifactStore, read_concurrently, run_key
 from tasks_lib.contracts import RunRecord, parse_document
 from tasks_lib.errors import ArtifactError, MemtrialError
+from tasks_lib.manifest import RunManifest, manifest_key
 from tasks_lib.run.layout import MANIFEST_JSON, RECORD_JSON, RECORDS_TABLE, RUNS, attempt_file, is_attempt_record
 
 Cell = tuple[str, str, int]
@@ -160,6 +161,15 @@ def reconcile(store: ArtifactStore, run_id: str, table: Sequence[tuple[int, RunR
         raise RecordsDisagreeError(f"{problems[0]}{more}; the records table and the per-attempt records disagree: {FIX}")
 
 
+def sealed_with_table(store: ArtifactStore, run_id: str) -> bool:
+    """Whether the run's seal names its records table (an unreadable seal says nothing here: `verify_run` refuses it)."""
+    try:
+        manifest = store.get_json(manifest_key(run_id), RunManifest)
+    except MemtrialError:
+        return False
+    return any(f.key == run_key(run_id, RECORDS_TABLE) for f in manifest.files)
+
+
 def known_runs(store: ArtifactStore) -> list[str]:
     """Run ids under the artifact root that have a records table."""
     suffix = f"/{RECORDS_TABLE}"
@@ -189,7 +199,7 @@ def read_records(store: ArtifactStore, run_id: str, files: Collection[str] | Non
         require_table(store, run_id, files)
     attempts = attempt_records(store, run_id, (f for f in files if is_attempt_record(f)))
     if RECORDS_TABLE not in files:
-        if MANIFEST_JSON in files:
+        if MANIFEST_JSON in files and sealed_with_table(store, run_id):
             raise UnreadableRecordsError(f"{_where(store, run_id, RECORDS_TABLE)}: missing, but the run was sealed "
                                          f"({MANIFEST_JSON}) with it; {FIX}")
         return [attempts[cell][1] for cell in sorted(attempts)]

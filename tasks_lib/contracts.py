@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from tasks_lib.conditions import CONDITION_PATTERN, FEED_CONDITIONS, HARM_VARIANTS, key_texts_of  # noqa: F401  (FEED_CONDITIONS re-exported)
 from tasks_lib.errors import ContractError, Violation
+from tasks_lib.run.layout import RECORD_JSON
 
 SCHEMA_VERSION = 1
 
@@ -681,7 +682,7 @@ DOCUMENT_KINDS: dict[str, type[Document]] = {
     "redaction.json": RedactionReceipt,
     "certification.json": CertificationReport,
     "prepared.json": PreparedCorpus,
-    "record.json": RunRecord,
+    RECORD_JSON: RunRecord,
 }
 """File names memtrial writes and reads, mapped to their contract."""
 

@@ -27,14 +27,17 @@ import pyarrow.parquet as pq
 
 from tasks_lib.contracts import Document, check_rel_path, dump_document, parse_document
 from tasks_lib.errors import ArtifactError, ArtifactNotFound
-from tasks_lib.run.layout import RECORDS_TABLE, RUNS, SUITES_FOLDER  # noqa: F401 - re-exported: the store's callers name them
 from tasks_lib.trees import TEMP_MARK, sha256_bytes, write_atomically
 
 D = TypeVar("D", bound=Document)
 T = TypeVar("T")
 R = TypeVar("R")
 
+RUNS = "runs"
+"""The folder of every run under the artifact root (`tasks_lib.run.layout` names what is inside one)."""
 BLOBS = "blobs/sha256"
+SUITES_FOLDER = "suites"
+"""A run's suite results: `runs/<run_id>/suites/<name>.json`, and the public datasets' rankings beside them."""
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
 READ_THREADS = 16
 """Most artifact reads in flight at once in one process when stages read many objects (each an S3 round
@@ -144,10 +147,11 @@ class ArtifactStore(ABC):
         self.put_bytes(key, sink.getvalue())
 
     def get_table(self, key: str) -> pa.Table:
-        """Read a Parquet table, on this thread: pyarrow's thread pool, given a corrupted buffer, raised
-        and then aborted the interpreter at exit (SIGABRT), so a damaged table is an ArtifactError only."""
+        """Read a Parquet table with `ParquetFile.read` on this thread, no read-ahead: `pq.read_table`,
+        given a corrupted buffer, raised and then aborted the interpreter at exit (SIGABRT); so a
+        damaged table is an ArtifactError only."""
         try:
-            return pq.read_table(io.BytesIO(self.get_bytes(key)), use_threads=False)
+            return pq.ParquetFile(io.BytesIO(self.get_bytes(key)), pre_buffer=False).read(use_threads=False)
         except (pa.ArrowException, OSError) as error:
             raise ArtifactError(f"{self.uri.rstrip('/')}/{key}: not a readable Parquet table ({error})") from None
 

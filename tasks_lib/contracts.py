@@ -18,7 +18,6 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from tasks_lib.conditions import CONDITION_PATTERN, FEED_CONDITIONS, HARM_VARIANTS, key_texts_of  # noqa: F401  (FEED_CONDITIONS re-exported)
 from tasks_lib.errors import ContractError, Violation
-from tasks_lib.run.layout import RECORD_JSON
 
 SCHEMA_VERSION = 1
 
@@ -561,6 +560,10 @@ class PreparedCorpus(Document):
 ATTEMPT_ERROR = "attempt error in "
 """How a record's `failure_reason` starts when an error of the attempt's own step (materialise, the
 agent step's workspace, audit, check, record) made it ungradable (`tasks_lib.arm.steps`)."""
+
+
+RECORD_JSON = "record.json"
+"""An attempt's record file (`tasks_lib.run.layout` places it: `runs/<run_id>/attempts/.../record.json`)."""
 
 
 class RunRecord(Document):

@@ -33,7 +33,7 @@ from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.contracts import ContractModel, Document, RunRecord, violations_of
 from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import verify_run
-from tasks_lib.run.layout import ABLATIONS_TABLE, AUDIT_TABLE, GRADES_TABLE, RUN_WARNINGS_JSON, SUMMARY_JSON
+from tasks_lib.run.layout import ABLATIONS_TABLE, AUDIT_TABLE, GRADES_TABLE, MANIFEST_JSON, RUN_WARNINGS_JSON, SUMMARY_JSON
 from tasks_lib.run.records import RunNotFound, read_records, require_table, run_folder  # noqa: F401 - RunNotFound: aggregate_run raises it
 
 CALIBRATION_REASON = "calibration_agent"
@@ -186,9 +186,10 @@ def aggregate_run(store: ArtifactStore, run_id: str, memory_texts: Mapping[str, 
     AggregateError/ContractError for a bad admissions table.
     """
     files = run_folder(store, run_id)
-    require_table(store, run_id, files)
+    if MANIFEST_JSON not in files:  # a sealed run whose table is gone is the seal's to name
+        require_table(store, run_id, files)
     verify_run(store, run_id)  # before anything is parsed: nothing is read from a run whose evidence changed
-    records = read_records(store, run_id, files)
+    records = read_records(store, run_id, files, table_required=True)
     outside = run_warnings(store, run_id, warnings)
     evidence = load_evidence(store, records)
     records = with_evidence(records, evidence)

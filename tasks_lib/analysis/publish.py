@@ -133,7 +133,7 @@ def _texts(rel: str, path: Path) -> Iterator[tuple[str, str]]:
     Raises pyarrow.ArrowInvalid or OSError for a Parquet file that cannot be read (a problem, never a pass).
     """
     if rel.endswith(".parquet"):
-        table = pq.read_table(path, use_threads=False)
+        table = pq.ParquetFile(path, pre_buffer=False).read(use_threads=False)
         yield f"{rel}: columns", " ".join(table.column_names)
         for index, row in enumerate(table.to_pylist()):
             yield f"{rel}: row {index}", json.dumps(row, default=str, ensure_ascii=False)
@@ -178,7 +178,7 @@ def _admission_problems(root: Path) -> list[str]:
             continue
         records = {cell_of(r): f"{RUNS}/{run_dir.name}/{attempt_file(*cell_of(r), RECORD_JSON)}" for r in stored}
         try:
-            rows = pq.read_table(table_path, use_threads=False).to_pylist()
+            rows = pq.ParquetFile(table_path, pre_buffer=False).read(use_threads=False).to_pylist()
             decisions = [AdmissionDecision(**row) for row in rows]
         except (pa.ArrowInvalid, OSError, TypeError, ValidationError) as error:
             problems.append(f"{rel_table}: unreadable admission decisions ({type(error).__name__}: {error})")

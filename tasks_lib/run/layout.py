@@ -2,8 +2,9 @@
 
 Writers (the arm's steps, the flows, grading, the report) and readers (`tasks_lib.run.records`,
 `tasks_lib.runs`, the seal, admission, publication) build a run's keys from these names only, so a
-file cannot be written under one name and looked for under another. This module imports nothing
-from memtrial: the artifact store, the contracts and every stage may import it.
+file cannot be written under one name and looked for under another. Three names are defined by
+the modules this package builds on, which cannot import it, and named here too: `RUNS` and
+`SUITES_FOLDER` (the artifact store's keys) and `RECORD_JSON` (beside the `RunRecord` contract).
 
 ```
 runs/<run_id>/
@@ -27,8 +28,8 @@ runs/<run_id>/
 
 from __future__ import annotations
 
-RUNS = "runs"
-"""The folder of every run under the artifact root."""
+from tasks_lib.artifacts import RUNS, SUITES_FOLDER  # noqa: F401 - defined with the store's keys, named here too
+from tasks_lib.contracts import RECORD_JSON  # noqa: F401 - defined beside its contract, named here too
 
 RECORDS_TABLE = "records.parquet"
 """The run's records table: one row per attempt (sealed evidence)."""
@@ -60,15 +61,11 @@ SECRET_FOLDER = "secret"
 """Per-run secrets (never published, never seen by an agent)."""
 REALMS_KEY = f"{SECRET_FOLDER}/realms.key"
 """The per-run realm secret, under the run's secret folder."""
-SUITES_FOLDER = "suites"
-"""A run's suite results: `suites/<name>.json`, and the public datasets' rankings beside them."""
 BUDGET_FOLDER = "budget"
 """The budget guard's recorded decisions."""
 
 ATTEMPTS = "attempts"
 """The folder of every attempt's evidence (sealed whole)."""
-RECORD_JSON = "record.json"
-"""An attempt's record (`RunRecord`), the durable per-attempt copy of its table row."""
 TRANSCRIPT_JSON = "transcript.json"
 """An attempt's transcript."""
 AUDIT_JSON = "audit.json"

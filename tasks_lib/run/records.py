@@ -12,14 +12,19 @@ Every stage, command and report reads a run's records through `read_records` (gr
 comparison, publication, `memtrial runs`, `show`, `power`). It only reads: it never verifies the
 seal (`tasks_lib.manifest.verify_run` does; graders call it first) and never repairs.
 
-The table is parsed on the calling thread (`use_threads=False`): pyarrow's thread pool, given a
-corrupted buffer, raised its error and then aborted the interpreter at exit ("terminate called
-without an active exception", SIGABRT), after memtrial had printed its one-line error.
+A damaged table is never handed to pyarrow when the run's seal can tell: a table whose sha256 is
+not the one sealed is refused unread. Any other table is parsed by `ParquetFile.read` on the
+calling thread with no read-ahead: `pq.read_table` (pyarrow's dataset scanner and its thread
+pools), given a corrupted buffer, raised its error and then aborted the interpreter at exit
+("terminate called without an active exception", SIGABRT, in most tries, `use_threads=False` and
+`pre_buffer=False` included), after memtrial had printed its one-line error. The store's
+`get_table` and the release check read Parquet the same way.
 """
 
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Collection, Iterable, Sequence
 
 import pyarrow as pa
@@ -28,8 +33,15 @@ import pyarrow.parquet as pq
 from tasks_lib.artifacts import ArtifactStore, read_concurrently, run_key
 from tasks_lib.contracts import RunRecord, parse_document
 from tasks_lib.errors import ArtifactError, MemtrialError
-from tasks_lib.manifest import RunManifest, manifest_key
-from tasks_lib.run.layout import MANIFEST_JSON, RECORD_JSON, RECORDS_TABLE, RUNS, attempt_file, is_attempt_record
+from tasks_lib.run.layout import (
+    MANIFEST_JSON,
+    RECORD_JSON,
+    RECORDS_TABLE,
+    RUNS,
+    attempt_file,
+    is_attempt_record,
+)
+from tasks_lib.trees import sha256_bytes
 
 Cell = tuple[str, str, int]
 """An attempt's (task, condition, trial)."""
@@ -80,7 +92,7 @@ def _short(error: BaseException) -> str:
 def parse_table(data: bytes, where: str) -> list[dict[str, object]]:
     """The rows of a Parquet table's bytes, parsed on this thread. UnreadableRecordsError names `where`."""
     try:
-        return pq.read_table(io.BytesIO(data), use_threads=False).to_pylist()
+        return pq.ParquetFile(io.BytesIO(data), pre_buffer=False).read(use_threads=False).to_pylist()
     except (pa.ArrowException, OSError, ValueError) as error:
         raise UnreadableRecordsError(f"{where}: not a readable Parquet table ({_short(error)}); {FIX}") from None
 
@@ -89,7 +101,12 @@ def table_records(store: ArtifactStore, run_id: str) -> list[tuple[int, RunRecor
     """(row index, record) of every row of the run's records table, in table order. ContractError names
     a bad row; RecordsDisagreeError a cell given twice."""
     where = _where(store, run_id, RECORDS_TABLE)
-    rows = parse_table(store.get_bytes(run_key(run_id, RECORDS_TABLE)), where)
+    data = store.get_bytes(run_key(run_id, RECORDS_TABLE))
+    sealed = sealed_digest(store, run_id)
+    if sealed is not None and sha256_bytes(data) != sealed:
+        raise UnreadableRecordsError(f"{where}: changed after the run was sealed (sha256 {sha256_bytes(data)[:12]}..., sealed "
+                                     f"{sealed[:12]}...), so it is not read; {FIX}")
+    rows = parse_table(data, where)
     records: list[tuple[int, RunRecord]] = []
     seen: dict[Cell, int] = {}
     for index, row in enumerate(rows):
@@ -161,13 +178,17 @@ def reconcile(store: ArtifactStore, run_id: str, table: Sequence[tuple[int, RunR
         raise RecordsDisagreeError(f"{problems[0]}{more}; the records table and the per-attempt records disagree: {FIX}")
 
 
-def sealed_with_table(store: ArtifactStore, run_id: str) -> bool:
-    """Whether the run's seal names its records table (an unreadable seal says nothing here: `verify_run` refuses it)."""
+def sealed_digest(store: ArtifactStore, run_id: str) -> str | None:
+    """The sha256 the run's seal (`manifest.json`, written by `tasks_lib.manifest`) gives its records
+    table; None when the run has no readable seal or the seal names no table. Read as plain JSON: an
+    unreadable seal says nothing here (`verify_run` refuses it), and the seal's module builds on this
+    package's layout."""
     try:
-        manifest = store.get_json(manifest_key(run_id), RunManifest)
-    except MemtrialError:
-        return False
-    return any(f.key == run_key(run_id, RECORDS_TABLE) for f in manifest.files)
+        files = json.loads(store.get_bytes(run_key(run_id, MANIFEST_JSON)))["files"]
+        table = run_key(run_id, RECORDS_TABLE)
+        return next((str(f["sha256"]) for f in files if f["key"] == table), None)
+    except (MemtrialError, ValueError, KeyError, TypeError):
+        return None
 
 
 def known_runs(store: ArtifactStore) -> list[str]:
@@ -199,7 +220,7 @@ def read_records(store: ArtifactStore, run_id: str, files: Collection[str] | Non
         require_table(store, run_id, files)
     attempts = attempt_records(store, run_id, (f for f in files if is_attempt_record(f)))
     if RECORDS_TABLE not in files:
-        if MANIFEST_JSON in files and sealed_with_table(store, run_id):
+        if MANIFEST_JSON in files and sealed_digest(store, run_id) is not None:
             raise UnreadableRecordsError(f"{_where(store, run_id, RECORDS_TABLE)}: missing, but the run was sealed "
                                          f"({MANIFEST_JSON}) with it; {FIX}")
         return [attempts[cell][1] for cell in sorted(attempts)]

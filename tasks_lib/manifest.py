@@ -91,7 +91,8 @@ def verify_run(store: ArtifactStore, run_id: str) -> RunManifest:
         raise TamperedRunError(f"{where}: field 'run_id' is {manifest.run_id!r}, not {run_id!r}; it was copied from another run")
     problems = []
     sealed = {f.key: f for f in manifest.files}
-    if run_key(run_id, RECORDS_TABLE) not in sealed and not any(is_attempt_record(k.removeprefix(run_key(run_id) + "/")) for k in sealed):
+    folder = run_key(run_id) + "/"
+    if run_key(run_id, RECORDS_TABLE) not in sealed and not any(is_attempt_record(k.removeprefix(folder)) for k in sealed):
         problems.append("it seals no records")
     for key in evidence_keys(store, run_id):
         if key not in sealed:

@@ -9,8 +9,9 @@ was written (no table, no seal) is read from its per-attempt records alone; a se
 table is gone is refused.
 
 Every stage, command and report reads a run's records through `read_records` (grading, admission,
-comparison, publication, `memtrial runs`, `show`, `power`). It only reads: it never verifies the
-seal (`tasks_lib.manifest.verify_run` does; graders call it first) and never repairs.
+comparison, publication, `memtrial runs`, `show`, `power`). It only reads and never repairs; it
+checks only the table's own sealed digest (the whole seal is `tasks_lib.manifest.verify_run`'s,
+which graders call first).
 
 A damaged table is never handed to pyarrow when the run's seal can tell: a table whose sha256 is
 not the one sealed is refused unread. Any other table is parsed by `ParquetFile.read` on the

@@ -31,8 +31,7 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from tasks_lib.artifacts import open_store, run_key  # noqa: E402
 from tasks_lib.budget import BudgetConfig, BudgetStop, GuardDecision, check_drain, load_budget_config, open_source, preflight  # noqa: E402
-
-BUDGET_FOLDER = "budget"
+from tasks_lib.run.layout import BUDGET_FOLDER  # noqa: E402
 
 
 def decision_key(run_id: str, sequence: int, decision: GuardDecision, label: str) -> str:

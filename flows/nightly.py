@@ -37,10 +37,10 @@ from tasks_lib.contracts import RunRecord, dump_document
 from tasks_lib.corpus.tasks import scan_tasks
 from tasks_lib.preflight import preflight
 from tasks_lib.runconfig import RUN_CONFIG_JSON, RunConfig, load_run_config, provisioner_warnings
+from tasks_lib.run.layout import NIGHTLY_JSON
 from tasks_lib.trees import write_atomically
 
 DEFAULT_CONFIG = "configs/default.yaml"
-NIGHTLY_JSON = "nightly.json"
 GRADE, REPORT = "grade + aggregate", "report"
 
 

@@ -50,7 +50,7 @@ from prefect.filesystems import WritableFileSystem
 import tasks_lib
 from tasks_lib.arm import steps as arms
 from tasks_lib.arm.steps import ArmSetup, Attempt, StepName, StepWrapper, TaskSource
-from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, open_store, run_key
+from tasks_lib.artifacts import ArtifactStore, open_store, run_key
 from tasks_lib.contracts import PreparedCorpus, RunRecord
 from tasks_lib.corpus.packs import CorpusPack, open_corpus_pack
 from tasks_lib.corpus.prepare import prepare_packed_task
@@ -58,6 +58,7 @@ from tasks_lib.corpus.tasks import CorpusCheckReport, check_packed_corpus, load_
 from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import seal_run
 from tasks_lib.runconfig import ArmSpec
+from tasks_lib.run.layout import RECORDS_TABLE
 
 TRACE_ENV = "MEMTRIAL_STAGE_TRACE"
 FAIL_STAGE_ENV = "MEMTRIAL_FAIL_STAGE"

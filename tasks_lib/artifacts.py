@@ -34,8 +34,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 RUNS = "runs"
+"""The folder of every run under the artifact root (`tasks_lib.run.layout` names what is inside one)."""
 BLOBS = "blobs/sha256"
-RECORDS_TABLE = "records.parquet"
 SUITES_FOLDER = "suites"
 """A run's suite results: `runs/<run_id>/suites/<name>.json`, and the public datasets' rankings beside them."""
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
@@ -149,13 +149,15 @@ class ArtifactStore(ABC):
         self.put_bytes(key, sink.getvalue())
 
     def get_table(self, key: str) -> pa.Table:
-        """Read a Parquet table."""
+        """Read a Parquet table with `ParquetFile.read` on this thread, no read-ahead: `pq.read_table`,
+        given a corrupted buffer, raised and then aborted the interpreter at exit (SIGABRT); so a
+        damaged table is an ArtifactError only."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         try:
-            return pq.read_table(io.BytesIO(self.get_bytes(key)))
-        except pa.ArrowInvalid as error:
+            return pq.ParquetFile(io.BytesIO(self.get_bytes(key)), pre_buffer=False).read(use_threads=False)
+        except (pa.ArrowException, OSError) as error:
             raise ArtifactError(f"{self.uri.rstrip('/')}/{key}: not a readable Parquet table ({error})") from None
 
     def put_blob(self, data: bytes) -> str:

@@ -566,6 +566,10 @@ ATTEMPT_ERROR = "attempt error in "
 agent step's workspace, audit, check, record) made it ungradable (`tasks_lib.arm.steps`)."""
 
 
+RECORD_JSON = "record.json"
+"""An attempt's record file (`tasks_lib.run.layout` places it: `runs/<run_id>/attempts/.../record.json`)."""
+
+
 class RunRecord(Document):
     """One attempt: a task under one condition, one trial."""
 
@@ -685,7 +689,7 @@ DOCUMENT_KINDS: dict[str, type[Document]] = {
     "redaction.json": RedactionReceipt,
     "certification.json": CertificationReport,
     "prepared.json": PreparedCorpus,
-    "record.json": RunRecord,
+    RECORD_JSON: RunRecord,
 }
 """File names memtrial writes and reads, mapped to their contract."""
 

@@ -17,16 +17,11 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, read_concurrently, run_key
+from tasks_lib.artifacts import ArtifactStore, read_concurrently, run_key
 from tasks_lib.contracts import ContractModel, Document, Identifier, RelPath, Sha256
 from tasks_lib.errors import ArtifactError, ContractError, MemtrialError
+from tasks_lib.run.layout import MANIFEST_JSON, RECORDS_TABLE, SEALED_PARTS, is_attempt_record
 from tasks_lib.trees import sha256_bytes
-
-MANIFEST_JSON = "manifest.json"
-"""The run's evidence manifest, `runs/<run_id>/manifest.json`."""
-SEALED_PARTS = ("attempts/",)
-"""Folders of a run whose every file is evidence (besides the records table)."""
-
 
 class TamperedRunError(MemtrialError):
     """A run's stored evidence does not match its manifest (or it has none): nothing is read from it."""
@@ -96,7 +91,8 @@ def verify_run(store: ArtifactStore, run_id: str) -> RunManifest:
         raise TamperedRunError(f"{where}: field 'run_id' is {manifest.run_id!r}, not {run_id!r}; it was copied from another run")
     problems = []
     sealed = {f.key: f for f in manifest.files}
-    if run_key(run_id, RECORDS_TABLE) not in sealed and not any(k.endswith("/record.json") for k in sealed):
+    folder = run_key(run_id) + "/"
+    if run_key(run_id, RECORDS_TABLE) not in sealed and not any(is_attempt_record(k.removeprefix(folder)) for k in sealed):
         problems.append("it seals no records")
     for key in evidence_keys(store, run_id):
         if key not in sealed:

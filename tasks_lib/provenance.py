@@ -30,9 +30,8 @@ from pydantic import Field
 from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.contracts import Condition, Document, GitOid, Identifier, NonEmptyText, RelPath, Sha256
 from tasks_lib.memory.adapter_config import AdapterConfig
+from tasks_lib.run.layout import PROVENANCE_JSON
 
-PROVENANCE_JSON = "provenance.json"
-"""The run's provenance, `runs/<run_id>/provenance.json`."""
 CODE_ROOT = Path(__file__).resolve().parents[1]
 """The checkout (or installed tree) memtrial's own code runs from."""
 

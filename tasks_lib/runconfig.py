@@ -29,14 +29,13 @@ from tasks_lib.contracts import (
 from tasks_lib.corpus.packs import CorpusPack
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
+from tasks_lib.run.layout import RUN_CONFIG_JSON  # noqa: F401 - where a nightly run keeps its resolved config
 from tasks_lib.suites.options import SuiteOptions
 
 CALIBRATION_AGENT = "calibration"
 FREE_AGENTS = frozenset({CALIBRATION_AGENT})
 """Agents that cannot spend money; every other agent is paid and is gated by the budget guard."""
 SUITES = ("recall", "retrieval", "external")
-RUN_CONFIG_JSON = "run-config.json"
-"""Where a nightly run keeps its resolved config: `runs/<run_id>/run-config.json`."""
 
 
 class AgentSpec(ContractModel):

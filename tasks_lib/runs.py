@@ -12,6 +12,9 @@ written after the seal (every `complete`) never breaks `verify_run`.
 The agents' runs of a nightly run `R` are `R-<agent>`; they carry no marker of their own and take
 their parent's. A run stored before markers existed is `complete` when its records are sealed and
 `unknown` otherwise (an interrupted run and a run still going look the same from its files).
+A run whose records cannot be read (`tasks_lib.run.records`: a damaged or truncated table, a
+table that disagrees with the per-attempt records) is listed `unreadable` with the reader's one
+line, never dropped and never fatal to the listing; `show` refuses it in that line.
 Everything here only reads, except `mark_running` / `mark_ended`, which write the marker.
 """
 
@@ -30,18 +33,18 @@ from typing import ClassVar, Literal
 from pydantic import AwareDatetime, model_validator
 
 from tasks_lib.agents.base import Transcript
-from tasks_lib.analysis.aggregate import SUMMARY_JSON, load_records
 from tasks_lib.analysis.evidence import evidence_problem, load_evidence, with_evidence
 from tasks_lib.analysis.grading import DeliveryRate, GradingSummary, delivery_rates
 from tasks_lib.arm.audit import AuditReceipt
-from tasks_lib.artifacts import RECORDS_TABLE, RUNS, ArtifactStore, run_key
+from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.contracts import ContractModel, Document, Identifier, NonEmptyText, RunRecord, parse_document
 from tasks_lib.errors import ArtifactError, ArtifactNotFound, ContractError, MemtrialError
-from tasks_lib.manifest import MANIFEST_JSON, SEALED_PARTS, TamperedRunError, verify_run
+from tasks_lib.manifest import TamperedRunError, verify_run
 from tasks_lib.memory.delivery.witness import DeliveryReceipt
+from tasks_lib.run.layout import MANIFEST_JSON, RECORDS_TABLE, RUN_CONFIG_JSON, RUNS, SUMMARY_JSON
+from tasks_lib.run.layout import STATUS_JSON as RUN_STATUS_JSON
+from tasks_lib.run.records import read_records
 
-RUN_STATUS_JSON = "status.json"
-"""The run's status marker, `runs/<run_id>/status.json`; never sealed (it changes when the run ends)."""
 ERROR_WIDTH = 300
 """Longest error line a marker keeps."""
 SHOWN_RUNS = 10
@@ -50,7 +53,7 @@ SHOWN_ATTEMPTS = 20
 """Attempts named in an unknown-attempt error."""
 
 RunState = Literal["running", "complete", "failed", "interrupted"]
-ListedState = Literal["running", "complete", "failed", "interrupted", "stopped", "unknown"]
+ListedState = Literal["running", "complete", "failed", "interrupted", "stopped", "unknown", "unreadable"]
 
 _STAMP = re.compile(r"-(\d{8})-(\d{6})-[0-9a-f]{6}(?:-|$)")
 """The UTC time stamp `tasks_lib.artifacts.new_run_id` puts in a run id."""
@@ -62,6 +65,10 @@ class UnknownRunError(MemtrialError):
 
 class UnknownAttemptError(MemtrialError):
     """A run holds no attempt of the requested task, condition and trial."""
+
+
+class UnreadableRunError(MemtrialError):
+    """A run's records cannot be read (damaged, truncated, or the table and per-attempt records disagree)."""
 
 
 # --------------------------------------------------------------------------- the status marker
@@ -254,7 +261,8 @@ class RunEntry(ContractModel):
     state: ListedState
     """From its marker (or its parent's); `stopped` when the marker says `running` but the process
     that wrote it, on this host, is gone (killed outright); without a marker: `complete` when its
-    records are sealed, else `unknown`."""
+    records are sealed, else `unknown`; `unreadable` whatever its marker says when its records
+    cannot be read (`unreadable` says why)."""
     state_from: Literal["marker", "parent", "files"]
     """Where `state` comes from."""
     stage: str | None
@@ -272,7 +280,13 @@ class RunEntry(ContractModel):
     headline: Headline | None
     """From `summary.json`; None when the run was not graded or has no on/off pair."""
     problems: tuple[str, ...]
-    """Files of the run that could not be read, one line each."""
+    """Files of the run besides its records that could not be read, one line each."""
+    rerunnable: bool = False
+    """Whether `memtrial rerun` takes it: a run of `memtrial run`, which stores its resolved config
+    (`run-config.json`); a paired run, or one agent's run of a nightly run, is not."""
+    unreadable: str | None = None
+    """Why the run's records cannot be read (damaged, truncated, or the table and the per-attempt
+    records disagree), one line naming the file and what to do; None when they can."""
 
 
 def run_files(store: ArtifactStore) -> dict[str, set[str]]:
@@ -296,19 +310,6 @@ def stamp_of(run_id: str) -> datetime | None:
         return None
 
 
-def _attempt_record_keys(files: set[str]) -> list[str]:
-    return sorted(f for f in files if f.startswith(SEALED_PARTS) and f.endswith("/record.json"))
-
-
-def stored_records(store: ArtifactStore, run_id: str, files: set[str] | None = None) -> list[RunRecord]:
-    """The run's records: its records table, else (a run that failed before writing it) every
-    `attempts/.../record.json`. Raises ContractError/ArtifactError for an unreadable one."""
-    files = run_files(store).get(run_id, set()) if files is None else files
-    if RECORDS_TABLE in files:
-        return load_records(store, run_id)
-    return [store.get_json(run_key(run_id, key), RunRecord) for key in _attempt_record_keys(files)]
-
-
 def _summary(store: ArtifactStore, run_id: str) -> GradingSummary:
     key = run_key(run_id, SUMMARY_JSON)
     source = f"{store.uri.rstrip('/')}/{key}"
@@ -327,6 +328,8 @@ class _StoredRun:
     records: list[RunRecord]
     summary: GradingSummary | None
     problems: tuple[str, ...]
+    unreadable: str | None = None
+    """Why its records cannot be read (the records reader's one line); None when they can."""
 
 
 def _read_run(store: ArtifactStore, run_id: str, files: set[str]) -> _StoredRun:
@@ -334,21 +337,22 @@ def _read_run(store: ArtifactStore, run_id: str, files: set[str]) -> _StoredRun:
     status: RunStatus | None = None
     records: list[RunRecord] = []
     summary: GradingSummary | None = None
+    unreadable: str | None = None
     try:
         if RUN_STATUS_JSON in files:
             status = read_status(store, run_id)
     except (ArtifactError, ContractError) as error:
         problems.append(str(error))
     try:
-        records = stored_records(store, run_id, files)
-    except (ArtifactError, ContractError) as error:
-        problems.append(str(error))
+        records = read_records(store, run_id, files)
+    except (MemtrialError, ArtifactError, ContractError) as error:
+        unreadable = str(error)
     try:
         if SUMMARY_JSON in files:
             summary = _summary(store, run_id)
     except (ArtifactError, ContractError) as error:
         problems.append(str(error))
-    return _StoredRun(status, records, summary, tuple(problems))
+    return _StoredRun(status, records, summary, tuple(problems), unreadable)
 
 
 def _entry(run_id: str, files: set[str], parent: tuple[str, RunStatus] | None, stored: _StoredRun) -> RunEntry:
@@ -358,6 +362,8 @@ def _entry(run_id: str, files: set[str], parent: tuple[str, RunStatus] | None, s
         state: ListedState = "stopped" if stopped_outright(marker) else marker.state
     else:
         state = "complete" if {RECORDS_TABLE, MANIFEST_JSON} <= files else "unknown"
+    if stored.unreadable is not None:
+        state = "unreadable"
     agents = tuple(sorted({r.agent for r in records})) or (status.agents if status else ())
     builds = tuple(sorted({r.build_under_test for r in records}))
     if not builds and status and status.memory_system:
@@ -367,7 +373,9 @@ def _entry(run_id: str, files: set[str], parent: tuple[str, RunStatus] | None, s
         stage=marker.stage if marker else None, error=marker.error if marker else None,
         parent=parent[0] if parent else None, agents=agents, memory_systems=builds,
         started_at=marker.started_at if marker else stamp_of(run_id),
-        headline=headline_of(stored.summary) if stored.summary is not None else None, problems=stored.problems,
+        headline=headline_of(stored.summary) if stored.summary is not None and stored.unreadable is None else None,
+        problems=stored.problems, rerunnable=RUN_CONFIG_JSON in files,
+        unreadable=stored.unreadable,
     )
 
 
@@ -454,11 +462,14 @@ def _seal(store: ArtifactStore, run_id: str, files: set[str], agent_runs: Sequen
 
 
 def show_run(store: ArtifactStore, run_id: str) -> RunView:
-    """A run's marker, summary, delivery and seal. Raises UnknownRunError."""
+    """A run's marker, summary, delivery and seal. Raises UnknownRunError, and UnreadableRunError
+    (one line naming the file and what to do) when its records cannot be read."""
     runs = run_files(store)
     files = require_run(store, run_id, runs)
     parents = _parents(store, runs)
     stored = _read_run(store, run_id, files)
+    if stored.unreadable is not None:
+        raise UnreadableRunError(f"run {run_id} cannot be shown: {stored.unreadable}")
     entry = _entry(run_id, files, parents.get(run_id), stored)
     status, summary, records = stored.status, stored.summary, stored.records
     if summary is not None:
@@ -502,10 +513,11 @@ def parse_trial(text: str) -> int:
 
 def show_attempt(store: ArtifactStore, run_id: str, task: str, condition: str, trial: str) -> AttemptView:
     """One attempt's record with its transcript, audit receipt and delivery receipt (each None when
-    missing or unreadable). Raises UnknownRunError, UnknownAttemptError."""
+    missing or unreadable). Raises UnknownRunError, UnknownAttemptError, and the records reader's errors
+    (`tasks_lib.run.records`) when the run's records cannot be read."""
     files = require_run(store, run_id)
     wanted = (task, condition.replace("ablate-", "ablate:", 1) if condition.startswith("ablate-") else condition, parse_trial(trial))
-    records = stored_records(store, run_id, files)
+    records = read_records(store, run_id, files)
     found = next((r for r in records if (r.task_id, r.condition, r.trial) == wanted), None)
     if found is None:
         cells = sorted((r.task_id, r.condition, r.trial) for r in records)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib.analysis.aggregate import load_records
+from tasks_lib.run.records import read_records
 from tasks_lib.artifacts import open_store
 from tasks_lib.budget import Ledger, key_fingerprint, write_ledger
 from tasks_lib.contracts import RunRecord
@@ -42,4 +42,4 @@ def run_hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, ta
     )
     monkeypatch.setenv(KEY_ENV, KEY)
     nightly(config_path=str(config), run_id=run_id)
-    return load_records(open_store(tmp_path / "artifacts"), f"{run_id}-command")
+    return read_records(open_store(tmp_path / "artifacts"), f"{run_id}-command")

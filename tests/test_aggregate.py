@@ -18,8 +18,11 @@ from tasks_lib.analysis.admission import ADMISSION_COLUMNS, AdmissionDecision, a
 from tasks_lib.analysis.aggregate import ABLATIONS_TABLE, AUDIT_TABLE, GRADES_TABLE, SUMMARY_JSON, AggregateError, RunNotFound, aggregate_run
 from tasks_lib.analysis.grading import GradingSummary
 from tasks_lib.analysis.stats import adjusted_mean_interval
-from tasks_lib.artifacts import RECORDS_TABLE, LocalStore, open_store, run_key
+from tasks_lib.artifacts import LocalStore, open_store, run_key
+from tasks_lib.run.layout import RECORDS_TABLE
 from tasks_lib.errors import ArtifactError, ContractError
+from tasks_lib.manifest import TamperedRunError
+from tasks_lib.run.records import RecordsDisagreeError, read_records
 
 RUN = "scenario-run"
 TEXTS = {"alpha": ["Partial uploads exit with status 3 so the cron wrapper retries them."]}
@@ -157,19 +160,22 @@ def test_unknown_run_names_the_root_and_the_known_runs(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_records_table_is_a_clear_error(tmp_path: Path) -> None:
+    """The records reader names the table and the row; grading refuses the unsealed run before parsing it."""
     store = LocalStore(tmp_path)
     store.put_bytes(run_key("bad", RECORDS_TABLE), b"not parquet")
     with pytest.raises(ArtifactError, match=r"records.parquet: not a readable Parquet table"):
+        read_records(store, "bad")
+    with pytest.raises(TamperedRunError, match=r"manifest.json: missing"):
         aggregate_run(store, "bad")
     rows = [r.model_dump(mode="json") for r in scenario_records("bad")[:2]]
     rows[1]["outcome"] = "maybe"
     store.put_table(run_key("bad", RECORDS_TABLE), pa.Table.from_pylist(rows))
     with pytest.raises(ContractError, match=r"records.parquet row 1: field 'outcome'"):
-        aggregate_run(store, "bad")
+        read_records(store, "bad")
     twice = [r.model_dump(mode="json") for r in scenario_records("bad")[:1]] * 2
     store.put_table(run_key("bad", RECORDS_TABLE), pa.Table.from_pylist(twice))
-    with pytest.raises(AggregateError, match=r"records.parquet row 1: a second record for alpha/off/0"):
-        aggregate_run(store, "bad")
+    with pytest.raises(RecordsDisagreeError, match=r"records.parquet row 1: a second record for alpha/off/0"):
+        read_records(store, "bad")
     assert not store.exists(run_key("bad", GRADES_TABLE)), "nothing half-written on bad input"
 
 

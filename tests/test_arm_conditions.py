@@ -282,13 +282,13 @@ def test_memtrial_run_recovers_the_calibration_agents_known_effect_in_every_arm_
     """Outcome, delivery, input and output tokens of every attempt follow exactly from the corpus: notes
     delivers like on, placebo and absent/adjacent equal off's outcome, contradictory makes it explore,
     superseded makes it act on the old value (damage exactly on the tasks off passes)."""
-    from tasks_lib.analysis.aggregate import load_records
+    from tasks_lib.run.records import read_records
     from tasks_lib.analysis.grading import GradingSummary
 
     code, root = arms_run
     store = open_store(root)
     (run_dir,) = [k.split("/")[1] for k in store.list_keys("runs") if k.endswith("-calibration/summary.json")]
-    records = load_records(store, run_dir)
+    records = read_records(store, run_dir)
     key_lanes = load_key_lanes(REPO / "corpora" / "tasks", TASKS).tasks
     conditions = ["off", "on", *NEW]
     by = {(r.task_id, r.condition): r for r in records}

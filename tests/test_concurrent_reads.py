@@ -10,7 +10,7 @@ from pathlib import Path
 
 from test_hostile_tampered_results import _copy, sealed_run  # noqa: F401 - the module-scoped real run
 
-from tasks_lib.analysis.aggregate import load_records
+from tasks_lib.run.records import read_records
 from tasks_lib.analysis.evidence import load_evidence
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.manifest import TamperedRunError, verify_run
@@ -41,7 +41,7 @@ def test_grading_reads_a_runs_evidence_concurrently_and_finds_the_same(sealed_ru
     so a large run on S3 grades at one round trip per file."""
     root, run_id = sealed_run
     plain = LocalStore(root)
-    records = load_records(plain, run_id)
+    records = read_records(plain, run_id)
     slow = SlowLocalStore(root)
 
     assert verify_run(slow, run_id) == verify_run(plain, run_id)

@@ -32,12 +32,13 @@ from tasks_lib.analysis.headline import Comparison
 from tasks_lib.analysis.stats import mcnemar_exact, sign_test, wilcoxon_signed_rank_exact
 from tasks_lib.arm.audit import AuditReceipt
 from tasks_lib.arm.steps import run_matrix, schedule, select_tasks
-from tasks_lib.artifacts import RECORDS_TABLE, ArtifactStore, LocalStore, run_key
+from tasks_lib.artifacts import ArtifactStore, LocalStore, run_key
 from tasks_lib.contracts import RunRecord
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.manifest import seal_run
 from tasks_lib.memory.delivery.provenance import wrap_block
 from tasks_lib.memory.delivery.witness import DeliveryReceipt, ServedRecall, text_digest
+from tasks_lib.run.layout import RECORD_JSON, RECORDS_TABLE, attempt_file
 
 REPO = Path(__file__).resolve().parents[1]
 DIGEST = "0" * 64
@@ -106,7 +107,7 @@ def scenario_records(run_id: str = "scenario-run", overrides: dict[tuple[str, st
 
 
 def store_scenario(store: ArtifactStore, records: list[RunRecord], *, echo_task: str = "alpha") -> None:
-    """Store records.parquet as `memtrial paired` does, with a transcript and audit receipt per attempt.
+    """Store records.parquet as `memtrial paired` does, with a record, a transcript and an audit receipt per attempt.
 
     In `echo_task`'s on attempts the agent quotes its memory (a v1 surface echo); the receipt of
     delta/off/t0 is left out, as if it had been lost.
@@ -128,6 +129,7 @@ def store_scenario(store: ArtifactStore, records: list[RunRecord], *, echo_task:
             store.put_json(r.audit_receipt or "", AuditReceipt(
                 allowed_output_paths=("src",), before_digest=DIGEST, after_digest=DIGEST, entries_before=3,
                 entries_after=3, violations=(), allowed_changes=(), passed=True))
+        store.put_json(run_key(run_id, attempt_file(r.task_id, r.condition, r.trial, RECORD_JSON)), r)
     store.put_table(run_key(run_id, RECORDS_TABLE), pa.Table.from_pylist([r.model_dump(mode="json") for r in records]))
     seal_run(store, run_id)
 

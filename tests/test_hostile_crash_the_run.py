@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hostile_flow import run_hostile
 
-from tasks_lib.analysis.aggregate import load_records
+from tasks_lib.run.records import read_records
 from tasks_lib.artifacts import open_store
 from tasks_lib.contracts import RunRecord
 
@@ -87,7 +87,7 @@ def test_the_other_attempts_are_graded_and_the_report_is_written(crashed_run: tu
     (plain,) = [r for r in records if r.task_id == "alertfan-sms-channel"]
     assert plain.outcome == "fail" and not plain.infra_failure, plain
     assert plain.failure_reason == "check failed" or plain.failure_reason.startswith("post-turn tests not proven"), plain
-    calibration = load_records(open_store(tmp_path / "artifacts"), "crash-calibration")
+    calibration = read_records(open_store(tmp_path / "artifacts"), "crash-calibration")
     assert {r.outcome for r in calibration} <= {"pass", "fail"} and len(calibration) >= len(TASKS)
     reports = list((tmp_path / "artifacts" / "runs" / "crash-command").rglob("report.html"))
     assert reports, "the hostile agent's run has no report"
@@ -109,7 +109,7 @@ def test_a_rerun_of_the_run_completes(crashed_run: tuple[Path, list[RunRecord]],
 
         monkeypatch.setenv(KEY_ENV, KEY)
         nightly(config_path=str(tmp_path / "run.yaml"), run_id="crash")
-    again = load_records(open_store(tmp_path / "artifacts"), "crash-command")
+    again = read_records(open_store(tmp_path / "artifacts"), "crash-command")
     assert [(r.task_id, r.outcome, r.failure_reason) for r in again] == [(r.task_id, r.outcome, r.failure_reason) for r in records]
 
 

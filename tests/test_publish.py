@@ -35,7 +35,7 @@ from tasks_lib.analysis.publish import (
 )
 from tasks_lib.arm.steps import run_matrix, schedule
 from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id, run_key
-from tasks_lib.contracts import load_document
+from tasks_lib.contracts import RunRecord, load_document
 from tasks_lib.manifest import seal_run
 from tasks_lib.trees import sha256_file
 
@@ -109,9 +109,13 @@ def test_a_secret_inside_a_compressed_parquet_cell_is_found(store: LocalStore, t
     rows = [r.model_dump(mode="json") for r in matrix(RUN)]
     rows[3]["failure_reason"] = "agent said: token " + "sk-ant-" + "z" * 30
     store.put_table(run_key(RUN, "records.parquet"), pa.Table.from_pylist(rows))
+    store.put_json(record_key_of(matrix(RUN)[3]), RunRecord(**{k: v for k, v in rows[3].items() if v is not None}))  # the run wrote both
     seal_run(store, RUN)  # stored by the run itself, so sealed with it
     result = publish_run(store, RUN, tmp_path / "release")
-    assert result.problems == (f"runs/{RUN}/records.parquet: row 3: secret-shaped string (Anthropic API key, starts 'sk-ant-'...)",)
+    table_line = f"runs/{RUN}/records.parquet: row 3: secret-shaped string (Anthropic API key, starts 'sk-ant-'...)"
+    record_line = next(p for p in result.problems if p != table_line)
+    assert table_line in result.problems and len(result.problems) == 2, result.problems
+    assert record_line.startswith(f"{record_key_of(matrix(RUN)[3])}: line ") and "Anthropic API key" in record_line
 
 
 def test_the_artifact_roots_own_path_is_a_host_path(store: LocalStore, tmp_path: Path) -> None:

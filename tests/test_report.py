@@ -250,7 +250,8 @@ def real_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[LocalStore, P
     """A run of the calibration agent through `run_matrix` (two tasks, off/on/ablate:all), with the
     offline retrieval suite's real result stored beside it, and its report built from the store."""
     from tasks_lib.arm.steps import run_matrix, schedule, select_tasks
-    from tasks_lib.artifacts import RECORDS_TABLE, suite_key
+    from tasks_lib.artifacts import suite_key
+    from tasks_lib.run.layout import RECORDS_TABLE
     from tasks_lib.corpus.tasks import load_tasks
     from tasks_lib.manifest import seal_run
     from tasks_lib.memory.reference.store import SqliteMemoryStore

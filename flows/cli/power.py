@@ -26,13 +26,14 @@ def power(
     """Print the smallest success difference the task-clustered sign-flip test detects with 80% power at the
     5% level, simulated from a stated baseline or a stored run's per-task off rates, with its Monte Carlo error."""
     from tasks_lib.analysis.power import PowerError, detectable_difference, run_detectable_difference
-    from tasks_lib.runs import require_run, stored_records
+    from tasks_lib.run.records import read_records
+    from tasks_lib.runs import require_run
 
     if (baseline is None) == (run is None):
         raise PowerError("give exactly one baseline: --baseline P (a stated off rate) or --run RUN_ID (observed off rates)")
     if run is not None:
         store = _store(artifacts)
-        records = stored_records(store, run, require_run(store, run))
+        records = read_records(store, run, require_run(store, run))
         result = run_detectable_difference(records, tasks=tasks, trials=trials, run_label=f"run {run}", replicates=replicates,
                                            seed=seed, alpha=alpha, target=target)
     else:

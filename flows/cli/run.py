@@ -58,8 +58,14 @@ def _api_ready() -> None:
         err.print(line, markup=False, highlight=False)
 
 
-def _failed(run_id: str, error: BaseException) -> MemtrialError:
+def _failed(run_id: str, error: BaseException, *, paired: bool = False) -> MemtrialError:
+    """The one line a failed run ends with, recommending only a command that accepts the run: `rerun`
+    takes a run of `memtrial run` (it reads its stored run config); a paired run stores none, so its
+    line names `show` (which takes any run) and a new `memtrial paired`."""
     detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if paired:
+        return MemtrialError(f"run {run_id} failed: {detail}; 'memtrial show {run_id}' shows what it stored, and 'memtrial paired' "
+                             "with the same options starts a new run ('memtrial rerun' resumes only runs of 'memtrial run')")
     return MemtrialError(f"run {run_id} failed: {detail}; 'memtrial rerun {run_id}' recomputes only the failed stages")
 
 
@@ -321,7 +327,7 @@ def paired(
         _stop_if_interrupted(root, run_id, "the same 'memtrial paired' command runs it again (prepared tasks and invariants from cache)")
         if isinstance(error, MemtrialError):
             raise
-        raise _failed(run_id, error) from None
+        raise _failed(run_id, error, paired=True) from None
     cells: list[dict[str, Any]] = cells_of(result.records)
     location = f"{root.rstrip('/')}/runs/{run_id}/"
     distrust = _graded_distrust(root, result.run_id, result.excluded)

@@ -52,7 +52,7 @@ def _headline(entry: RunEntry, parents: set[str]) -> str:
         return entry.headline.describe()
     if entry.run_id in parents:
         return "see its agents' runs below"
-    if entry.state in ("failed", "interrupted", "running"):
+    if entry.state in ("failed", "interrupted", "running", "unreadable"):
         return "-"
     return "not graded ('memtrial report RUN')"
 
@@ -69,7 +69,8 @@ def _row(entry: RunEntry, parents: set[str]) -> dict[str, Any]:
 
 
 def runs(root: RootOpt = None, as_json: JsonFlag = False) -> None:
-    """List the runs under the artifact root, newest first: status, agents, memory system, when, headline."""
+    """List the runs under the artifact root, newest first: status, agents, memory system, when, headline
+    (a run whose records cannot be read is listed `unreadable`, with why, and the listing exits 0)."""
     from tasks_lib.runs import list_runs
 
     store = _store(root)
@@ -86,8 +87,11 @@ def runs(root: RootOpt = None, as_json: JsonFlag = False) -> None:
         if entry.state == "failed":
             out.print(f"{entry.run_id}: failed{f' in {entry.stage}' if entry.stage else ''}: {entry.error}")
         if entry.state == "stopped" and not entry.parent:
-            out.print(f"{entry.run_id}: stopped: its marker says running but its process is gone (killed before it "
-                      f"could end); a run of 'memtrial run' finishes from its cached stages with 'memtrial rerun {entry.run_id}'")
+            resume = (f"'memtrial rerun {entry.run_id}' finishes it from its cached stages" if entry.rerunnable
+                      else "a paired run cannot be resumed: start a new 'memtrial paired'")
+            out.print(f"{entry.run_id}: stopped: its marker says running but its process is gone (killed before it could end); {resume}")
+        if entry.unreadable is not None:
+            out.print(f"{entry.run_id}: unreadable: {entry.unreadable}")
         for problem in entry.problems:
             err.print(f"warning: {entry.run_id}: {problem}")
 

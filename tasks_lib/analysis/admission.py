@@ -1,6 +1,7 @@
 """Admission: whether a completed attempt may count, as a separate recorded decision.
 
-A finished attempt is `completed` (its durable `record.json`). Admission decides, once, against a
+A finished attempt is `completed` (its durable `record.json`, read with the records table by
+`tasks_lib.run.records`). Admission decides, once, against a
 preregistration, whether each record is `admitted` or `excluded`, with a reason code from the fixed
 vocabulary `REASON_CODES`, and stores every decision in `runs/<run_id>/admissions.parquet`
 (columns `ADMISSION_COLUMNS`). Excluded records are kept whole: admission never touches a record,
@@ -29,8 +30,9 @@ from tasks_lib.analysis.prereg import (
 from tasks_lib.artifacts import RUNS, ArtifactStore, run_key
 from tasks_lib.contracts import Condition, ContractModel, Identifier, RunRecord, Sha256
 from tasks_lib.errors import MemtrialError
+from tasks_lib.run.layout import ADMISSIONS_TABLE, ATTEMPTS, RECORD_JSON
+from tasks_lib.run.records import cell_of, read_records
 
-ADMISSIONS_TABLE = "admissions.parquet"
 ADMISSION_COLUMNS = ("task_id", "condition", "trial", "decision", "reason_code", "detail", "prereg_digest", "decided_at")
 """Columns of `runs/<run_id>/admissions.parquet`, in order (all strings except `trial`, an int64)."""
 
@@ -93,20 +95,12 @@ def run_started_at(run_id: str) -> datetime | None:
 
 
 def load_records(store: ArtifactStore, run_id: str) -> list[RunRecord]:
-    """Every durable record of a run (`runs/<run_id>/**/record.json`), sorted by task, condition, trial."""
-    keys = [k for k in store.list_keys(run_key(run_id, "attempts")) if k.endswith("/record.json")]
-    if not keys:
-        raise AdmissionError(f"{store.uri}: run {run_id} has no stored records (runs/{run_id}/attempts/**/record.json)")
-    records: dict[tuple[str, str, int], RunRecord] = {}
-    for key in keys:
-        record = store.get_json(key, RunRecord)
-        cell = (record.task_id, record.condition, record.trial)
-        if record.run_id != run_id:
-            raise AdmissionError(f"{store.uri}/{key}: record says run {record.run_id!r}, but it is stored under run {run_id!r}")
-        if cell in records:
-            raise AdmissionError(f"{store.uri}/{key}: a second record for {'/'.join(map(str, cell))}; a run has one per cell")
-        records[cell] = record
-    return [records[c] for c in sorted(records)]
+    """Every record of a run (`tasks_lib.run.records`: the table and the per-attempt records reconciled),
+    sorted by task, condition, trial; AdmissionError when it has none."""
+    records = read_records(store, run_id)
+    if not records:
+        raise AdmissionError(f"{store.uri}: run {run_id} has no stored records (runs/{run_id}/{ATTEMPTS}/**/{RECORD_JSON})")
+    return sorted(records, key=cell_of)
 
 
 def parse_exclusion(text: str) -> tuple[tuple[str, str, int], str, str]:

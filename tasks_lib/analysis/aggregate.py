@@ -1,7 +1,8 @@
 """Aggregation: grade a stored run and write its tables under the run's artifact root.
 
-Reads `runs/<run_id>/records.parquet` (written by `memtrial paired`), the transcripts and audit
-receipts the records point to, and `admissions.parquet` when the admission step wrote one.
+Reads the run's records through `tasks_lib.run.records` (the table written by `memtrial paired`,
+reconciled with the per-attempt records), after verifying its seal; the transcripts and audit
+receipts the records point to; and `admissions.parquet` when the admission step wrote one.
 Writes, each atomically through the artifact store (a local folder or S3):
 
 - `grades.parquet`: one row per graded attempt (`AttemptGrade`);
@@ -28,23 +29,15 @@ from tasks_lib.analysis.admission import AdmissionDecision, admissions_key, load
 from tasks_lib.analysis.evidence import Cell, Evidence, load_evidence, with_evidence
 from tasks_lib.analysis.grading import AttemptGrade, ConditionDelta, GradingSummary, grade_attempts, summarize
 from tasks_lib.arm.comparability import MissingKeyError, comparison_key
-from tasks_lib.artifacts import RECORDS_TABLE, RUNS, ArtifactStore, run_key
-from tasks_lib.contracts import ContractModel, Document, RunRecord, parse_document, violations_of
-from tasks_lib.errors import ArtifactNotFound, MemtrialError
+from tasks_lib.artifacts import ArtifactStore, run_key
+from tasks_lib.contracts import ContractModel, Document, RunRecord, violations_of
+from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import verify_run
+from tasks_lib.run.layout import ABLATIONS_TABLE, AUDIT_TABLE, GRADES_TABLE, MANIFEST_JSON, RUN_WARNINGS_JSON, SUMMARY_JSON
+from tasks_lib.run.records import RunNotFound, read_records, require_table, run_folder  # noqa: F401 - RunNotFound: aggregate_run raises it
 
-GRADES_TABLE = "grades.parquet"
-ABLATIONS_TABLE = "ablations.parquet"
-AUDIT_TABLE = "audit_receipts.parquet"
-SUMMARY_JSON = "summary.json"
-RUN_WARNINGS_JSON = "run-warnings.json"
-"""Distrust warnings from outside the records, stored by the flow that ran the run (`RunWarnings`)."""
 CALIBRATION_REASON = "calibration_agent"
 """An exclusion for this reason only says 'not publishable': a calibration run is still graded (labelled)."""
-
-
-class RunNotFound(MemtrialError):
-    """The artifact root holds no records for the requested run."""
 
 
 class AggregateError(MemtrialError):
@@ -91,43 +84,6 @@ class Aggregate:
     """Table name -> artifact key written."""
     records: tuple[RunRecord, ...] = ()
     """Every record of the run (excluded ones too), as graded (evidence applied)."""
-
-
-def _rows(store: ArtifactStore, key: str) -> list[dict[str, Any]]:
-    try:
-        return store.get_table(key).to_pylist()
-    except ArtifactNotFound:
-        raise
-    except (pa.ArrowException, ValueError) as error:
-        raise AggregateError(f"{store.uri.rstrip('/')}/{key}: cannot read the table ({error})") from None
-
-
-def known_runs(store: ArtifactStore) -> list[str]:
-    """Run ids under the artifact root that have a records table."""
-    suffix = f"/{RECORDS_TABLE}"
-    return sorted(k.split("/")[1] for k in store.list_keys(RUNS) if k.endswith(suffix) and k.count("/") == 2)
-
-
-def load_records(store: ArtifactStore, run_id: str) -> list[RunRecord]:
-    """The run's records; RunNotFound names the root and the runs it does hold."""
-    key = run_key(run_id, RECORDS_TABLE)
-    try:
-        rows = _rows(store, key)
-    except ArtifactNotFound:
-        runs = known_runs(store)
-        hint = f"known runs: {', '.join(runs[-10:])}" if runs else "it holds no runs; make one with 'memtrial paired'"
-        raise RunNotFound(f"run {run_id!r}: no {RECORDS_TABLE} under {store.uri.rstrip('/')}/{RUNS}/{run_id}/; {hint}") from None
-    source = f"{store.uri.rstrip('/')}/{key}"
-    records: dict[tuple[str, str, int], RunRecord] = {}
-    for index, row in enumerate(rows):
-        clean = {k: v for k, v in row.items() if v is not None}
-        record = parse_document(RunRecord, clean, f"{source} row {index}")
-        cell = (record.task_id, record.condition, record.trial)
-        if cell in records:
-            raise AggregateError(f"{source} row {index}: a second record for {'/'.join(map(str, cell))}; a run has one per "
-                                 "task, condition and trial (was the table written twice?)")
-        records[cell] = record
-    return list(records.values())
 
 
 def load_admissions(store: ArtifactStore, run_id: str) -> list[AdmissionDecision] | None:
@@ -225,11 +181,15 @@ def aggregate_run(store: ArtifactStore, run_id: str, memory_texts: Mapping[str, 
     is unknown. `warnings` are the flow's distrust warnings from outside the records (stored with the
     run; None reads the stored ones). The run's manifest is verified first, and an attempt whose
     stored evidence does not back its outcome is graded `ungradable` (`tasks_lib.analysis.evidence`).
-    Raises RunNotFound for an unknown run, TamperedRunError for evidence that changed,
-    AggregateError/ContractError for bad tables.
+    Raises RunNotFound for an unknown run, TamperedRunError for evidence that changed, the records
+    reader's errors (`tasks_lib.run.records`) for records that cannot be read or disagree, and
+    AggregateError/ContractError for a bad admissions table.
     """
-    records = load_records(store, run_id)
-    verify_run(store, run_id)
+    files = run_folder(store, run_id)
+    if MANIFEST_JSON not in files:  # a sealed run whose table is gone is the seal's to name
+        require_table(store, run_id, files)
+    verify_run(store, run_id)  # before anything is parsed: nothing is read from a run whose evidence changed
+    records = read_records(store, run_id, files, table_required=True)
     outside = run_warnings(store, run_id, warnings)
     evidence = load_evidence(store, records)
     records = with_evidence(records, evidence)

@@ -82,8 +82,8 @@ class RunComparison(ContractModel):
 def counted_records(store: ArtifactStore, run_id: str, basis: Basis) -> list[RunRecord]:
     """The records of `run_id` that count on `basis` (its manifest verified, an outcome its evidence does
     not back made `ungradable`); IncomparableError when none do."""
+    verify_run(store, run_id)  # first: nothing is read from a run whose evidence changed
     records = load_records(store, run_id)
-    verify_run(store, run_id)
     records = with_evidence(records, load_evidence(store, records))
     if basis == "admitted":
         admitted = {(d.task_id, d.condition, d.trial) for d in load_decisions(store, run_id) if d.decision == "admitted"}

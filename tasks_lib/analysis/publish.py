@@ -7,7 +7,8 @@ every other file), and runs `check_release` over it. The staging folder is renam
 destination only when no problem was found; otherwise it is removed, so nothing half-written is
 ever left behind. `check_release` can also be run alone over an existing release folder.
 
-A release is sound when: every admission decision has a durable record (and every record a
+A release is sound when: its records can be read (`tasks_lib.run.records`: the table and the
+per-attempt records agree); every admission decision has a durable record (and every record a
 decision); every decision's preregistration is in the release; the manifest covers every file and
 every digest matches; and no file contains a host path or a secret-shaped string.
 """
@@ -42,7 +43,6 @@ from tasks_lib.contracts import (
     Document,
     Identifier,
     RelPath,
-    RunRecord,
     Sha256,
     dump_document,
     load_document,
@@ -50,6 +50,8 @@ from tasks_lib.contracts import (
 )
 from tasks_lib.errors import ContractError, MemtrialError
 from tasks_lib.manifest import TamperedRunError, verify_run
+from tasks_lib.run.layout import RECORD_JSON, attempt_file
+from tasks_lib.run.records import cell_of, read_records
 from tasks_lib.trees import sha256_file
 
 MANIFEST = "MANIFEST.json"
@@ -131,7 +133,7 @@ def _texts(rel: str, path: Path) -> Iterator[tuple[str, str]]:
     Raises pyarrow.ArrowInvalid or OSError for a Parquet file that cannot be read (a problem, never a pass).
     """
     if rel.endswith(".parquet"):
-        table = pq.read_table(path)
+        table = pq.ParquetFile(path, pre_buffer=False).read(use_threads=False)
         yield f"{rel}: columns", " ".join(table.column_names)
         for index, row in enumerate(table.to_pylist()):
             yield f"{rel}: row {index}", json.dumps(row, default=str, ensure_ascii=False)
@@ -169,17 +171,14 @@ def _admission_problems(root: Path) -> list[str]:
     for table_path in tables:
         run_dir = table_path.parent
         rel_table = table_path.relative_to(root).as_posix()
-        records: dict[tuple[str, str, int], str] = {}
-        for record_path in sorted(run_dir.rglob("record.json")):
-            rel = record_path.relative_to(root).as_posix()
-            try:
-                record = load_document(record_path, RunRecord)
-            except ContractError as error:
-                problems.append(f"{rel}: not a valid run record ({error})")
-                continue
-            records[(record.task_id, record.condition, record.trial)] = rel
         try:
-            rows = pq.read_table(table_path).to_pylist()
+            stored = read_records(LocalStore(root), run_dir.name)
+        except MemtrialError as error:  # unreadable, disagreeing or invalid records: ArtifactError, ContractError, ...
+            problems.append(f"{run_dir.relative_to(root).as_posix()}: its records cannot be read ({error})")
+            continue
+        records = {cell_of(r): f"{RUNS}/{run_dir.name}/{attempt_file(*cell_of(r), RECORD_JSON)}" for r in stored}
+        try:
+            rows = pq.ParquetFile(table_path, pre_buffer=False).read(use_threads=False).to_pylist()
             decisions = [AdmissionDecision(**row) for row in rows]
         except (pa.ArrowInvalid, OSError, TypeError, ValidationError) as error:
             problems.append(f"{rel_table}: unreadable admission decisions ({type(error).__name__}: {error})")

@@ -76,6 +76,7 @@ from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
 from tasks_lib.corpus.upstream import fixture_origin
 from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import seal_run
+from tasks_lib.run.layout import AUDIT_JSON, CHECK_TXT, DELIVERY_JSON, RECORD_JSON, TRANSCRIPT_JSON, attempt_parts
 from tasks_lib.memory.delivery.notes import NOTES_PATHS, NotesDelivery
 from tasks_lib.memory.delivery.witness import DeliveryWitness, ServedSystem
 from tasks_lib.memory.env import HISTORY_ENV, REALM_ENV, SOCKET_ENV, STORE_ENV, STORE_PATHS
@@ -588,10 +589,6 @@ def _grade(run: AgentRun, receipt: AuditReceipt | None, check: CheckOutcome) -> 
     return "pass", False, None
 
 
-CHECK_TXT = "check.txt"
-"""The attempt's stored check output, beside its audit receipt."""
-
-
 def check_text(check: CheckOutcome) -> str | None:
     """What `check.txt` holds: the check's exit status, sandbox, post-turn verdict and output tails;
     None when no check was attempted (a failed audit or an infrastructure failure)."""
@@ -616,7 +613,7 @@ def check_text(check: CheckOutcome) -> str | None:
 
 def attempt_prefix(attempt: Attempt) -> tuple[str, ...]:
     """Key parts under `runs/<run_id>/` where an attempt's transcript, receipt and record go."""
-    return ("attempts", attempt.task.task_id, attempt.condition.replace(":", "-"), f"t{attempt.trial}")
+    return attempt_parts(attempt.task.task_id, attempt.condition, attempt.trial)
 
 
 def record_attempt(
@@ -643,13 +640,13 @@ def record_attempt(
     delivery = memory.witness.close() if memory.witness is not None else None
     planted = delivery.planted_ids if delivery is not None and delivery.planted_ids else memory.planted_ids  # as served
     injection = confirm_delivery(delivery, run.transcript)
-    transcript_key = run_key(run_id, *prefix, "transcript.json")
-    receipt_key = run_key(run_id, *prefix, "audit.json")
+    transcript_key = run_key(run_id, *prefix, TRANSCRIPT_JSON)
+    receipt_key = run_key(run_id, *prefix, AUDIT_JSON)
     store.put_json(transcript_key, run.transcript)
     store.put_json(receipt_key, receipt)
     delivery_key = check_key = None
     if delivery is not None:
-        delivery_key = run_key(run_id, *prefix, "delivery.json")
+        delivery_key = run_key(run_id, *prefix, DELIVERY_JSON)
         store.put_json(delivery_key, delivery)
     if (check_output := check_text(check)) is not None:
         check_key = run_key(run_id, *prefix, CHECK_TXT)
@@ -695,7 +692,7 @@ def record_attempt(
         **{**record_fields(workspace.pinned.task, agent_name, run.model, source_root=task.root),
            **({"source_commit": source_commit} if source_commit else {})},
     )
-    store.put_json(run_key(run_id, *prefix, "record.json"), record)
+    store.put_json(run_key(run_id, *prefix, RECORD_JSON), record)
     return record
 
 
@@ -813,10 +810,10 @@ def broken_record(attempt: Attempt, setup: ArmSetup, broke: AttemptBroke, stage:
     receipt = stage.get("receipt")
     transcript_key = receipt_key = None
     if isinstance(run, AgentRun):
-        transcript_key = run_key(setup.run_id, *prefix, "transcript.json")
+        transcript_key = run_key(setup.run_id, *prefix, TRANSCRIPT_JSON)
         setup.store.put_json(transcript_key, run.transcript)
     if isinstance(receipt, AuditReceipt):
-        receipt_key = run_key(setup.run_id, *prefix, "audit.json")
+        receipt_key = run_key(setup.run_id, *prefix, AUDIT_JSON)
         setup.store.put_json(receipt_key, receipt)
     pinned_task = workspace.pinned.task if isinstance(workspace, Workspace) else task
     record = RunRecord(
@@ -840,7 +837,7 @@ def broken_record(attempt: Attempt, setup: ArmSetup, broke: AttemptBroke, stage:
                            source_root=task.root),
            **({"source_commit": setup.source_commit} if setup.source_commit else {})},
     )
-    setup.store.put_json(run_key(setup.run_id, *prefix, "record.json"), record)
+    setup.store.put_json(run_key(setup.run_id, *prefix, RECORD_JSON), record)
     return record
 
 

@@ -23,6 +23,7 @@ import secrets
 from typing import TYPE_CHECKING
 
 from tasks_lib.memory.errors import InvalidRealmError, MemoryInputError
+from tasks_lib.run.layout import REALMS_KEY as RUN_SECRET_KEY
 
 if TYPE_CHECKING:
     from tasks_lib.artifacts import ArtifactStore
@@ -57,8 +58,6 @@ REALM_NAMESPACE = "project"
 """The namespace of every trial's realm: a word any memory system's users would use."""
 
 
-RUN_SECRET_KEY = "secret/realms.key"
-"""Where a run keeps its realm secret, under `runs/<run_id>/` (never sealed, never mounted, never in a record)."""
 RUN_SECRET_BYTES = 32
 """Length of a run's realm secret."""
 

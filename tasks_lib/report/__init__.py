@@ -21,9 +21,8 @@ from tasks_lib.analysis.aggregate import Aggregate, aggregate_run
 from tasks_lib.artifacts import ArtifactStore, LocalStore, run_key
 from tasks_lib.provenance import load_provenance
 from tasks_lib.report.suites import load_suites
+from tasks_lib.run.layout import REPORT_HTML
 from tasks_lib.trees import write_atomically
-
-REPORT_HTML = "report.html"
 
 Linker = Callable[[str], str | None]
 """Artifact key -> the href of a link to it from the report, or None when the page cannot reach it."""

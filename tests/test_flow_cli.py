@@ -89,6 +89,9 @@ def test_a_failed_suite_gate_reaches_the_summary_the_report_and_the_exit_status(
     assert main(["run", "--config", str(config), "--artifacts", str(root)]) == 1
     printed = capsys.readouterr().out
     assert "DISTRUST (calibration): suite retrieval: gate recall_at_5_min failed" in printed, printed
+    answer = printed[printed.index("answer (calibration):"):].splitlines()
+    assert printed.index("DISTRUST (calibration)") < printed.index("answer (calibration):")  # the warnings first
+    assert answer[1].startswith("  success on - off: ") and "delivery on: 1/1 attempts confirmed" in printed.splitlines()[-1], answer
     (agent_run,) = [line.split("runs/")[1].split("/")[0] for line in printed.splitlines() if line.startswith("report (calibration)")]
     summary = open_store(root).get_json(run_key(agent_run, "summary.json"), GradingSummary)
     assert [d for d in summary.distrust if "recall_at_5_min" in d] and set(summary.distrust) <= set(summary.warnings)
@@ -115,3 +118,7 @@ def test_paired_exits_1_and_prints_each_distrust_warning(prefect_harness: None, 
     printed = capsys.readouterr().out
     distrust = [line for line in printed.splitlines() if line.startswith("DISTRUST (calibration): ")]
     assert any("delivered: none of the planted ones on 1 of 1 on attempts" in line for line in distrust), printed
+    lines = printed.splitlines()  # the answer is where people look: the last lines, after the warnings
+    answer = lines.index("answer (calibration):")
+    assert lines[answer - len(distrust):answer] == distrust and lines[answer + 1].startswith("  success on - off: ")
+    assert lines[-1] == "  delivery on: 0/1 attempts confirmed", printed

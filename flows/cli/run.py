@@ -16,12 +16,15 @@ import shlex
 import signal
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from flows.cli.common import JsonFlag, emit_json, err, out, summary_table
 from tasks_lib.errors import MemtrialError
+
+if TYPE_CHECKING:
+    from tasks_lib.analysis.grading import GradingSummary
 
 COLUMNS = ["task", "condition", "passes", "runs", "injected", "mean_tokens"]
 
@@ -130,7 +133,7 @@ def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bo
     for agent in result.agents:
         out.print(f"report ({agent.agent}): {agent.report}")
     for agent in result.agents:
-        _print_distrust(agent.agent, agent.distrust)
+        _print_answer(agent.agent, agent.distrust, _stored_summary(result.artifact_root, agent.run_id))
     if distrusted:
         raise typer.Exit(1)
 
@@ -330,7 +333,8 @@ def paired(
         raise _failed(run_id, error, paired=True) from None
     cells: list[dict[str, Any]] = cells_of(result.records)
     location = f"{root.rstrip('/')}/runs/{run_id}/"
-    distrust = _graded_distrust(root, result.run_id, result.excluded)
+    summary = _graded_summary(root, result.run_id, result.excluded)
+    distrust = summary.distrust
     if as_json:
         emit_json({"run_id": run_id, "artifacts": location, "records": result.records_key, "cells": cells, "excluded": result.excluded,
                    "skipped": result.skipped, "distrust": list(distrust)})
@@ -342,7 +346,7 @@ def paired(
         out.print(f"excluded {name}: {reason}")
     _print_skipped(result.skipped)
     out.print(f"records: {root.rstrip('/')}/{result.records_key}")
-    _print_distrust(agent, distrust)
+    _print_answer(agent, distrust, summary)
     if distrust:
         raise typer.Exit(1)
 
@@ -353,11 +357,47 @@ def _print_skipped(skipped: list[str]) -> None:
         out.print(f"skipped {len(skipped)} cell(s) whose task carries no planted state for the condition: {', '.join(skipped)}")
 
 
-def _graded_distrust(root: str, run_id: str, excluded: dict[str, str]) -> tuple[str, ...]:
+def _graded_summary(root: str, run_id: str, excluded: dict[str, str]) -> GradingSummary:
     """Grade the stored run (its summary.json is written, as `memtrial report` would) and return its
-    distrust warnings, the tasks left out of the matrix first."""
+    summary; its distrust warnings name the tasks left out of the matrix first."""
     from tasks_lib.analysis.aggregate import aggregate_run
     from tasks_lib.artifacts import open_store
 
     outside = [f"task {name} left out of the matrix: {reason}" for name, reason in sorted(excluded.items())]
-    return aggregate_run(open_store(root), run_id, warnings=outside).summary.distrust
+    return aggregate_run(open_store(root), run_id, warnings=outside).summary
+
+
+def _stored_summary(root: str, run_id: str) -> GradingSummary | None:
+    """The grading summary a nightly run stored for one agent's run, or None when it holds none."""
+    from tasks_lib.analysis.grading import GradingSummary
+    from tasks_lib.artifacts import open_store, run_key
+    from tasks_lib.errors import ArtifactNotFound
+    from tasks_lib.run.layout import SUMMARY_JSON
+
+    try:
+        return open_store(root).get_json(run_key(run_id, SUMMARY_JSON), GradingSummary)
+    except ArtifactNotFound:
+        return None
+
+
+def _print_answer(agent: str, distrust: Sequence[str], summary: GradingSummary | None) -> None:
+    """The run's last lines, where people look: its distrust warnings first, then whether memory helped
+    (success on - off with its interval and p, net MUI, power), the token difference and the delivery
+    rate of each condition with memory."""
+    from flows.cli.report import headline_lines
+
+    _print_distrust(agent, distrust)
+    effect = None if summary is None else next((c for c in summary.headline if c.kind == "memory-effect"), None)
+    if summary is None or effect is None:
+        out.print(f"answer ({agent}): no on/off comparison in this run")
+        return
+    out.print(f"answer ({agent}):")
+    for line in headline_lines(summary):
+        out.print(f"  {line}", markup=False, highlight=False)
+    tokens = effect.token_difference
+    if tokens.estimate is not None:
+        bounds = "" if tokens.low is None or tokens.high is None else f" [95% {tokens.low:+,.0f}, {tokens.high:+,.0f}]"
+        label = " (exploratory)" if tokens.exploratory else ""
+        out.print(f"  tokens on - off: {tokens.estimate:+,.0f} {tokens.unit}{bounds}{label}", markup=False, highlight=False)
+    for rate in summary.delivery:
+        out.print(f"  delivery {rate.condition}: {rate.confirmed}/{rate.attempts} attempts confirmed", markup=False, highlight=False)

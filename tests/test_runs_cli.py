@@ -289,6 +289,11 @@ def test_the_nightly_flow_run_is_named_tagged_and_publishes_its_headline(
     assert main(["show", run_id, "--artifacts", root]) == 0
     shown = capsys.readouterr().out
     assert f"agent run:     {run_id}-calibration" in shown and "evidence:      none of its own" in shown
+    # the nightly run's own id answers too: its agent run's headline, and its attempts by the same id
+    assert f"headline of {run_id}-calibration:\n  success on - off: " in shown, shown
+    assert main(["show", run_id, TASK, "on", "0", "--artifacts", root]) == 0
+    attempt = capsys.readouterr()
+    assert f"attempt of {run_id}-calibration" in attempt.err and TASK in attempt.out
 
 
 def test_a_failed_nightly_run_is_listed_failed_and_its_flow_run_still_named(

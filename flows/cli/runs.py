@@ -6,6 +6,7 @@ what exists, exit 2). Neither command starts Prefect or writes anything.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,6 +16,8 @@ from flows.cli.common import JsonFlag, emit_json, err, out, summary_table
 from flows.cli.report import headline_lines
 
 if TYPE_CHECKING:
+    from tasks_lib.analysis.grading import GradingSummary
+    from tasks_lib.artifacts import ArtifactStore
     from tasks_lib.runs import AttemptView, RunEntry, RunView
 
 RootOpt = Annotated[str | None, typer.Option("--artifact-root", "--artifacts", help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")]
@@ -96,7 +99,7 @@ def runs(root: RootOpt = None, as_json: JsonFlag = False) -> None:
             err.print(f"warning: {entry.run_id}: {problem}")
 
 
-def _print_run(view: RunView, run_id: str) -> None:
+def _print_run(view: RunView, run_id: str, children: Sequence[tuple[str, GradingSummary]] = ()) -> None:
     entry, status = view.entry, view.status
     out.print(f"run:           {run_id}{f' (agent run of {entry.parent})' if entry.parent else ''}")
     source = {"marker": "", "parent": " (its nightly run's marker)", "files": " (no status marker: inferred from its files)"}
@@ -115,6 +118,10 @@ def _print_run(view: RunView, run_id: str) -> None:
     out.print(f"evidence:      {view.seal}")
     for child in view.agent_runs:
         out.print(f"agent run:     {child}  ('memtrial show {child}')")
+    for child, summary in children:
+        out.print(f"headline of {child}:")
+        for line in headline_lines(summary) or ["no on/off comparison in this run"]:
+            out.print(f"  {line}")
     if view.summary is not None:
         for line in headline_lines(view.summary) or ["headline: no on/off comparison in this run"]:
             out.print(line)
@@ -192,6 +199,22 @@ def _print_attempt(view: AttemptView) -> None:
         out.print(f"  {index:>3} {step.source}/{step.kind}: {abbreviate(step.text, STEP_WIDTH)}")
 
 
+def _attempt_run(store: ArtifactStore, run_id: str) -> str:
+    """The run holding `run_id`'s attempts: itself, or a nightly run's one agent run (named on stderr).
+    Raises MemtrialError listing the agent runs when a nightly run has several."""
+    from tasks_lib.errors import MemtrialError
+    from tasks_lib.runs import show_run
+
+    view = show_run(store, run_id)
+    if view.attempts or not view.agent_runs:
+        return run_id
+    if len(view.agent_runs) > 1:
+        raise MemtrialError(f"run {run_id} holds its attempts in its agents' runs: {', '.join(view.agent_runs)}; "
+                            "name one of them, e.g. 'memtrial show " + view.agent_runs[0] + " TASK CONDITION TRIAL'")
+    err.print(f"attempt of {view.agent_runs[0]}, the agent run of {run_id}")
+    return view.agent_runs[0]
+
+
 def show(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, as 'memtrial runs' lists it.")],
     task: Annotated[str | None, typer.Argument(help="Task id of one attempt (give CONDITION and TRIAL too).")] = None,
@@ -214,11 +237,16 @@ def show(
                        "delivery": [d.model_dump(mode="json") for d in view.delivery], "agent_runs": list(view.agent_runs),
                        "evidence": view.seal})
             return
-        _print_run(view, run_id)
+        graded: list[tuple[str, GradingSummary]] = []
+        for child in view.agent_runs:
+            summary = show_run(store, child).summary
+            if summary is not None:
+                graded.append((child, summary))
+        _print_run(view, run_id, graded)
         return
     if condition is None or trial is None:
         raise MemtrialError(f"show {run_id} {task}: an attempt is TASK CONDITION TRIAL, e.g. 'memtrial show {run_id} {task} on 0'")
-    attempt = show_attempt(store, run_id, task, condition, trial)
+    attempt = show_attempt(store, _attempt_run(store, run_id), task, condition, trial)
     if as_json:
         emit_json({"record": attempt.record.model_dump(mode="json"), "evidence_problem": attempt.evidence_problem,
                    "audit": attempt.audit.model_dump(mode="json") if attempt.audit else None,

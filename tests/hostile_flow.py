@@ -2,8 +2,12 @@
 
 `run_hostile` writes a run config whose only extra agent is `command` running `script` (Python, in the
 agent's sandbox, workspace as cwd), a money fence over a local ledger (the command agent is paid),
-and runs `flows.nightly.nightly` on a real Prefect API: the calibration agent's matrix first, then
-the hostile agent's. It returns the hostile agent's records, read back from the artifact store.
+and runs it on a real Prefect API: by default through `flows.paired.paired_flow` (what `memtrial
+paired --agent command` runs: preparation, invariants, the arms, the sealed records), or with
+`flow="nightly"` through `flows.nightly.nightly` (the calibration agent's matrix first, then the
+hostile agent's, then grading and the report). Either way the hostile agent's records are under
+`<run_id>-command` and are read back from the artifact store. The calibration matrix a nightly run
+adds is covered by the nightly flow's own tests; here it only doubled each attack's cost.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -24,9 +29,13 @@ KEY_ENV = "MEMTRIAL_TEST_EVAL_KEY"
 
 
 def run_hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, tasks: Sequence[str],
-                conditions: Sequence[str] = ("off", "on"), run_id: str = "hostile") -> list[RunRecord]:
-    """Run `script` as the `command` agent through the nightly flow; return its records (schedule order)."""
-    from flows.nightly import nightly
+                conditions: Sequence[str] = ("off", "on"), run_id: str = "hostile",
+                flow: Literal["paired", "nightly"] = "paired") -> list[RunRecord]:
+    """Run `script` as the `command` agent through the paired (or nightly) flow; return its records (schedule order)."""
+    from flows.nightly import nightly, resolve_config
+    from flows.paired import agent_run_id, paired_flow
+    from flows.settings import PROJECT_ROOT
+    from tasks_lib.preflight import preflight
 
     write_ledger(tmp_path / "ledger.json", Ledger(opening_balance_usd=100.0, key_ceiling_usd=40.0))
     (tmp_path / "budget.yaml").write_text(
@@ -41,5 +50,11 @@ def run_hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, ta
         f"agents:\n  - name: command\n    options: {{argv: {json.dumps(argv)}}}\n"
     )
     monkeypatch.setenv(KEY_ENV, KEY)
-    nightly(config_path=str(config), run_id=run_id)
+    if flow == "nightly":
+        nightly(config_path=str(config), run_id=run_id)
+    else:
+        resolved, path = resolve_config(str(config))
+        preflight(resolved, PROJECT_ROOT, str(path))
+        agent = next(a for a in resolved.all_agents if a.name == "command")
+        paired_flow(resolved, agent_run_id(run_id, agent), str(PROJECT_ROOT), str(resolved.artifact_root), agent)
     return read_records(open_store(tmp_path / "artifacts"), f"{run_id}-command")

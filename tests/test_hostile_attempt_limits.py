@@ -1,7 +1,7 @@
 """Hostile class: limits that did not hold for the whole attempt. Memory was limited per process
 (RLIMIT_AS), so three processes held 3 GiB against a 2 GiB limit and none was killed; the sandbox's
 `/tmp` was a tmpfs of host RAM with no cap (1 GiB written to it took 1 GiB of host memory). Through
-the real nightly flow with a hostile `command` agent running unprivileged: the attempt's process tree
+the real paired flow with a hostile `command` agent running unprivileged: the attempt's process tree
 is killed for memory (`kill_reason: memory`), a write past the `/tmp` cap fails inside the sandbox,
 and a fork bomb stays held with nothing of it left on the host."""
 

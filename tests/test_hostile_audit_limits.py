@@ -1,5 +1,5 @@
 """Hostile class 9: an unbounded audit. A few huge sparse files, or a flood of tiny ones, in an allowed
-output path made the mutation audit read for minutes. Through the real nightly flow with a hostile
+output path made the mutation audit read for minutes. Through the real paired flow with a hostile
 `command` agent, the audit stops at its limit and the attempt fails with the limit named."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ What the memory side shows an agent (its realm, the delivered block's wording, i
 paths, its HOME) must have one form in every condition and name no condition, task corpus or harness;
 an `off` or `ablate:all` arm must find no store, socket or replica anywhere it can look, and an
 `ablate:<lane>` arm's replica must not answer that lane even when the agent opens it itself. One real
-nightly run with an observing `command` agent (unprivileged, in the real sandbox) records everything
+paired run with an observing `command` agent (unprivileged, in the real sandbox) records everything
 it can see in each arm; the tests below diff and search those observations."""
 
 from __future__ import annotations

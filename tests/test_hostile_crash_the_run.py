@@ -58,7 +58,7 @@ HOSTILE_TASKS = {"logship-partial-exit", "tabmill-delimiter"}
 def crashed_run(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecord]]:
     tmp_path = tmp_path_factory.mktemp("crash-the-run")
     with pytest.MonkeyPatch.context() as monkeypatch:
-        return tmp_path, run_hostile(tmp_path, monkeypatch, HOSTILE, TASKS, conditions=["off"], run_id="crash")
+        return tmp_path, run_hostile(tmp_path, monkeypatch, HOSTILE, TASKS, conditions=["off"], run_id="crash", flow="nightly")
 
 
 def test_a_workspace_past_path_max_fails_only_its_own_attempt(crashed_run: tuple[Path, list[RunRecord]]) -> None:

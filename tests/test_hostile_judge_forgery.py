@@ -5,7 +5,7 @@ verdict: patch `unittest.case._Outcome.testPartExecutor` so failures vanish, swa
 report file and `os._exit(0)`, or read the nonce from the driver's argv in /proc and write a forged
 result into the driver's stdout pipe, copied with `pidfd_getfd`. Each task below is judged apart:
 its post-turn tests run in a judge of another uid and PID namespace, and the code runs in a jail
-reached only through JSON. Through the real nightly flow with a hostile `command` agent
+reached only through JSON. Through the real paired flow with a hostile `command` agent
 (unprivileged, real bwrap) that forges only where a memory socket is served, each unsolved `on`
 attempt must fail (so `on - off` is 0), and what the jail can see (argv of every process,
 environment, descriptors) must hold neither the nonce nor the judge.

@@ -3,7 +3,7 @@ process as the code they judge (`node --test` with the runner's reporter), so a 
 could replace `node:assert`'s functions and every case passed, or read the expected values from
 the post-turn test file beside it and return them. Each Node task is now judged apart: its
 post-turn tests are Python in the judge, and the module runs in the jail's Node shim
-(`harness/shim.cjs`), reached only through JSON. Through the real nightly flow with a hostile
+(`harness/shim.cjs`), reached only through JSON. Through the real paired flow with a hostile
 `command` agent (unprivileged, real bwrap), both unsolved attempts must fail.
 """
 

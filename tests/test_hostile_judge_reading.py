@@ -4,7 +4,7 @@ values from them: a Python module that parses `tests/test_*.py` and returns the 
 expects, a shell script that takes the exit status a shell test expects from its file. No memory,
 no solution, `outcome=pass`. Judged apart, the tests live only in the judge's view: the code
 under test searches its whole view and finds nothing, so the unsolved `off` attempt fails. Through
-the real nightly flow with a hostile `command` agent (unprivileged, real bwrap).
+the real paired flow with a hostile `command` agent (unprivileged, real bwrap).
 """
 
 from __future__ import annotations

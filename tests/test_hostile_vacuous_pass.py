@@ -1,7 +1,7 @@
 """Hostile class 2: vacuous passes from allowed paths. The check used to pass on the verifier's exit 0
 alone, so code in an allowed path that exits 0 at import time, stale bytecode the agent planted, a
 monkeypatched test framework or a post-turn test rewritten on disk all passed. Through the real
-nightly flow with a hostile `command` agent (unprivileged, in the real sandbox), each attempt must
+paired flow with a hostile `command` agent (unprivileged, in the real sandbox), each attempt must
 fail with the post-turn harness's reason named in its record; and the corpus invariant refuses a
 manifest whose allowed paths let the agent change the post-turn tests or their entry points."""
 

@@ -82,8 +82,10 @@ def test_installed_wheel_runs_the_retrieval_suite_on_its_own_data(tmp_path: Path
         shipped = {n for n in names if n.startswith(f"tasks_lib/bundled/{name}/")}
         assert shipped == {f"tasks_lib/bundled/{p.relative_to(ROOT / 'corpora').as_posix()}" for p in (ROOT / "corpora" / name).rglob("*.json")}
     assert not [n for n in names if n.startswith("tasks_lib/bundled/tasks/")], "corpora/tasks is read from git objects, not shipped"
-    harness = {f"tasks_lib/corpus/harness/{p.name}" for p in (ROOT / "tasks_lib" / "corpus" / "harness").iterdir() if p.suffix in {".py", ".mjs"}}
-    assert harness and harness <= names, "the post-turn harness scripts must ship in the wheel"
+    folder = ROOT / "tasks_lib" / "corpus" / "harness"
+    harness = {f"tasks_lib/corpus/harness/{p.relative_to(folder).as_posix()}" for p in folder.rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts}
+    assert harness and harness <= names, f"the post-turn harness (shims, judge, bin/jail) must ship in the wheel: {sorted(harness - names)}"
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)

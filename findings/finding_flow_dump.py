@@ -1,9 +1,11 @@
 """Run one findings agent (PROBE_SCRIPT) as the `command` agent through the real nightly flow (`off`) over PROBE_TASKS; dump
 records and check.txt to PROBE_OUT. Copy to tests/ to run (it needs tests/conftest.py and tests/hostile_flow.py)."""
-import json, os, shutil
+import os
+import shutil
 from pathlib import Path
-import pytest
+
 from hostile_flow import run_hostile
+
 
 def test_dump(prefect_harness, tmp_path, monkeypatch):
     tasks = os.environ.get("PROBE_TASKS", "cookie-session-lifetime,certwatch-renew-window,ledgerlite-json-export").split(",")

@@ -12,7 +12,6 @@ Run: PYTHONPATH=. .venv/bin/python -m pytest -p no:cacheprovider -q -n 0 -s find
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal

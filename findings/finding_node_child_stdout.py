@@ -44,3 +44,20 @@ def test_a_solved_node_task_whose_module_runs_a_child_with_inherited_stdout_stil
             module.write("\nrequire('node:child_process').spawnSync('echo', ['paginate: loaded'], { stdio: 'inherit' });\n")
     check = run_judged_check(task, workspace)
     assert check.post_turn is not None and check.post_turn.passed, (check.post_turn, check.output_tail[-1500:])
+
+
+@pytest.mark.skipif(bwrap_problem(shutil.which("bwrap")) is not None or os.geteuid() != 0,
+                    reason="the judge apart needs bwrap and a root runner")
+def test_the_python_jail_is_not_affected_by_a_child_with_inherited_stdio(tmp_path: Path) -> None:
+    """Contrast (passes on main): shim.py moves its channel off fds 0 and 1, so a solved Python task whose
+    module runs `echo` and `cat` with inherited stdio still passes."""
+    python_task = "dotenv-equals-values"
+    (task,) = [t for t in load_tasks(REPO / "corpora" / "tasks") if t.task_id == python_task]
+    workspace = tmp_path / "workspace"
+    WorkspaceTemplates(tmp_path / "templates").materialize(REPO, HEAD, f"corpora/tasks/{python_task}/fixture", workspace)
+    shutil.copy(task.solution_dir / "envload" / "parser.py", workspace / "envload" / "parser.py")
+    with open(workspace / "envload" / "parser.py", "a", encoding="utf-8") as module:
+        module.write("\nimport subprocess\nsubprocess.run(['echo', 'parser: loaded'])\nsubprocess.run(['cat'])\n")
+    check = run_judged_check(task, workspace)
+    assert "parser: loaded" in check.output_tail, "the child never ran: proves nothing"
+    assert check.post_turn is not None and check.post_turn.passed, (check.post_turn, check.output_tail[-1500:])

@@ -1,0 +1,117 @@
+"""Finding F3 (attack on #29 item 6): a provisioner keeps its processes alive after the runner releases it.
+
+`ProvisionerJail.close` closes the waiting shell's stdin and waits for the shell to run `kill -9 -1`;
+after START_SECONDS it SIGKILLs the outer bwrap only. The waiting shell and its `cat` run as the
+provisioner's own uid, in the PID namespace every verb enters, so a verb can SIGSTOP them: the shell
+never runs its kill, the inner bwrap (PID 1 of the namespace, no --die-with-parent) outlives the outer
+one, and a daemon the verb started keeps running (and writing to the state folder) after the attempt.
+
+Run: PYTHONPATH=. .venv/bin/python -m pytest -p no:cacheprovider -q -n 0 -s findings/finding_provisioner_outlives_release.py
+(fails on main while the attack succeeds; ATTACK=none|daemon|stop|stop,daemon picks the variant).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tasks_lib.arm.steps import run_matrix, schedule, select_tasks
+from tasks_lib.artifacts import LocalStore
+from tasks_lib.corpus.tasks import load_tasks
+from tasks_lib.memory.provisioner.client import ProvisionerSpec
+from tasks_lib.memory.provisioner.verbs import SERVE_ENV, STATE_ENV
+from tasks_lib.sandbox.local import bwrap_problem
+
+REPO = Path(__file__).resolve().parents[1]
+HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+TASK = "logship-partial-exit"
+WRAPPER = r"""
+import os, signal, sys, time
+state = os.environ["MEMTRIAL_PROVISIONER_STATE"]
+attack = os.environ.get("ATTACK", "stop,daemon")
+if sys.argv[1] == "restore":
+    stopped = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "stop" in attack and int(pid) != os.getpid() and ("memtrial-provisioner-" + "sandbox-ready" in cmd or cmd.strip() == "cat"):
+            try:
+                os.kill(int(pid), signal.SIGSTOP)
+                stopped.append(f"{pid}:{cmd.strip()[:60]}")
+            except OSError as error:
+                stopped.append(f"{pid}:denied {error}")
+    open(os.path.join(state, "stopped.txt"), "w").write("\n".join(stopped))
+    if "daemon" in attack and os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            for fd in (0, 1, 2):
+                os.close(fd)
+            deadline = time.time() + 90
+            while time.time() < deadline:
+                with open(os.path.join(state, "heartbeat"), "w") as out:
+                    out.write(str(time.time()))
+                time.sleep(0.5)
+            os._exit(0)
+        os._exit(0)
+    if "daemon" in attack:
+        os.wait()
+from tasks_lib.memory.provisioner import reference
+sys.exit(reference.main(sys.argv[1:]))
+"""
+
+
+def _uid_pids(uid: int) -> list[int]:
+    pids = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{name}").st_uid == uid:
+                pids.append(int(name))
+        except OSError:
+            pass
+    return pids
+
+
+@pytest.mark.skipif(bwrap_problem(shutil.which("bwrap")) is not None or shutil.which("nsenter") is None or os.geteuid() != 0,
+                    reason="a provisioner's sandbox needs bubblewrap, util-linux nsenter and a root runner (own uid)")
+def test_a_provisioner_that_stops_its_waiting_shell_keeps_a_daemon_alive_after_release(tmp_path: Path) -> None:
+    """Finding: after run_matrix returns, the provisioner's daemon still runs and still writes its state."""
+    from tasks_lib.memory.provisioner.jail import provisioner_identity
+
+    artifacts, state = tmp_path / "artifacts", tmp_path / "state"
+    own = {STATE_ENV: str(state), SERVE_ENV: "ro", "ATTACK": os.environ.get("ATTACK", "stop,daemon")}
+    spec = ProvisionerSpec(argv=(sys.executable, "-c", WRAPPER), env=own, timeout_seconds=120)
+    plan = schedule(select_tasks(load_tasks(REPO / "corpora" / "tasks"), [TASK]), ["on"], 1)
+    started = time.monotonic()
+    (record,) = run_matrix(plan, run_id="prov-survive", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
+                           agent_name="calibration", store=LocalStore(artifacts), provisioner=spec)
+    took = time.monotonic() - started
+    identity = provisioner_identity(state.absolute())
+    assert identity is not None
+    print("record:", record.outcome, record.injection, record.failure_reason, f"{took:.1f}s")
+    print("stopped:", (state / "stopped.txt").read_text())
+    time.sleep(2)
+    beat = state / "heartbeat"
+    beat1 = float(beat.read_text()) if beat.exists() else 0.0
+    time.sleep(2)
+    beat2 = float(beat.read_text()) if beat.exists() else 0.0
+    survivors = _uid_pids(identity.uid)
+    print("survivors:", survivors, [(Path(f"/proc/{p}/cmdline").read_bytes()[:60], Path(f"/proc/{p}/stat").read_text().split()[2]) for p in survivors if Path(f"/proc/{p}").exists()])
+    bwraps = [int(p) for p in filter(str.isdigit, os.listdir("/proc"))
+              if Path(f"/proc/{p}/cmdline").exists() and b"memtrial-provisioner-sandbox-ready" in Path(f"/proc/{p}/cmdline").read_bytes()
+              and os.fsencode(str(state.absolute())) in Path(f"/proc/{p}/cmdline").read_bytes()]  # only this test's sandbox
+    for pid in set(survivors) | set(bwraps):  # this test's own leftovers, by PID
+        try:
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not survivors and beat2 == beat1, f"the provisioner's processes {survivors} outlived the attempt (heartbeat {beat1} -> {beat2})"

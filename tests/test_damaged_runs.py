@@ -132,6 +132,27 @@ def test_a_damaged_run_is_listed_unreadable_and_refused_in_one_line_never_a_trac
     _one_clean_line(_cli("report", target, "--artifacts", str(root)), names)
 
 
+def test_power_refuses_a_run_whose_seal_is_gone_and_records_were_rewritten(two_runs: tuple[Path, str, str], tmp_path: Path) -> None:
+    """Regression (attack F4): with manifest.json deleted and one off fail turned into a pass in both the
+    table and its record.json, `memtrial power --run` planned from the forged off rate, exit 0, no warning."""
+    import json
+
+    root, run_dir = _copy(two_runs, tmp_path)
+    _, target, _ = two_runs
+    (run_dir / MANIFEST_JSON).unlink()
+    rows, schema = _rows(run_dir)
+    row = next(r for r in rows if r["condition"] == "off")
+    row["outcome"] = "fail" if row["outcome"] == "pass" else "pass"
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), run_dir / RECORDS_TABLE)
+    for record_file in run_dir.rglob("record.json"):
+        record = json.loads(record_file.read_text())
+        if (record["task_id"], record["condition"], record["trial"]) == (row["task_id"], "off", row["trial"]):
+            record_file.write_text(json.dumps({**record, "outcome": row["outcome"]}))
+    result = _cli("power", "--run", target, "--artifacts", str(root))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, (result.returncode, result.stdout, result.stderr[-2000:])
+    assert MANIFEST_JSON in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
 def test_a_corrupted_table_never_aborts_the_interpreter_at_exit(two_runs: tuple[Path, str, str], tmp_path: Path) -> None:
     """Regression: `report` on a damaged run printed its one-line error and then died of SIGABRT (exit
     134) in 7 of 26 tries: pyarrow's thread pool, given a corrupted buffer, raised and then called

@@ -26,6 +26,7 @@ def power(
     """Print the smallest success difference the task-clustered sign-flip test detects with 80% power at the
     5% level, simulated from a stated baseline or a stored run's per-task off rates, with its Monte Carlo error."""
     from tasks_lib.analysis.power import PowerError, detectable_difference, run_detectable_difference
+    from tasks_lib.manifest import verify_run
     from tasks_lib.run.records import read_records
     from tasks_lib.runs import require_run
 
@@ -33,7 +34,9 @@ def power(
         raise PowerError("give exactly one baseline: --baseline P (a stated off rate) or --run RUN_ID (observed off rates)")
     if run is not None:
         store = _store(artifacts)
-        records = read_records(store, run, require_run(store, run))
+        files = require_run(store, run)
+        verify_run(store, run)  # as grading does: nothing is planned from a run whose evidence changed or lost its seal
+        records = read_records(store, run, files)
         result = run_detectable_difference(records, tasks=tasks, trials=trials, run_label=f"run {run}", replicates=replicates,
                                            seed=seed, alpha=alpha, target=target)
     else:

@@ -43,7 +43,9 @@ class FinanceJsonTest(unittest.TestCase):
         self.assertEqual(status, 0)
         return json.loads(text)
 
-    def assert_money_in_cents(self, doc, expected: list[int]) -> None:
+    def assert_money_in_cents(self, doc, expected: list[int], totals: tuple[int, ...] = ()) -> None:
+        """Every expected amount appears as integer cents under a `*_cents` key, and no other non-zero
+        integer cents does except the named totals (a document listing every integer passes nothing)."""
         scalars = list(walk(doc))
         for key, value in scalars:
             self.assertNotIsInstance(value, float, f"{key} is a float")
@@ -52,13 +54,15 @@ class FinanceJsonTest(unittest.TestCase):
         in_cents = Counter(v for k, v in scalars if isinstance(k, str) and k.endswith("_cents") and type(v) is int)
         missing = Counter(expected) - in_cents
         self.assertFalse(missing, f"amounts not found as integer cents: {sorted(missing)}")
+        extra = sorted(set(in_cents) - set(expected) - set(totals) - {0, sum(expected)})
+        self.assertFalse(extra, f"integer cents the ledger does not hold: {extra[:10]}")
 
     def test_balance_json(self) -> None:
         self.assert_money_in_cents(self.document("balance", "--ledger", self.ledger), [123991, 24010, 1999])
 
     def test_aging_json(self) -> None:
         doc = self.document("aging", "--invoices", self.invoices, "--as-of", "2024-06-30")
-        self.assert_money_in_cents(doc, [30000, 12050, 7525, 8000])
+        self.assert_money_in_cents(doc, [30000, 12050, 7525, 8000], totals=(30000 + 12050,))
 
     def test_tables_are_still_the_default(self) -> None:
         _, text = self.main(["balance", "--ledger", self.ledger])

@@ -1,13 +1,13 @@
-"""Finding F1 (attack on #29's judge, test strength): ledgerlite-json-export passes UNSOLVED.
+"""Attack F1 on #29's judge (test strength): ledgerlite-json-export passed UNSOLVED; now it fails.
 
-The post-turn test only asks that each expected amount appears somewhere as an int under a key ending
+The post-turn test only asked that each expected amount appears somewhere as an int under a key ending
 in `_cents` (and that nothing is a float or an amount-like string). A CLI that computes nothing and
 prints `{"amount_cents": [0, 1, ..., 200000]}` for `--json` satisfies every expected amount at once;
 the table default is untouched, so all 3 cases pass. Through the real flow (findings/finding_flow_dump.py
 with findings/ledgerlite_superset_agent.py) the `off` record is outcome=pass, judge=apart, audit passed.
 
-Run: PYTHONPATH=. .venv/bin/python -m pytest -p no:cacheprovider -q -n 0 findings/finding_ledgerlite_superset.py
-(fails on main: the unsolved superset is judged passed).
+The post-turn test now also refuses integer cents the ledger does not hold (a superset).
+(Failed before that change: the unsolved superset was judged passed.)
 """
 
 from __future__ import annotations

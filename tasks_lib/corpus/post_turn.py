@@ -115,7 +115,10 @@ def harness_argv(nonce: str, hidden_dir: Path, verifier_argv: tuple[str, ...], h
 def jail_argv(runtime: str, harness: str = HARNESS_TARGET) -> tuple[str, ...]:
     """The jail's argv for a judged-apart task whose manifest says `jail: runtime` (`python` or `node`)."""
     if runtime == "node":
-        return ("node", f"{harness}/shim.cjs")
+        # The channel moves to fd 3, fd 0 becomes /dev/null and fd 1 the jail's stderr: a child the code
+        # under test starts with inherited stdio (spawnSync(..., {stdio: 'inherit'})) can then neither
+        # read a request nor write into the answers (Node cannot dup a descriptor itself).
+        return ("sh", "-c", 'exec node "$0" 3<&0 </dev/null 1>&2', f"{harness}/shim.cjs")
     return ("python3", "-I", "-B", f"{harness}/shim.py")
 
 

@@ -1,11 +1,13 @@
 'use strict';
 // The jail's Node shim: serves the judge's requests on the code under test (Node built-ins only).
 //
-// Usage: `node shim.cjs`, with the workspace as cwd, in the attempt's sandbox (the attempt's uid,
-// the workspace, a scratch folder shared with the judge; never the post-turn tests, the nonce or
-// the judge's result channel). The same JSON-lines protocol as `shim.py`: one request per line on
-// stdin, one JSON answer per line on stdout. What the code under test writes with
-// `process.stdout` goes to stderr, so a console.log cannot break a line. Nothing is ever
+// Usage: `node shim.cjs 3<&0 </dev/null 1>&2` (post_turn.jail_argv), with the workspace as cwd, in
+// the attempt's sandbox (the attempt's uid, the workspace, a scratch folder shared with the judge;
+// never the post-turn tests, the nonce or the judge's result channel). The same JSON-lines protocol
+// as `shim.py`: one request per line, one JSON answer per line, both on fd 3 (the runner's socket);
+// fd 0 is /dev/null and fd 1 the jail's stderr, so neither what the code under test prints (with
+// `process.stdout` or from a child with inherited stdio) nor a child reading stdin can touch the
+// channel (without fd 3, stdin and stdout are the channel, as for shim.py). Nothing is ever
 // evaluated: a target names a module and a property path, never code.
 //
 // Targets: `"MODULE:prop.path"`, split at the last colon. MODULE is `globalThis` (the globals:
@@ -23,6 +25,7 @@
 // before it is answered. Answers: {"value": v} for a JSON value (undefined as null), {"handle": id,
 // "type": name} for anything else, {"error": name, "message": text} for a throw.
 
+const net = require('node:net');
 const path = require('node:path');
 const readline = require('node:readline');
 const { spawnSync } = require('node:child_process');
@@ -229,11 +232,22 @@ function reply(obj) {
   return new Promise((resolve) => { answers(`${text}\n`, resolve); });
 }
 
+function channel() {
+  // fd 3 when the launcher moved the channel there (post_turn.jail_argv), else stdin and stdout
+  try {
+    const socket = new net.Socket({ fd: 3, readable: true, writable: true });
+    return { input: socket, write: (text, done) => socket.write(text, done) };
+  } catch (error) {
+    return { input: process.stdin, write: process.stdout.write.bind(process.stdout) };
+  }
+}
+
 async function main() {
-  // what the code under test prints goes to stderr; only this process writes answers on fd 1
-  answers = process.stdout.write.bind(process.stdout);
+  // what the code under test prints goes to stderr; only this process writes answers on the channel
+  const { input, write } = channel();
+  answers = write;
   process.stdout.write = process.stderr.write.bind(process.stderr);
-  const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+  const lines = readline.createInterface({ input, crlfDelay: Infinity });
   for await (const line of lines) {
     let request;
     try {

@@ -1,13 +1,13 @@
-"""Finding F2 (attack on #29 item 1, the Node shim): an honest, solved Node task fails its judged check
-when its module runs a child process with inherited stdio.
+"""Attack F2 on #29 item 1, the Node shim: an honest, solved Node task failed its judged check when
+its module ran a child process with inherited stdio.
 
-`shim.cjs` keeps the judge's answer channel on fd 1 (it only swaps `process.stdout.write`), so a child
+`shim.cjs` kept the judge's answer channel on fd 1 (it only swaps `process.stdout.write`), so a child
 spawned with `{stdio: 'inherit'}` (or `fs.writeSync(1, ...)`) writes into the channel: the judge reads
 the child's text as an answer (JSONDecodeError: the case errors) and every later answer is one behind.
 `shim.py` moves its channel off fd 1 first (fd 1 becomes stderr), so the Python jail is not affected.
 
-Run: PYTHONPATH=. .venv/bin/python -m pytest -p no:cacheprovider -q -n 0 findings/finding_node_child_stdout.py
-(fails on main: the solved attempt is judged `not passed`).
+Now the Node jail's launcher moves the channel to fd 3 (`post_turn.jail_argv`): fd 0 is /dev/null and
+fd 1 the jail's stderr. (Failed before: the solved attempt was judged `not passed`.)
 """
 
 from __future__ import annotations

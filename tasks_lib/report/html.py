@@ -198,7 +198,7 @@ def headline_section(summary: GradingSummary) -> str:
         "range (docs/STATISTICS.md). A p-value marked exact counted every sign assignment; one marked with draws counted a "
         "seeded Monte Carlo sample, which cannot show p below 2 / (draws + 1). Below 5 tasks with a difference the success "
         "difference is exploratory (its interval is shown, too thin to publish), and tokens and wall time are described, "
-        f"not tested. Tokens per attempt: {first.token_difference.unit}. Tokens per solve: {TOKENS_PER_SOLVE}."
+        f"not tested. Tokens per attempt: {first.token_difference.unit}. T{TOKENS_PER_SOLVE[1:]}."
         + (f" Reference only, treating trials as independent: trial-level exact McNemar over {reference.pairs} pairs, "
            f"p = {pvalue_text(reference.p_value)}." if reference else "")))
     parts.append(power_paragraph(first))

@@ -125,7 +125,7 @@ def mui_figure(mui: MuiEffect) -> str:
     return (f"net MUI {mui.net * 100:+.1f} {PP}, 95% CI [{mui.low * 100:+.1f}, {mui.high * 100:+.1f}], {mui_p(mui)}, "
             f"over {mui.tasks} tasks = success lift {percent(mui.success_lift)} "
             f"+ cost saving {percent(mui.cost_saving)} - harm {percent(mui.harm)} of on attempts "
-            f"({mui.success_lifts} lifts, {mui.cost_savings} savings, {mui.harms} harms in {mui.on_attempts} gradable on attempts)")
+            f"({mui.success_lifts} lift(s), {mui.cost_savings} saving(s), {mui.harms} harm(s) in {mui.on_attempts} gradable on attempts)")
 
 
 def power_result(power: DetectableDifference) -> str:

@@ -46,7 +46,7 @@ def power(
         return
     from tasks_lib.report.wording import power_capped, power_result
 
-    out.print(power_result(result))
+    out.print(power_result(result, design=False))
     capped = power_capped(result)
     if capped:
         out.print(f"capped: {capped}")

@@ -169,7 +169,7 @@ def power_paragraph(c: Comparison) -> str:
     if c.power is None:
         return ""
     capped = power_capped(c.power)
-    text = power_result(c.power) + (f" ({capped})" if capped else "") + f". Method: {c.power.method}."
+    text = power_result(c.power, design=False) + (f" ({capped})" if capped else "") + f". Method: {c.power.method}."
     return f'<p id="power"><strong>What this test can see</strong>: {escape(text)}</p>'
 
 

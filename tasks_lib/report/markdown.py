@@ -56,7 +56,8 @@ def summary_markdown(summary: GradingSummary, report_uri: str) -> str:
         powered = next((c.power for c in summary.headline if c.power is not None), None)
         if powered is not None:
             capped = power_capped(powered)
-            parts += ["", f"Power: {_md_cell(power_result(powered))}" + (f" ({_md_cell(capped)})" if capped else "") + "."]
+            parts += ["", f"Power: {_md_cell(power_result(powered, design=False))}" + (f" ({_md_cell(capped)})" if capped else "")
+                      + f". Method: {_md_cell(powered.method)}."]
     parts += ["", "## MUI v2 (attempts)", md_table(
         ["task", "on attempts", "success lift", "cost saving", "harm", f"net ({PP} of on attempts)"],
         [[t.task_id, t.on_attempts, t.success_lift, t.cost_saving, "" if t.harm is None else t.harm,

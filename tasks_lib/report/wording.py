@@ -128,15 +128,17 @@ def mui_figure(mui: MuiEffect) -> str:
             f"({mui.success_lifts} lift(s), {mui.cost_savings} saving(s), {mui.harms} harm(s) in {mui.on_attempts} gradable on attempts)")
 
 
-def power_result(power: DetectableDifference) -> str:
-    """What the test can see, once: the smallest detectable success difference in pp, its power and Monte Carlo error."""
+def power_result(power: DetectableDifference, *, design: bool = True) -> str:
+    """What the test can see: the smallest detectable success difference in pp, its power and Monte Carlo error;
+    with `design`, the tasks and trials too (leave them out where `power.method`, which names them, follows)."""
     level = f"{power.target_power:.0%} power at the {power.alpha:.0%} level"
+    where = f" with {power.tasks} tasks x {power.trials} trial(s)" if design else ""
     if power.difference is None:
-        return (f"no success difference reaches {level} with {power.tasks} tasks x {power.trials} trial(s): even +100 {PP} "
+        return (f"no success difference reaches {level}{where}: even +100 {PP} "
                 f"gives power {power.power:.3f} (Monte Carlo SE {power.power_standard_error:.3f})")
     below = "" if power.power_below is None else f"; {power.power_below:.3f} at {power.difference * 100 - 1:+.0f} {PP}"
-    return (f"smallest success difference detected with {level}: {power.difference * 100:+.0f} {PP} with {power.tasks} tasks x "
-            f"{power.trials} trial(s) (power {power.power:.3f}, Monte Carlo SE {power.power_standard_error:.3f}{below})")
+    return (f"smallest success difference detected with {level}: {power.difference * 100:+.0f} {PP}{where} "
+            f"(power {power.power:.3f}, Monte Carlo SE {power.power_standard_error:.3f}{below})")
 
 
 def power_capped(power: DetectableDifference) -> str | None:

@@ -59,7 +59,7 @@ def summary_markdown(summary: GradingSummary, report_uri: str) -> str:
             parts += ["", f"Power: {_md_cell(power_result(powered, design=False))}" + (f" ({_md_cell(capped)})" if capped else "")
                       + f". Method: {_md_cell(powered.method)}."]
     parts += ["", "## MUI v2 (attempts)", md_table(
-        ["task", "on attempts", "success lift", "cost saving", "harm", f"net ({PP} of on attempts)"],
+        ["task", "on attempts", "success lift", "cost saving", "harm", "net MUI"],
         [[t.task_id, t.on_attempts, t.success_lift, t.cost_saving, "" if t.harm is None else t.harm,
           "" if t.net is None or not t.on_attempts else points(float(Fraction(t.net)))] for t in summary.mui])]
     parts += ["", "## Delivery (layer 1)", md_table(["condition", "confirmed", "attempts", "rate", "warning"],

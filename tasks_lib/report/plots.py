@@ -151,8 +151,7 @@ def pass_rate_plot(rates: Sequence[PassRate], conditions: Sequence[str]) -> str:
         axes.set_ylabel("pass rate (%)")
     grid[0, 0].set_title("Pass rate per task and condition (error bars: Wilson 95% interval)")
     if rates:
-        grid[0, 0].legend(fontsize=9, title="condition", title_fontsize=9, loc="lower left", bbox_to_anchor=(0.0, 1.08),
-                          ncol=min(len(conditions), 6))
+        grid[0, 0].legend(fontsize=9, title="condition", title_fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
     return png_data_uri(figure)
 
@@ -180,7 +179,7 @@ def mui_plot(tallies: Sequence[MuiTally]) -> str:
         axes.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
         axes.set_ylabel("share of on attempts (%)")
     grid[0, 0].set_title("MUI v2: success lift + cost saving - harm = net")
-    grid[0, 0].legend(fontsize=9, loc="lower left", bbox_to_anchor=(0.0, 1.08), ncol=3)
+    grid[0, 0].legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
     return png_data_uri(figure)
 

@@ -31,7 +31,13 @@ def bundled_memory_texts() -> dict[str, list[str]] | None:
 def headline_lines(summary: GradingSummary) -> list[str]:
     """The task-clustered on-vs-off success difference first, then net MUI and power, one line each, differences in
     percentage points with their 95% intervals and p-values worded as the report words them (`tasks_lib.report.wording`)."""
-    from tasks_lib.report.wording import effect_figure, effect_p, mui_figure, power_capped, power_result
+    from tasks_lib.report.wording import (
+        effect_figure,
+        effect_p,
+        mui_figure,
+        power_capped,
+        power_result,
+    )
 
     lines = []
     effect = next((c for c in summary.headline if c.kind == "memory-effect"), None)

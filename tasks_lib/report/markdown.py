@@ -10,7 +10,15 @@ from fractions import Fraction
 from typing import Any
 
 from tasks_lib.analysis.grading import GradingSummary
-from tasks_lib.report.wording import MUI_RULE, PP, effect_p, mui_p, points, power_capped, power_result
+from tasks_lib.report.wording import (
+    MUI_RULE,
+    PP,
+    effect_p,
+    mui_p,
+    points,
+    power_capped,
+    power_result,
+)
 
 
 def _md_cell(value: object) -> str:

@@ -102,6 +102,7 @@ def test_differences_are_in_percentage_points_and_rates_in_percent_never_mixed(s
     assert not re.search(r"[+-]\d+\.\d% of on attempts", headline), "no signed difference in %"
     assert "-3/56" not in text and "-5.4 pp" in text, "a lane's marginal delta is in pp"
     assert "a gap above 20 pp" in text and "1/5 (20%)" not in text
+    assert "% of pairs" in text and not re.search(r"[+-]\d+\.\d ?% of pairs", text), "a damage share is a rate: %, unsigned"
 
 
 def test_counts_are_raw_never_reduced_fractions(big_run: tuple[Path, str]) -> None:
@@ -128,6 +129,7 @@ def test_monte_carlo_p_values_state_their_draws_and_only_enumerated_ones_say_exa
     solve = _text(page[page.index("<p>", start):page.index("</p>", page.index("<p>", start))])
     assert "over 14 task(s), p < 0.001 (exact)" in solve, "tokens per solve, over 14 tasks, enumerated every assignment"
     assert "p < 0.0001 (20,000 draws)" in _text(page[page.index('id="net-mui"'):]), "net MUI's p too"
+    assert "p = <" not in _text(page), "a bound is never written as a value"
     assert "p = 0.5 (exact)" in _text(scenario_page), "4 tasks: all 16 sign assignments were counted"
     assert main(["report", BIG, "--artifacts", str(root)]) == 0
     success = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("success on - off: "))

@@ -37,6 +37,7 @@ from tasks_lib.report.wording import (
     power_capped,
     power_result,
     raw_rate,
+    share_figure,
 )
 from tasks_lib.suites.writepath import WritePathResult
 
@@ -129,6 +130,12 @@ def pvalue_text(p: float | None) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3g}"
 
 
+def p_phrase(p: float | None) -> str:
+    """A reference test's p for running text: `p = 0.625`, `p < 0.001`, `p not tested`."""
+    text = pvalue_text(p)
+    return f"p {text}" if text.startswith(("<", "not")) else f"p = {text}"
+
+
 def effect_text(effect: Effect, scale: float, digits: int, unit: str) -> str:
     """An effect in one unit with its 95% interval and the tasks it is over, labelled exploratory when thin."""
     figure = effect_figure(effect, unit, scale, digits)
@@ -204,7 +211,7 @@ def headline_section(summary: GradingSummary) -> str:
         "difference is exploratory (its interval is shown, too thin to publish), and tokens and wall time are described, "
         f"not tested. Tokens per attempt: {first.token_difference.unit}. T{TOKENS_PER_SOLVE[1:]}."
         + (f" Reference only, treating trials as independent: trial-level exact McNemar over {reference.pairs} pairs, "
-           f"p = {pvalue_text(reference.p_value)}." if reference else "")))
+           f"{p_phrase(reference.p_value)}." if reference else "")))
     parts.append(power_paragraph(first))
     return "".join(parts) + "</div>"
 
@@ -251,7 +258,9 @@ def damage_section(summary: GradingSummary) -> str:
     if not summary.damage:
         return ""
     rows = [(d.condition, condition_summary(d.condition), d.system, d.tasks, d.pairs, d.off_passed_pairs, d.damaged_pairs,
-             ", ".join(d.damaged_tasks) or "none", effect_text(d.share, 100, 1, "% of pairs"))
+             ", ".join(d.damaged_tasks) or "none", share_figure(d.share, "pairs") + (
+                 f" (exploratory: {d.share.nonzero_tasks} task(s) differ, under 5)" if d.share.exploratory else "")
+             + f" over {d.share.tasks} task(s)")
             for d in summary.damage]
     return ("<h2>Damage per arm and condition (failed where off passed)</h2>"
             + _p("A pair is the attempt under the condition and the off attempt of the same task and trial, both gradable. "

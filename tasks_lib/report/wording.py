@@ -120,6 +120,16 @@ def effect_figure(effect: Effect, unit: str = PP, scale: float = 100, digits: in
     return f"{text}, 95% CI [{low}, {high}]"
 
 
+def share_figure(effect: Effect, of: str) -> str:
+    """A share (a rate, 0 to 1) with its 95% interval, in percent, unsigned: `12.5% of pairs, 95% CI [3.0%, 40.0%]`."""
+    if effect.estimate is None:
+        return "n/a (no task graded under both conditions)"
+    text = f"{percent(effect.estimate)} of {of}"
+    if effect.low is None or effect.high is None:
+        return text
+    return f"{text}, 95% CI [{percent(effect.low)}, {percent(effect.high)}]"
+
+
 def mui_figure(mui: MuiEffect) -> str:
     """Net MUI in pp with its interval and p, then its three components in % of on attempts with raw counts."""
     return (f"net MUI {mui.net * 100:+.1f} {PP}, 95% CI [{mui.low * 100:+.1f}, {mui.high * 100:+.1f}], {mui_p(mui)}, "

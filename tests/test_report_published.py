@@ -10,6 +10,7 @@ so the sign-flip test samples 20,000 seeded draws, as on the bundled corpus.
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import subprocess
@@ -135,6 +136,9 @@ def test_monte_carlo_p_values_state_their_draws_and_only_enumerated_ones_say_exa
     success = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("success on - off: "))
     assert re.fullmatch(r"success on - off: \+\d+\.\d pp, 95% CI \[\+\d+\.\d, \+\d+\.\d\], p < 0\.0001 \(20,000 draws\) over 44 "
                         r"tasks \(40/44 on vs 15/44 off attempts passed\)", success), success
+    assert main(["runs", "--artifact-root", str(root), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [r["headline"]["p_text"] for r in listed] == ["p < 0.0001 (20,000 draws)"], "`memtrial runs` words it the same"
 
 
 def test_the_readme_says_exact_only_where_the_test_enumerates() -> None:

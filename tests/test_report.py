@@ -80,7 +80,11 @@ def test_report_opens_with_the_headline_in_units_with_intervals(report_html: Pat
     net_low = adjusted_mean_interval([1, Fraction(1, 2), Fraction(-1, 2), 0], -1, 1).lower
     success_low = adjusted_mean_interval([1, 0, 0, 1], -1, 1).lower
     assert f"net MUI +25.0 pp, 95% CI [{net_low * 100:+.1f}, +100.0], p = 0.75 (exact), over 4 tasks" in block
-    assert "success lift 25.0% + cost saving 12.5% - harm 12.5% of on attempts" in block
+    lift = adjusted_mean_interval([1, 0, 0, 0], 0, 1)
+    saving = adjusted_mean_interval([0, Fraction(1, 2), 0, 0], 0, 1)
+    harm = adjusted_mean_interval([0, 0, 0, Fraction(1, 2)], 0, 1)
+    assert (f"success lift 25.0% [{lift.lower:.1%}, {lift.upper:.1%}] + cost saving 12.5% [{saving.lower:.1%}, {saving.upper:.1%}] "
+            f"- harm 12.5% [{harm.lower:.1%}, {harm.upper:.1%}] of on attempts") in block, "each component with its interval, in %"
     assert "(2 lift(s), 1 saving(s), 1 harm(s) in 7 gradable on attempts)" in block
     assert f"+50.0 pp, 95% CI [{success_low * 100:+.1f}, +100.0] (exploratory: 2 task(s) differ, under 5) over 4 task(s)" in block
     assert "6/7 vs 3/7" in block, "raw counts, never reduced"

@@ -99,7 +99,9 @@ def test_differences_are_in_percentage_points_and_rates_in_percent_never_mixed(s
     text = _text(scenario_page)
     headline = text[text.index("Headline:"):text.index("Layer 1: memory delivered")]
     assert "net MUI +25.0 pp" in headline and "Net MUI +25.0%" not in headline
-    assert "success lift 25.0% + cost saving 12.5% - harm 12.5% of on attempts" in headline, "components are shares, in %"
+    interval = r"\[\d+\.\d%, \d+\.\d%\]"
+    assert re.search(rf"success lift 25\.0% {interval} \+ cost saving 12\.5% {interval} - harm 12\.5% {interval} of on attempts",
+                     headline), "components are shares, in %"
     assert not re.search(r"[+-]\d+\.\d% of on attempts", headline), "no signed difference in %"
     assert "-3/56" not in text and "-5.4 pp" in text, "a lane's marginal delta is in pp"
     assert "a gap above 20 pp" in text and "1/5 (20%)" not in text

@@ -131,10 +131,13 @@ def share_figure(effect: Effect, of: str) -> str:
 
 
 def mui_figure(mui: MuiEffect) -> str:
-    """Net MUI in pp with its interval and p, then its three components in % of on attempts with raw counts."""
+    """Net MUI in pp with its interval and p, then its three components in % of on attempts, each with its 95%
+    interval, and the raw counts."""
     return (f"net MUI {mui.net * 100:+.1f} {PP}, 95% CI [{mui.low * 100:+.1f}, {mui.high * 100:+.1f}], {mui_p(mui)}, "
             f"over {mui.tasks} tasks = success lift {percent(mui.success_lift)} "
-            f"+ cost saving {percent(mui.cost_saving)} - harm {percent(mui.harm)} of on attempts "
+            f"[{percent(mui.success_lift_low)}, {percent(mui.success_lift_high)}] + cost saving {percent(mui.cost_saving)} "
+            f"[{percent(mui.cost_saving_low)}, {percent(mui.cost_saving_high)}] - harm {percent(mui.harm)} "
+            f"[{percent(mui.harm_low)}, {percent(mui.harm_high)}] of on attempts "
             f"({mui.success_lifts} lift(s), {mui.cost_savings} saving(s), {mui.harms} harm(s) in {mui.on_attempts} gradable on attempts)")
 
 

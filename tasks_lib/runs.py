@@ -229,12 +229,15 @@ class Headline(ContractModel):
     """Lower 95% bound of `net_mui`."""
     mui_high: float | None
     """Upper 95% bound of `net_mui`."""
+    p_text: str | None = None
+    """`p_value` as the report words it: `exact`, or the Monte Carlo draws and the sample's floor
+    (`p < 0.0001 (20,000 draws)`); None in a headline made before it."""
 
     def describe(self) -> str:
         """One line, in percentage points."""
-        p = "n/a" if self.p_value is None else f"{self.p_value:.3g}"
+        p = self.p_text or ("p n/a" if self.p_value is None else f"p = {self.p_value:.3g}")
         line = (f"on - off {_points(self.success_difference)} pp [95% {_points(self.success_low)}, {_points(self.success_high)}], "
-                f"p = {p}, {self.tasks} task(s)")
+                f"{p}, {self.tasks} task(s)")
         if self.net_mui is not None:
             line += f"; net MUI {_points(self.net_mui)} [95% {_points(self.mui_low)}, {_points(self.mui_high)}]"
         return line
@@ -245,9 +248,11 @@ def headline_of(summary: GradingSummary) -> Headline | None:
     effect = next((c for c in summary.headline if c.kind == "memory-effect"), None)
     if effect is None:
         return None
+    from tasks_lib.report.wording import effect_p
+
     d, m = effect.success_difference, effect.mui
     return Headline(success_difference=d.estimate, success_low=d.low, success_high=d.high, p_value=d.p_value, tasks=effect.tasks,
-                    net_mui=m.net if m else None, mui_low=m.low if m else None, mui_high=m.high if m else None)
+                    net_mui=m.net if m else None, mui_low=m.low if m else None, mui_high=m.high if m else None, p_text=effect_p(d))
 
 
 # --------------------------------------------------------------------------- listing

@@ -66,30 +66,35 @@ def test_report_shows_every_required_section(report_html: Path) -> None:
                     "Harness check", "Mutation audit", "Excluded attempts", "Attempts"):
         assert f">{heading}" in page, heading
     assert 'id="delivery-warning"' in page and "7 of 8 on attempts" in page
-    assert "3/7 (43%)" in page and "5/14" in page and "-3/56" in page
+    assert "3/7 (43%)" in page and "-5.4 pp" in page, "raw counts with their rate; a lane's delta in pp"
     assert "marginal contributions: do not sum them" in page
     assert "No admission decisions recorded for this run" in page
     assert "MISSING" in page, "the lost audit receipt is shown"
 
 
 def test_report_opens_with_the_headline_in_units_with_intervals(report_html: Path) -> None:
-    """The figures a team would quote come first, with units, intervals, rounded p-values and the method."""
+    """What to distrust comes first, then the figures a team would quote, with units, intervals, p-values and the method."""
     page = report_html.read_text(encoding="utf-8")
-    assert page.index('id="headline"') < page.index('id="warnings"') < page.index(">Layer 1: memory delivered")
-    block = page[page.index('id="headline"'):page.index('id="warnings"')]
+    assert page.index('id="warnings"') < page.index('id="headline"') < page.index(">Layer 1: memory delivered")
+    block = page[page.index('id="headline"'):page.index(">Layer 1: memory delivered")]
     net_low = adjusted_mean_interval([1, Fraction(1, 2), Fraction(-1, 2), 0], -1, 1).lower
     success_low = adjusted_mean_interval([1, 0, 0, 1], -1, 1).lower
-    assert f"Net MUI +25.0% of on attempts, 95% CI [{net_low:+.1%}, +100.0%], p = 0.75" in block
-    assert "success lift 25.0%" in block and "cost saving 12.5%" in block and "harm 12.5%" in block
-    assert "2 lift(s), 1 saving(s), 1 harm(s) in 7 gradable on attempts over 4 task(s)" in block
+    assert f"net MUI +25.0 pp, 95% CI [{net_low * 100:+.1f}, +100.0], p = 0.75 (exact), over 4 tasks" in block
+    lift = adjusted_mean_interval([1, 0, 0, 0], 0, 1)
+    saving = adjusted_mean_interval([0, Fraction(1, 2), 0, 0], 0, 1)
+    harm = adjusted_mean_interval([0, 0, 0, Fraction(1, 2)], 0, 1)
+    assert (f"success lift 25.0% [{lift.lower:.1%}, {lift.upper:.1%}] + cost saving 12.5% [{saving.lower:.1%}, {saving.upper:.1%}] "
+            f"- harm 12.5% [{harm.lower:.1%}, {harm.upper:.1%}] of on attempts") in block, "each component with its interval, in %"
+    assert "(2 lift(s), 1 saving(s), 1 harm(s) in 7 gradable on attempts)" in block
     assert f"+50.0 pp, 95% CI [{success_low * 100:+.1f}, +100.0] (exploratory: 2 task(s) differ, under 5) over 4 task(s)" in block
-    assert "6 of 7 vs 3 of 7" in block, "raw counts, never reduced"
+    assert "6/7 vs 3/7" in block, "raw counts, never reduced"
     assert "-981 tokens/attempt (exploratory" in block and "s/attempt" in block
     assert "sign-flip permutation test over 4 tasks, all 2^4 = 16 sign assignments" in block and "Agresti-Min" in block
     assert "trial-level exact McNemar over 6 pairs, p = 0.625" in block and "Reference only" in block
-    assert ("What this test can see</strong>: no success difference reaches 80% power at the 5% level with 4 tasks x 2 trial(s)"
-            in block), "4 tasks cannot reach p <= 0.05 (smallest p is 2/16): the page must say nothing is detectable"
-    assert ">harm share<" in page and ">net MUI<" in page and "2/7 (29%)" in page, "the MUI table shows harm and net"
+    assert ("What this test can see</strong>: no success difference reaches 80% power at the 5% level: even +100 pp"
+            in block and "simulated corpora of 4 tasks x 2 trial(s)" in block), \
+        "4 tasks cannot reach p <= 0.05 (smallest p is 2/16): the page must say nothing is detectable"
+    assert ">harm share<" in page and ">net MUI (pp)<" in page and "2/7 (29%)" in page, "the MUI table shows harm and net"
     assert ">pass@k<" in page and ">pass^k<" in page
 
 
@@ -179,7 +184,7 @@ def test_report_renders_offline_in_headless_chromium_with_plots(report_html: Pat
     assert _mask(pixels, WARNING_PINK).sum() > 5000, "the delivery warning banner is visible"
     headline_rows = np.nonzero(_mask(pixels, HEADLINE_BLUE).any(axis=1))[0]
     warning_rows = np.nonzero(_mask(pixels, WARNING_PINK).any(axis=1))[0]
-    assert len(headline_rows) > 100 and headline_rows[0] < warning_rows[0], "the headline block is drawn first"
+    assert len(headline_rows) > 100 and warning_rows[0] < headline_rows[0], "what to distrust is drawn before the headline"
     assert _mask(pixels, HARM_RED).sum() > 200, "the MUI plot drew harm below zero"
 
 
@@ -213,7 +218,8 @@ def test_report_command_on_a_local_root(tmp_path: Path, capsys: pytest.CaptureFi
     assert "report: " in text
     success, net = [line for line in text.splitlines() if line.startswith(("success on - off: ", "net MUI "))]
     assert success.endswith("over 4 tasks (6/7 on vs 3/7 off attempts passed)"), success
-    assert net.endswith("success lift 2, cost saving 1, harm 1 of 7 on attempts") and "[95% " in net, net
+    assert net.endswith("(2 lift(s), 1 saving(s), 1 harm(s) in 7 gradable on attempts)") and "95% CI [" in net, net
+    assert success.startswith("success on - off: +50.0 pp, 95% CI [") and "p = 0.5 (exact)" in success, success
     assert any(line.startswith("power: no success difference reaches 80% power") for line in text.splitlines()), text
 
 
@@ -297,7 +303,7 @@ def test_a_real_runs_report_names_where_its_numbers_come_from(real_report: tuple
     so nobody could tell which system or apparatus produced the numbers."""
     _, page = real_report
     html = page.read_text()
-    block = html[html.index('id="provenance"'):html.index(">Layer 1: memory delivered")]
+    block = html[html.index('id="provenance"'):html.index('id="attempts"')]
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     for fact in (f"<code>{commit}</code>", "memtrial-reference/0.1.0", "hashed", "calibration", "off, on, ablate:all; 1 trial(s)",
                  "(corpora/tasks)", socket.gethostname(), "logship-partial-exit: <code>"):
@@ -314,7 +320,7 @@ def test_a_run_stored_without_provenance_says_not_recorded(tmp_path: Path) -> No
     store_scenario(store, scenario_records(RUN))
     build_report(store, RUN)
     html = store.get_bytes(run_key(RUN, REPORT_HTML)).decode()
-    block = html[html.index('id="provenance"'):html.index(">Layer 1: memory delivered")]
+    block = html[html.index('id="provenance"'):html.index('id="attempts"')]
     assert "no provenance.json" in block and block.count("not recorded") >= 6
     assert socket.gethostname() not in block
 
@@ -326,8 +332,10 @@ def test_every_attempt_row_links_its_transcript_and_check_output_in_the_browser(
     store, page = real_report
     dom = dump_dom(page, tmp_path)
     body = dom[dom.index("<body>"):]
-    assert re.search(r"<body>\s*<h1>memtrial report: real-run</h1>\s*(?:<p>[^<]*</p>\s*)?<div [^>]*id=\"headline\"", body), "the headline comes first"
-    assert body.index('id="headline"') < body.index('id="provenance"') < body.index(">Layer 1: memory delivered")
+    assert re.search(r'<body>\s*<h1>memtrial report: real-run</h1>\s*(?:<p>[^<]*</p>\s*)?'
+                     r'(?:<div class="banner (?:calibration|warning)" id="(?:calibration|warnings)">.*?</div>\s*)*<div [^>]*id="headline"',
+                     body, re.S), "the headline comes first, after only what to distrust"
+    assert body.index('id="headline"') < body.index(">Layer 1: memory delivered") < body.index('id="provenance"') < body.index('id="attempts"')
     rows = re.findall(r'<tr class="attempt" data-attempt="([^"]+)">(.*?)</tr>', body, re.S)
     assert len(rows) == len(REAL_TASKS) * 3
     for attempt, row in rows:

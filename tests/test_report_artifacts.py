@@ -33,11 +33,11 @@ def test_report_tables_show_up_as_prefect_artifacts(prefect_harness: None, tmp_p
     assert set(stored) == set(keys)
     summary = stored[f"memtrial-{RUN}-summary"]
     assert summary.type == "markdown"
-    assert "delivery confirmed on only 7 of 8" in str(summary.data) and "| * | 7 | 2/7 | 1/7 | 3/7 |" in str(summary.data)
-    low = f"{adjusted_mean_interval([1, 0, 0, 1], -1, 1).lower:.3g}"
-    net_low = f"{adjusted_mean_interval([1, 0.5, -0.5, 0], -1, 1).lower:.3g}"
-    assert f"| on - off | 4 | 0.5 (exploratory) | {low} | 1 | 0.5 | -981 | 0.25 | {net_low} | 1 |" in str(summary.data), \
-        "the headline reaches Prefect"
+    assert "DISTRUST: delivery confirmed on only 7 of 8" in str(summary.data) and "| * | 7 | 2 | 1 | 1 | +28.6 pp |" in str(summary.data)
+    low = f"{adjusted_mean_interval([1, 0, 0, 1], -1, 1).lower * 100:+.1f}"
+    net_low = f"{adjusted_mean_interval([1, 0.5, -0.5, 0], -1, 1).lower * 100:+.1f}"
+    assert (f"| on - off | 4 | +50.0 (exploratory) | {low} | +100.0 | p = 0.5 (exact) | -981 | +25.0 | {net_low} | +100.0 | "
+            "p = 0.75 (exact) |") in str(summary.data), "the headline reaches Prefect, in pp, with how each p was counted"
     mui = stored[f"memtrial-{RUN}-mui"]
     assert mui.type == "table" and "3/7" in str(mui.data)
 

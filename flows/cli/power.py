@@ -47,6 +47,11 @@ def power(
     if as_json:
         emit_json(result.model_dump(mode="json"))
         return
-    out.print(result.sentence())
+    from tasks_lib.report.wording import power_capped, power_result
+
+    out.print(power_result(result, design=False))
+    capped = power_capped(result)
+    if capped:
+        out.print(f"capped: {capped}")
     out.print(f"size check: at no difference the test rejects in {result.null_power:.3f} of simulated corpora (alpha {alpha})")
     out.print(f"method: {result.method}")

@@ -28,25 +28,28 @@ def bundled_memory_texts() -> dict[str, list[str]] | None:
     return {t.task_id: [m.text for m in t.manifest.memories] for t in scan_tasks(root).tasks}
 
 
-def _points(value: float | None) -> str:
-    return "n/a" if value is None else f"{value * 100:+.1f}"
-
-
 def headline_lines(summary: GradingSummary) -> list[str]:
-    """The task-clustered on-vs-off effect and net MUI, one line each, with their 95% intervals."""
+    """The task-clustered on-vs-off success difference first, then net MUI and power, one line each, differences in
+    percentage points with their 95% intervals and p-values worded as the report words them (`tasks_lib.report.wording`)."""
+    from tasks_lib.report.wording import (
+        effect_figure,
+        effect_p,
+        mui_figure,
+        power_capped,
+        power_result,
+    )
+
     lines = []
     effect = next((c for c in summary.headline if c.kind == "memory-effect"), None)
     if effect is not None:
         d = effect.success_difference
-        p = "n/a" if d.p_value is None else f"{d.p_value:.3g}"
-        lines.append(f"success on - off: {_points(d.estimate)} points [95% {_points(d.low)}, {_points(d.high)}], p = {p} "
-                     f"over {effect.tasks} tasks ({effect.passes_a}/{effect.gradable_a} on vs {effect.passes_b}/{effect.gradable_b} off attempts passed)")
+        lines.append(f"success on - off: {effect_figure(d)}, {effect_p(d)} over {effect.tasks} tasks "
+                     f"({effect.passes_a}/{effect.gradable_a} on vs {effect.passes_b}/{effect.gradable_b} off attempts passed)")
         if effect.mui is not None:
-            m = effect.mui
-            lines.append(f"net MUI {_points(m.net)} points [95% {_points(m.low)}, {_points(m.high)}]: success lift {m.success_lifts}, "
-                         f"cost saving {m.cost_savings}, harm {m.harms} of {m.on_attempts} on attempts")
+            lines.append(mui_figure(effect.mui))
         if effect.power is not None:
-            lines.append(f"power: {effect.power.sentence()}")
+            capped = power_capped(effect.power)
+            lines.append(f"power: {power_result(effect.power)}" + (f" ({capped})" if capped else ""))
     return lines
 
 

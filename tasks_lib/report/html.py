@@ -1,8 +1,10 @@
 """The report as one self-contained HTML page: inline CSS, plots as `data:` PNGs, no external URL.
 
-The headline comes first: per compared pair of conditions, the task-clustered effects of
-`tasks_lib.analysis.headline` with their 95% intervals, units and rounded p-values. Every piece of
-text that comes from an artifact goes through `html.escape`.
+The page reads in the order a reader should: what to distrust (inline, before any figure), then
+the headline (the success difference first; net MUI after it with its rule), then the results
+behind it, then the provenance (hashes, hosts, configs) and the attempts. Units, raw counts and
+p-value wording follow `tasks_lib.report.wording`. Every piece of text that comes from an artifact
+goes through `html.escape`.
 """
 
 from __future__ import annotations
@@ -14,13 +16,29 @@ from typing import Any
 
 from tasks_lib.analysis.admission import AdmissionDecision
 from tasks_lib.analysis.aggregate import CALIBRATION_REASON, Aggregate, AuditRow
-from tasks_lib.analysis.grading import COST_SAVING_FACTOR, HARNESS_GAP_LIMIT, LOW_DELIVERY_RATE, GradingSummary
-from tasks_lib.analysis.headline import TOKENS_PER_SOLVE, Comparison, Effect, MuiEffect
+from tasks_lib.analysis.grading import (
+    HARNESS_GAP_LIMIT,
+    LOW_DELIVERY_RATE,
+    GradingSummary,
+)
+from tasks_lib.analysis.headline import TOKENS_PER_SOLVE, Comparison, Effect
+from tasks_lib.conditions import NO_MEMORY_SYSTEM, condition_summary
 from tasks_lib.contracts import RunRecord
 from tasks_lib.provenance import RunProvenance
-from tasks_lib.conditions import NO_MEMORY_SYSTEM, condition_summary
 from tasks_lib.report import plots
 from tasks_lib.report.suites import SuiteResults
+from tasks_lib.report.wording import (
+    MUI_RULE,
+    PP,
+    effect_figure,
+    effect_p,
+    mui_figure,
+    points,
+    power_capped,
+    power_result,
+    raw_rate,
+    share_figure,
+)
 from tasks_lib.suites.writepath import WritePathResult
 
 CSS = """
@@ -36,7 +54,8 @@ tr.flag td{background:#fde2e1}
 .ok{background:#e6f4ea;border:1px solid #2e7d32}
 .note{color:#555;font-size:.9em}
 .headline{background:#eef4fb;border:2px solid #1f5f99}.headline h2{margin-top:.2em}
-img.plot{max-width:100%;border:1px solid #ddd;margin:.5em 0}
+.lead{font-size:1.15em}.warning li.distrust{font-weight:bold}
+img.plot{display:block;max-width:100%;height:auto;border:1px solid #ddd;margin:.5em 0}
 table.facts th{width:14em;vertical-align:top}code{font-size:.85em;word-break:break-all}
 .missing{color:#8a6d00;font-style:italic}
 """
@@ -60,14 +79,14 @@ def _cell(value: object) -> str:
     return f'<td class="num">{escape(text)}</td>' if numeric else f"<td>{escape(text)}</td>"
 
 
-def _ratio_pct(ratio: str | None) -> str:
-    """`3/7 (43%)`: an exact ratio with its percentage."""
-    return "n/a" if ratio is None else f"{ratio} ({_pct(ratio)})"
-
-
 def _pp(ratio: str) -> str:
-    """A difference of two rates as an exact ratio and in percentage points."""
-    return f"{ratio} ({float(Fraction(ratio)) * 100:+.1f} pp)"
+    """A difference of two rates (an exact ratio) in percentage points only."""
+    return points(float(Fraction(ratio)))
+
+
+def _share(count: int | None, attempts: int) -> str:
+    """A count of attempts with its share of `attempts`: raw counts, never a reduced ratio."""
+    return "n/a" if count is None else raw_rate(count, attempts)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]], flagged: Sequence[bool] | None = None,
@@ -105,39 +124,27 @@ def title(summary: GradingSummary) -> str:
 
 
 def pvalue_text(p: float | None) -> str:
-    """A p-value rounded to three significant digits, `< 0.001` below that, `not tested` for None."""
+    """A reference test's p-value (sign test, Wilcoxon, McNemar) to three significant digits, `< 0.001` below, `not tested` for None."""
     if p is None:
         return "not tested"
     return "< 0.001" if p < 0.001 else f"{p:.3g}"
 
 
 def p_phrase(p: float | None) -> str:
-    """`p = 0.25`, `p < 0.001` or `p not tested`, for running text."""
+    """A reference test's p for running text: `p = 0.625`, `p < 0.001`, `p not tested`."""
     text = pvalue_text(p)
     return f"p {text}" if text.startswith(("<", "not")) else f"p = {text}"
 
 
 def effect_text(effect: Effect, scale: float, digits: int, unit: str) -> str:
-    """An effect with its unit and 95% interval, or why it has none."""
+    """An effect in one unit with its 95% interval and the tasks it is over, labelled exploratory when thin."""
+    figure = effect_figure(effect, unit, scale, digits)
     if effect.estimate is None:
-        return "n/a (no task graded under both conditions)"
-    text = f"{effect.estimate * scale:+,.{digits}f} {unit}"
+        return figure
     label = f" (exploratory: {effect.nonzero_tasks} task(s) differ, under 5)" if effect.exploratory else ""
     if effect.exploratory and effect.low is None and effect.high is None:
-        return text + label
-    low = "unbounded" if effect.low is None else f"{effect.low * scale:+,.{digits}f}"
-    high = "unbounded" if effect.high is None else f"{effect.high * scale:+,.{digits}f}"
-    return f"{text}, 95% CI [{low}, {high}]{label} over {effect.tasks} task(s)"
-
-
-def mui_text(mui: MuiEffect) -> str:
-    """Net MUI with its interval and split, in percent of on attempts, with the raw counts."""
-    return (f"Net MUI {mui.net:+.1%} of on attempts, 95% CI [{mui.low:+.1%}, {mui.high:+.1%}], {p_phrase(mui.p_value)} "
-            f"= success lift {mui.success_lift:.1%} [{mui.success_lift_low:.1%}, {mui.success_lift_high:.1%}] "
-            f"+ cost saving {mui.cost_saving:.1%} [{mui.cost_saving_low:.1%}, {mui.cost_saving_high:.1%}] "
-            f"- harm {mui.harm:.1%} [{mui.harm_low:.1%}, {mui.harm_high:.1%}]; "
-            f"{mui.success_lifts} lift(s), {mui.cost_savings} saving(s), {mui.harms} harm(s) in {mui.on_attempts} "
-            f"gradable on attempts over {mui.tasks} task(s).")
+        return figure + label
+    return f"{figure}{label} over {effect.tasks} task(s)"
 
 
 KIND_LABELS = {"memory-effect": "memory effect", "ablation": "what the ablated lanes carry", "versus-off": "versus off",
@@ -146,61 +153,89 @@ KIND_LABELS = {"memory-effect": "memory effect", "ablation": "what the ablated l
 
 def _comparison_row(c: Comparison) -> tuple[object, ...]:
     return (f"{c.condition_a} - {c.condition_b}", KIND_LABELS[c.kind], c.tasks,
-            f"{c.passes_a} of {c.gradable_a} vs {c.passes_b} of {c.gradable_b}",
-            effect_text(c.success_difference, 100, 1, "pp"), pvalue_text(c.success_difference.p_value),
-            effect_text(c.token_difference, 1, 0, "tokens/attempt"), pvalue_text(c.token_difference.p_value),
+            f"{c.passes_a}/{c.gradable_a} vs {c.passes_b}/{c.gradable_b}",
+            effect_text(c.success_difference, 100, 1, PP), effect_p(c.success_difference),
+            effect_text(c.token_difference, 1, 0, "tokens/attempt"), effect_p(c.token_difference),
             "n/a (stored before it)" if c.tokens_per_solve is None else effect_text(c.tokens_per_solve, 1, 0, "tokens/solve"),
-            effect_text(c.wall_difference, 1, 2, "s/attempt"), pvalue_text(c.wall_difference.p_value))
+            effect_text(c.wall_difference, 1, 2, "s/attempt"), effect_p(c.wall_difference))
+
+
+def success_lead(c: Comparison) -> str:
+    """The first figure of the page: a - b in success, with its interval, p and the raw counts behind it."""
+    d = c.success_difference
+    return (f"Success {c.condition_a} - {c.condition_b}: {effect_text(d, 100, 1, PP)}, {effect_p(d)} "
+            f"({c.passes_a}/{c.gradable_a} {c.condition_a} vs {c.passes_b}/{c.gradable_b} {c.condition_b} attempts passed).")
+
+
+def tokens_lead(c: Comparison) -> str:
+    """The cost side of the first comparison: tokens per attempt and per solve, a - b."""
+    solve = ("" if c.tokens_per_solve is None else
+             f"; per solve {effect_text(c.tokens_per_solve, 1, 0, 'tokens/solve')}, {effect_p(c.tokens_per_solve)}")
+    return f"Tokens {c.condition_a} - {c.condition_b}: {effect_text(c.token_difference, 1, 0, 'tokens/attempt')}, " \
+           f"{effect_p(c.token_difference)}{solve}."
+
+
+def power_paragraph(c: Comparison) -> str:
+    """What the test could have seen, its method stated once; empty without a power figure."""
+    if c.power is None:
+        return ""
+    capped = power_capped(c.power)
+    text = power_result(c.power, design=False) + (f" ({capped})" if capped else "") + f". Method: {c.power.method}."
+    return f'<p id="power"><strong>What this test can see</strong>: {escape(text)}</p>'
 
 
 def headline_section(summary: GradingSummary) -> str:
-    """The headline block: net MUI and every compared pair's task-clustered effects, first on the page."""
+    """The headline block: the success difference first, then every compared pair, then net MUI with its rule and power."""
     parts = ['<div class="banner headline" id="headline"><h2>Headline: task-clustered effects (95% intervals)</h2>']
     if summary.calibration:
         parts.append("<p><strong>Calibration run</strong>: proves the apparatus; not a memory system's result.</p>")
     if not summary.headline:
         parts.append(_p("No pair of conditions to compare (a run needs on and off, or another condition and off)."))
-    else:
-        first = summary.headline[0]
-        if first.mui is not None:
-            parts.append(f"<p><strong>{escape(mui_text(first.mui))}</strong></p>")
-        parts.append(table(["comparison (a - b)", "what it shows", "tasks", "passed (attempts, a vs b)",
-                            "success difference (percentage points)", "p", "token difference (tokens per attempt)", "p",
-                            "token difference (tokens per solve)",
-                            "wall-time difference (seconds per attempt)", "p"], [_comparison_row(c) for c in summary.headline]))
-        reference = first.trial_level_mcnemar
-        parts.append(_p(
-            "The task is the unit: each figure is the mean over tasks of a per-task difference (a task counts once, "
-            f"whatever its trials). Test and interval: {first.success_difference.method}; bounds lie in the measure's "
-            "range (docs/STATISTICS.md). Below 5 tasks with a difference the success difference is exploratory (its "
-            "interval is shown, too thin to publish), and tokens and wall time are described, not tested. "
-            f"Tokens per attempt: {first.token_difference.unit}. Tokens per solve: {TOKENS_PER_SOLVE}."
-            + (f" Reference only, treating trials as independent: trial-level exact McNemar over {reference.pairs} pairs, "
-               f"{p_phrase(reference.p_value)}." if reference else "")))
-        if first.power is not None:
-            parts.append(f'<p id="power"><strong>What this test can see</strong>: {escape(first.power.sentence())}. '
-                         f"{escape(first.power.method)}.</p>")
-    if summary.warnings:
-        parts.append(f'<p><a href="#warnings">{len(summary.warnings)} warning(s) below</a>: read them before quoting these numbers.</p>')
+        return "".join(parts) + "</div>"
+    first = summary.headline[0]
+    parts.append(f'<p class="lead" id="success-difference"><strong>{escape(success_lead(first))}</strong></p>')
+    parts.append(f"<p>{escape(tokens_lead(first))}</p>")
+    parts.append(table(["comparison (a - b)", "what it shows", "tasks", "passed (attempts, a vs b)",
+                        f"success difference ({PP}, percentage points)", "p", "token difference (tokens per attempt)", "p",
+                        "token difference (tokens per solve)",
+                        "wall-time difference (seconds per attempt)", "p"], [_comparison_row(c) for c in summary.headline]))
+    if first.mui is not None:
+        parts.append(f'<p id="net-mui"><strong>{escape(first.condition_a)} - {escape(first.condition_b)}: '
+                     f"{escape(mui_figure(first.mui))}.</strong> {escape(MUI_RULE)}</p>")
+    reference = first.trial_level_mcnemar
+    parts.append(_p(
+        "The task is the unit: each figure is the mean over tasks of a per-task difference (a task counts once, "
+        f"whatever its trials). Test and interval: {first.success_difference.method}; bounds lie in the measure's "
+        "range (docs/STATISTICS.md). A p-value marked exact counted every sign assignment; one marked with draws counted a "
+        "seeded Monte Carlo sample, which cannot show p below 2 / (draws + 1). Below 5 tasks with a difference the success "
+        "difference is exploratory (its interval is shown, too thin to publish), and tokens and wall time are described, "
+        f"not tested. Tokens per attempt: {first.token_difference.unit}. T{TOKENS_PER_SOLVE[1:]}."
+        + (f" Reference only, treating trials as independent: trial-level exact McNemar over {reference.pairs} pairs, "
+           f"{p_phrase(reference.p_value)}." if reference else "")))
+    parts.append(power_paragraph(first))
     return "".join(parts) + "</div>"
 
 
 def banners(summary: GradingSummary) -> str:
-    """The calibration banner and every warning."""
+    """The calibration banner and every warning, the distrust ones first: shown before any figure."""
     parts = []
     if summary.calibration:
         parts.append('<div class="banner calibration" id="calibration"><strong>Calibration run.</strong> These attempts were '
                      "run by the calibration agent, an instrument of known effect that proves the apparatus. They are "
                      "not a published cohort and must not be quoted as a memory system's result.</div>")
     if summary.warnings:
-        items = "".join(f"<li>{escape(w)}</li>" for w in summary.warnings)
-        parts.append(f'<div class="banner warning" id="warnings"><strong>Read before trusting these numbers:</strong><ul>{items}</ul></div>')
+        distrust = [w for w in summary.warnings if w in summary.distrust]
+        notes = [w for w in summary.warnings if w not in summary.distrust]
+        items = "".join([*(f'<li class="distrust">DISTRUST: {escape(w)}</li>' for w in distrust),
+                         *(f"<li>{escape(w)}</li>" for w in notes)])
+        parts.append(f'<div class="banner warning" id="warnings"><strong>Read before trusting the figures below '
+                     f"({len(distrust)} distrust, {len(notes)} other):</strong><ul>{items}</ul></div>")
     return "".join(parts)
 
 
 def delivery_section(summary: GradingSummary) -> str:
     """Layer one: the confirmed-delivery rate per condition, low rates as a warning."""
-    rows = [(d.condition, d.attempts, d.confirmed, d.served_other, d.unwitnessed, d.unknown, f"{d.rate} ({_pct(d.rate)})", d.warning or "")
+    rows = [(d.condition, d.attempts, d.confirmed, d.served_other, d.unwitnessed, d.unknown, raw_rate(d.confirmed, d.attempts), d.warning or "")
             for d in summary.delivery]
     low = [d for d in summary.delivery if d.warning]
     banner = (f'<div class="banner warning" id="delivery-warning"><strong>Delivery warning:</strong> '
@@ -223,7 +258,9 @@ def damage_section(summary: GradingSummary) -> str:
     if not summary.damage:
         return ""
     rows = [(d.condition, condition_summary(d.condition), d.system, d.tasks, d.pairs, d.off_passed_pairs, d.damaged_pairs,
-             ", ".join(d.damaged_tasks) or "none", effect_text(d.share, 100, 1, "% of pairs"))
+             ", ".join(d.damaged_tasks) or "none", share_figure(d.share, "pairs") + (
+                 f" (exploratory: {d.share.nonzero_tasks} task(s) differ, under 5)" if d.share.exploratory else "")
+             + f" over {d.share.tasks} task(s)")
             for d in summary.damage]
     return ("<h2>Damage per arm and condition (failed where off passed)</h2>"
             + _p("A pair is the attempt under the condition and the off attempt of the same task and trial, both gradable. "
@@ -235,7 +272,7 @@ def damage_section(summary: GradingSummary) -> str:
 
 def pass_rate_section(summary: GradingSummary, plot: str) -> str:
     """Pass rates per task and condition with both intervals."""
-    rows = [("all tasks" if r.task_id == "*" else r.task_id, r.condition, r.passes, r.gradable, r.ungradable, _ratio_pct(r.rate),
+    rows = [("all tasks" if r.task_id == "*" else r.task_id, r.condition, r.passes, r.gradable, r.ungradable, raw_rate(r.passes, r.gradable),
              f"{r.wilson_low:.1%} - {r.wilson_high:.1%}", f"{r.cp_low:.1%} - {r.cp_high:.1%}") for r in summary.pass_rates]
     return ("<h2>Pass rates</h2>" + _p("Ungradable attempts are counted but in no denominator. Intervals are 95%.")
             + _img(plot, "pass rate per task and condition")
@@ -244,26 +281,25 @@ def pass_rate_section(summary: GradingSummary, plot: str) -> str:
             + _p("pass@k: the chance that at least one of k attempts of a task passes; pass^k: that all k pass "
                  "(unbiased estimators, averaged over the condition's tasks).")
             + table(["condition", "k (attempts)", "tasks", "pass@k", "pass^k"],
-                    [(r.condition, r.k, r.tasks, f"{r.pass_at_k} ({_pct(r.pass_at_k)})", f"{r.pass_hat_k} ({_pct(r.pass_hat_k)})")
+                    [(r.condition, r.k, r.tasks, _pct(r.pass_at_k), _pct(r.pass_hat_k))
                      for r in summary.pass_at_k]))
 
 
 def mui_section(summary: GradingSummary, plot: str) -> str:
     """MUI v2 per task, split into success lift and cost saving, with harm and net; the v1 echo as reference."""
     rows = [("all tasks" if t.task_id == "*" else t.task_id, t.on_attempts, t.success_lift, t.cost_saving, t.harm,
-             f"{t.mui} ({_pct(t.mui)})" if t.on_attempts else "n/a (no gradable on attempts)", _ratio_pct(t.success_lift_share),
-             _ratio_pct(t.cost_saving_share), _ratio_pct(t.harm_share), f"{t.net} ({_pct(t.net)})" if t.on_attempts and t.net is not None else "n/a",
+             _share(t.success_lift + t.cost_saving, t.on_attempts) if t.on_attempts else "n/a (no gradable on attempts)",
+             _share(t.success_lift, t.on_attempts), _share(t.cost_saving, t.on_attempts), _share(t.harm, t.on_attempts),
+             _pp(t.net) if t.on_attempts and t.net is not None else "n/a",
              f"{t.surface_echo}/{t.surface_echo_known}" if t.surface_echo_known else "unknown") for t in summary.mui]
     return ("<h2>Layer 2-3: MUI v2 (memory changed the result)</h2>"
-            + _p("An on attempt earns credit only if its planted memory was confirmed delivered, it passed, and the "
-                 f"off attempt of the same task and trial failed (success lift) or used at least {float(COST_SAVING_FACTOR)} "
-                 "times its tokens (cost saving). The two are exclusive and sum to MUI. Harm counts the other direction, "
-                 "delivered or not: off passed and on failed, or on used at least 1.5 times a passing off's tokens; "
-                 "net = MUI - harm. Shares are of gradable on attempts, pooled; the headline averages them per task. "
-                 "The v1 surface echo (the agent quoting a memory's opening text) is a reference figure only.")
+            + _p(f"{MUI_RULE} Lift and saving are exclusive and sum to MUI. Here counts and shares (%) are of gradable on "
+                 f"attempts, pooled per task and over all tasks (the last row); net is a difference, in {PP}. The headline "
+                 "averages the per-task figures. The v1 surface echo (the agent quoting a memory's opening text) is a "
+                 "reference figure only.")
             + (_img(plot, "MUI split per task") if summary.mui else "")
             + table(["task", "on attempts", "success lift (attempts)", "cost saving (attempts)", "harm (attempts)", "MUI",
-                     "lift share", "saving share", "harm share", "net MUI", "v1 echo (reference, attempts)"], rows))
+                     "lift share", "saving share", "harm share", f"net MUI ({PP})", "v1 echo (reference, attempts)"], rows))
 
 
 def paired_section(summary: GradingSummary, plot: str) -> str:
@@ -302,7 +338,7 @@ def ablation_section(summary: GradingSummary) -> str:
         parts.append(_p("No on and ablate:<lane> conditions in this run."))
     parts.append("<h2>Harness check: ablate:all - off</h2>")
     parts.append(_p(f"Not a memory effect. With every lane ablated the agent should behave as with memory off; a gap "
-                    f"above {HARNESS_GAP_LIMIT} ({float(HARNESS_GAP_LIMIT):.0%}) means the ablation switch misses an injection path."))
+                    f"above {float(HARNESS_GAP_LIMIT) * 100:.0f} {PP} means the ablation switch misses an injection path."))
     if harness:
         parts.append(table(["task", "ablate:all (passed/gradable)", "off (passed/gradable)", "gap (pp)", "flag"],
                            [("all tasks" if a.task_id == "*" else a.task_id, f"{a.passes_a}/{a.gradable_a}",
@@ -484,12 +520,12 @@ def write_path_section(result: WritePathResult) -> str:
     """One write-path sequence: the learning curve (pass/fail and tokens per position, off vs feed) and
     feed - off over the later tasks, the task as the unit."""
     e = result.later
-    interval = (f"95% CI [{e.success_interval[0]:+.2f}, {e.success_interval[1]:+.2f}]" if e.success_interval
+    interval = (f"95% CI [{e.success_interval[0] * 100:+.1f}, {e.success_interval[1] * 100:+.1f}]" if e.success_interval
                 else f"no interval ({e.method})")
     parts = [f'<h3 id="suite-write-path-{escape(result.sequence_id)}">Write-path sequence {escape(result.sequence_id)}: learning curve</h3>',
              _p(f"Tasks run in order on one project by {result.agent}. Under feed the memory system ingested, after each task, "
                 "the agent's own session and the failing check's message through its own write path; under off nothing is kept. "
-                f"Later tasks (n = {e.tasks}): success feed - off {e.success_difference:+.2f} per task, {interval}; "
+                f"Later tasks (n = {e.tasks}): success feed - off {points(e.success_difference)} (mean over tasks), {interval}; "
                 f"tokens feed - off {e.token_difference:+.0f} per task."),
              table(["position", "task", "off", "feed", "tokens off", "tokens feed"],
                    [(c.position, c.task_id, "pass" if c.passed["off"] else "fail", "pass" if c.passed["feed"] else "fail",
@@ -558,9 +594,8 @@ def render_html(aggregate: Aggregate, generated_at: str, *, provenance: RunProve
     pass_rate_png, mui_png, token_png = (plot(fn, args) for fn, args in plot_calls(aggregate))
     body = "".join([
         title(summary),
-        headline_section(summary),
         banners(summary),
-        provenance_section(provenance, aggregate.records, link, exists),
+        headline_section(summary),
         delivery_section(summary),
         damage_section(summary),
         pass_rate_section(summary, pass_rate_png),
@@ -570,6 +605,7 @@ def render_html(aggregate: Aggregate, generated_at: str, *, provenance: RunProve
         suites_section(suites, link, exists),
         audit_section(aggregate.audit),
         excluded_section(aggregate.excluded, aggregate.admissions_recorded),
+        provenance_section(provenance, aggregate.records, link, exists),
         attempts_section(aggregate, link, exists),
         f'<p class="note">Generated {escape(generated_at)} from the run\'s stored artifacts by memtrial report.</p>',
     ])

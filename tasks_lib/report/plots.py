@@ -5,6 +5,10 @@ so the report is one self-contained file. matplotlib is imported only when a fig
 (about a second), and `stored_plotter` keeps each drawn plot in the artifact store under the
 digest of its inputs and of this module: a report rendered again from unchanged inputs (a rerun,
 `memtrial report` again, the local copy) draws nothing.
+
+A figure is never wider than `FIGURE_WIDTH` inches: per-task plots wrap their tasks onto panels
+stacked downwards (`panels`), so a 44-task run draws a tall figure the page shows at its own size,
+not a 6683-pixel strip scaled down to 85 pixels.
 """
 
 from __future__ import annotations
@@ -80,6 +84,20 @@ COLOURS = {"off": "#7f7f7f", "on": "#1f77b4", "ablate:all": "#d62728"}
 HARM_COLOUR = "#a93226"
 """The harm bars of the MUI plot."""
 LANE_COLOURS = ("#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+FIGURE_WIDTH = 10.0
+"""Width of every figure in inches (1000 px at the 100 dpi drawn): within the page's column, so shown unscaled."""
+BARS_PER_PANEL = 36
+"""At most this many bars side by side in one panel of a per-task plot (tasks x conditions)."""
+PANEL_HEIGHT = 3.4
+"""Height of one panel in inches (the x labels included)."""
+
+
+def panels(tasks: Sequence[str], bars_per_task: int) -> list[list[str]]:
+    """`tasks` cut into rows of at most BARS_PER_PANEL bars (at least one task per row), as evenly as possible."""
+    per_row = max(1, BARS_PER_PANEL // max(bars_per_task, 1))
+    rows = max(1, -(-len(tasks) // per_row))
+    size = -(-len(tasks) // rows) if tasks else 0
+    return [list(tasks[i:i + size]) for i in range(0, len(tasks), size)] if tasks else [[]]
 
 
 def colour_of(condition: str, conditions: Sequence[str]) -> str:
@@ -109,28 +127,32 @@ def pass_rate_plot(rates: Sequence[PassRate], conditions: Sequence[str]) -> str:
     plt = _pyplot()
     tasks = list(dict.fromkeys(r.task_id for r in rates))
     width = 0.8 / max(len(conditions), 1)
-    figure, axes = plt.subplots(figsize=(max(6.0, 1.2 * len(tasks) * max(len(conditions), 1) * 0.5 + 2), 4.0))
-    for index, condition in enumerate(conditions):
-        xs, ys, lows, highs = [], [], [], []
-        for position, task in enumerate(tasks):
-            cell = next((r for r in rates if r.task_id == task and r.condition == condition and r.gradable), None)
-            if cell is None:
-                continue
-            rate = float(Fraction(cell.rate))
-            xs.append(position + (index - (len(conditions) - 1) / 2) * width)
-            ys.append(rate)
-            lows.append(rate - cell.wilson_low)
-            highs.append(cell.wilson_high - rate)
-        axes.bar(xs, ys, width=width * 0.95, color=colour_of(condition, conditions), label=condition,
-                 yerr=[lows, highs], capsize=3, error_kw={"elinewidth": 1})
-    axes.set_xticks(range(len(tasks)), [_task_label(t) for t in tasks], rotation=30, ha="right", fontsize=8)
-    axes.set_ylim(0, 1.05)
-    axes.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
-    axes.set_ylabel("pass rate (%; bars: Wilson 95% interval)")
-    axes.set_xlabel("task")
+    rows = panels(tasks, len(conditions))
+    figure, grid = plt.subplots(len(rows), 1, figsize=(FIGURE_WIDTH, PANEL_HEIGHT * len(rows)), squeeze=False)
+    cells = {(r.task_id, r.condition): r for r in rates if r.gradable}
+    for row, axes in zip(rows, grid[:, 0], strict=True):
+        for index, condition in enumerate(conditions):
+            xs, ys, lows, highs = [], [], [], []
+            for position, task in enumerate(row):
+                cell = cells.get((task, condition))
+                if cell is None:
+                    continue
+                rate = float(Fraction(cell.rate))
+                xs.append(position + (index - (len(conditions) - 1) / 2) * width)
+                ys.append(rate)
+                lows.append(rate - cell.wilson_low)
+                highs.append(cell.wilson_high - rate)
+            axes.bar(xs, ys, width=width * 0.95, color=colour_of(condition, conditions), label=condition,
+                     yerr=[lows, highs], capsize=3, error_kw={"elinewidth": 1})
+        axes.set_xticks(range(len(row)), [_task_label(t) for t in row], rotation=30, ha="right", fontsize=9)
+        axes.set_xlim(-0.6, max(len(row), 4) - 0.4)
+        axes.set_ylim(0, 1.05)
+        axes.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+        axes.set_ylabel("pass rate (%)")
+    grid[0, 0].set_title("Pass rate per task and condition (error bars: Wilson 95% interval)")
     if rates:
-        axes.legend(fontsize=8, title="condition", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    axes.set_title("Pass rate per task and condition")
+        grid[0, 0].legend(fontsize=9, title="condition", title_fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    figure.tight_layout()
     return png_data_uri(figure)
 
 
@@ -139,22 +161,26 @@ def mui_plot(tallies: Sequence[MuiTally]) -> str:
     from matplotlib.ticker import PercentFormatter
 
     plt = _pyplot()
-    tasks = [t.task_id for t in tallies]
-    lift = [float(Fraction(t.success_lift_share)) for t in tallies]
-    saving = [float(Fraction(t.cost_saving_share)) for t in tallies]
-    harm = [-float(Fraction(t.harm_share or 0)) for t in tallies]
-    figure, axes = plt.subplots(figsize=(max(6.0, 0.9 * len(tasks) + 2), 4.2))
-    axes.bar(tasks, lift, color="#2ca02c", label="success lift")
-    axes.bar(tasks, saving, bottom=lift, color="#1f77b4", label="cost saving")
-    axes.bar(tasks, harm, color=HARM_COLOUR, label="harm (drawn below 0)")
-    axes.axhline(0, color="#444", linewidth=0.8)
-    axes.set_xticks(range(len(tasks)), [_task_label(t) for t in tasks], rotation=30, ha="right", fontsize=8)
-    axes.set_ylim(-1.05, 1.05)
-    axes.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
-    axes.set_ylabel("share of gradable on attempts (%)")
-    axes.set_xlabel("task")
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    axes.set_title("MUI v2: success lift + cost saving - harm = net")
+    rows = panels([t.task_id for t in tallies], 2)
+    by_task = {t.task_id: t for t in tallies}
+    figure, grid = plt.subplots(len(rows), 1, figsize=(FIGURE_WIDTH, PANEL_HEIGHT * len(rows)), squeeze=False)
+    for row, axes in zip(rows, grid[:, 0], strict=True):
+        positions = list(range(len(row)))
+        lift = [float(Fraction(by_task[t].success_lift_share)) for t in row]
+        saving = [float(Fraction(by_task[t].cost_saving_share)) for t in row]
+        harm = [-float(Fraction(by_task[t].harm_share or 0)) for t in row]
+        axes.bar(positions, lift, color="#2ca02c", label="success lift")
+        axes.bar(positions, saving, bottom=lift, color="#1f77b4", label="cost saving")
+        axes.bar(positions, harm, color=HARM_COLOUR, label="harm (drawn below 0)")
+        axes.axhline(0, color="#444", linewidth=0.8)
+        axes.set_xticks(positions, [_task_label(t) for t in row], rotation=30, ha="right", fontsize=9)
+        axes.set_xlim(-0.6, max(len(row), 4) - 0.4)
+        axes.set_ylim(-1.05, 1.05)
+        axes.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+        axes.set_ylabel("share of on attempts (%)")
+    grid[0, 0].set_title("MUI v2: success lift + cost saving - harm = net")
+    grid[0, 0].legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    figure.tight_layout()
     return png_data_uri(figure)
 
 
@@ -165,7 +191,7 @@ def token_plot(grades: Sequence[AttemptGrade], conditions: Sequence[str]) -> str
     plt = _pyplot()
     present = [c for c in conditions if any(g.condition == c for g in grades)]
     data = [[g.tokens for g in grades if g.condition == c] for c in present]
-    figure, axes = plt.subplots(figsize=(max(6.0, 1.3 * len(present) + 2), 3.6))
+    figure, axes = plt.subplots(figsize=(min(FIGURE_WIDTH, max(6.0, 1.3 * len(present) + 2)), 3.6))
     if data:
         boxes = axes.boxplot(data, patch_artist=True, widths=0.5)
         for patch, condition in zip(boxes["boxes"], present, strict=True):

@@ -14,11 +14,16 @@ from typing import Any
 
 from tasks_lib.analysis.admission import AdmissionDecision
 from tasks_lib.analysis.aggregate import CALIBRATION_REASON, Aggregate, AuditRow
-from tasks_lib.analysis.grading import COST_SAVING_FACTOR, HARNESS_GAP_LIMIT, LOW_DELIVERY_RATE, GradingSummary
+from tasks_lib.analysis.grading import (
+    COST_SAVING_FACTOR,
+    HARNESS_GAP_LIMIT,
+    LOW_DELIVERY_RATE,
+    GradingSummary,
+)
 from tasks_lib.analysis.headline import TOKENS_PER_SOLVE, Comparison, Effect, MuiEffect
+from tasks_lib.conditions import NO_MEMORY_SYSTEM, condition_summary
 from tasks_lib.contracts import RunRecord
 from tasks_lib.provenance import RunProvenance
-from tasks_lib.conditions import NO_MEMORY_SYSTEM, condition_summary
 from tasks_lib.report import plots
 from tasks_lib.report.suites import SuiteResults
 from tasks_lib.suites.writepath import WritePathResult

@@ -8,7 +8,7 @@ EXTRAS := test,embeddings,chroma,dask,lancedb,txtai,mem0
 # Test processes; each test file runs whole on one of them (its module fixtures are built once).
 TEST_WORKERS ?= 2
 
-.PHONY: demo demo-deps test test-deps bench clean-venv
+.PHONY: demo demo-deps test test-deps lint bench clean-venv
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "memtrial needs Python >= 3.11; set PYTHON=python3.11")'
@@ -32,7 +32,11 @@ test-deps:
 	-bash scripts/install_mcp_memory.sh
 	-bash scripts/install_claude_code.sh >/dev/null
 
-test: $(STAMP) test-deps
+# The style floor ([tool.ruff] in pyproject.toml); `make test` runs it first.
+lint: $(STAMP)
+	$(BIN)/ruff check tasks_lib flows tests benchmarks
+
+test: $(STAMP) test-deps lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)

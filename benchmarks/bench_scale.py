@@ -47,7 +47,12 @@ def union_seconds(intervals: list[tuple[float, float]]) -> float:
 
 async def arm_intervals(flow_run_name: str) -> list[tuple[float, float]]:
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName, TaskRunFilter, TaskRunFilterName
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterName,
+        TaskRunFilter,
+        TaskRunFilterName,
+    )
 
     async with get_client() as client:
         (flow_run,) = await client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[flow_run_name])))

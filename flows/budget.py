@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
@@ -30,7 +30,15 @@ from prefect import task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from tasks_lib.artifacts import open_store, run_key  # noqa: E402
-from tasks_lib.budget import BudgetConfig, BudgetStop, GuardDecision, check_drain, load_budget_config, open_source, preflight  # noqa: E402
+from tasks_lib.budget import (  # noqa: E402
+    BudgetConfig,
+    BudgetStop,
+    GuardDecision,
+    check_drain,
+    load_budget_config,
+    open_source,
+    preflight,
+)
 from tasks_lib.run.layout import BUDGET_FOLDER  # noqa: E402
 
 
@@ -64,7 +72,7 @@ def _enforce(decision: GuardDecision, label: str) -> GuardDecision:
 def budget_preflight(budget_config: str, artifact_root: str, run_id: str, label: str) -> GuardDecision:
     """Steps 1-3 before a paid pair starts; stores the decision, raises BudgetStop when refused."""
     config, folder = _load(budget_config)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     decision = preflight(config, open_source(config, folder, os.environ, now), os.environ.get(config.key_env), now)
     record_decision(artifact_root, run_id, decision, label)
     return _enforce(decision, label)
@@ -76,7 +84,7 @@ def budget_between_arms(
 ) -> GuardDecision:
     """Step 4 (and step 1 again) before the next arm; stores the decision, raises BudgetStop when refused."""
     config, folder = _load(budget_config)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     source = open_source(config, folder, os.environ, now)
     decision = check_drain(config, source, os.environ.get(config.key_env), start, declared_spent_usd, config.arm_ceiling_usd, now)
     record_decision(artifact_root, run_id, decision, label)

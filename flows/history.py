@@ -19,7 +19,14 @@ PAGE = 200
 
 async def _prune(before: datetime, flows: Sequence[str] | None) -> int:
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterEndTime, FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.filters import (
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterEndTime,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
     from prefect.client.schemas.objects import TERMINAL_STATES
 
     ended = FlowRunFilter(end_time=FlowRunFilterEndTime(before_=before),

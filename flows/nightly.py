@@ -29,15 +29,23 @@ from flows.runners import ready_task_runner
 from flows.secrets import resolve_secret_references
 from flows.settings import PROJECT_ROOT, config_file, default_artifact_root, local_config_copy
 from flows.status import label_flow_run, run_marker, run_tags
-from flows.suites import TREND, TREND_SUITES, collect_suites, submit_suites, suite_failures, suite_stage, trend_snapshots
+from flows.suites import (
+    TREND,
+    TREND_SUITES,
+    collect_suites,
+    submit_suites,
+    suite_failures,
+    suite_stage,
+    trend_snapshots,
+)
 from tasks_lib.analysis.aggregate import SUMMARY_JSON
 from tasks_lib.analysis.grading import GradingSummary
 from tasks_lib.artifacts import new_run_id, open_store, run_key
 from tasks_lib.contracts import RunRecord, dump_document
 from tasks_lib.corpus.tasks import scan_tasks
 from tasks_lib.preflight import preflight
-from tasks_lib.runconfig import RUN_CONFIG_JSON, RunConfig, load_run_config, provisioner_warnings
 from tasks_lib.run.layout import NIGHTLY_JSON
+from tasks_lib.runconfig import RUN_CONFIG_JSON, RunConfig, load_run_config, provisioner_warnings
 from tasks_lib.trees import write_atomically
 
 DEFAULT_CONFIG = "configs/default.yaml"

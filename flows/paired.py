@@ -26,15 +26,21 @@ from flows.budget import PairGuard
 from flows.progress import counted, reporter
 from flows.runners import cluster_loss_named
 from flows.status import run_marker
+from tasks_lib.arm.comparability import source_commit_of
+from tasks_lib.arm.pinned import committed_manifest
 from tasks_lib.arm.steps import check_conditions, schedule, skipped_cells, task_subdir_of
 from tasks_lib.artifacts import run_key
 from tasks_lib.contracts import PreparedCorpus, RunRecord
-from tasks_lib.arm.comparability import source_commit_of
-from tasks_lib.arm.pinned import committed_manifest
 from tasks_lib.corpus.build import resolve_commit
 from tasks_lib.corpus.packs import CorpusPack, publish_corpus_pack
 from tasks_lib.corpus.prepare import fixture_tree_oid
-from tasks_lib.corpus.tasks import CorpusCheckReport, LoadedTask, committed_folders, scan_tasks, uncommitted_folders
+from tasks_lib.corpus.tasks import (
+    CorpusCheckReport,
+    LoadedTask,
+    committed_folders,
+    scan_tasks,
+    uncommitted_folders,
+)
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.realms import ensure_run_secret
 from tasks_lib.memory.reference.lanes import LANES

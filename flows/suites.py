@@ -23,8 +23,8 @@ from flows.settings import configure_prefect
 configure_prefect()
 
 from prefect import flow, task
-from prefect.futures import PrefectFuture
 from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.futures import PrefectFuture
 
 from flows import stages
 from flows.progress import counted, reporter

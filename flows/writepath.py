@@ -40,7 +40,16 @@ from tasks_lib.corpus.tasks import committed_folders, load_task, uncommitted_fol
 from tasks_lib.memory.realms import ensure_run_secret
 from tasks_lib.runconfig import RunConfig
 from tasks_lib.suites.options import SEQUENCES_ROOT, WritePathOptions, bundled_sequences
-from tasks_lib.suites.writepath import ARMS, WritePathArm, WritePathError, WritePathResult, WritePathStep, load_sequence, run_step, summarize
+from tasks_lib.suites.writepath import (
+    ARMS,
+    WritePathArm,
+    WritePathError,
+    WritePathResult,
+    WritePathStep,
+    load_sequence,
+    run_step,
+    summarize,
+)
 from tasks_lib.trees import sha256_bytes
 
 SUITE = "write-path"

@@ -14,11 +14,11 @@ import json
 import os
 import secrets
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -52,7 +52,7 @@ _read_slots = threading.BoundedSemaphore(READ_THREADS)
 
 def new_run_id(prefix: str = "run") -> str:
     """A fresh, sortable run id: `<prefix>-YYYYMMDD-HHMMSS-<6 hex>` (UTC)."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return f"{prefix}-{stamp}-{secrets.token_hex(3)}"
 
 

@@ -23,6 +23,7 @@ from tasks_lib.errors import ArtifactError, ContractError, MemtrialError
 from tasks_lib.run.layout import MANIFEST_JSON, RECORDS_TABLE, SEALED_PARTS, is_attempt_record
 from tasks_lib.trees import sha256_bytes
 
+
 class TamperedRunError(MemtrialError):
     """A run's stored evidence does not match its manifest (or it has none): nothing is read from it."""
 

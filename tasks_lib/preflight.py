@@ -73,7 +73,9 @@ def config_problems(config: RunConfig, project_root: Path, source: str) -> list[
         problems.append(Violation(source, "conditions", f"{', '.join(twice)} listed more than once; name each condition once"))
     named_lanes = {c.removeprefix("ablate:") for c in config.conditions if c.startswith("ablate:")} - {"all"}
     if config.memory_system == "reference" and named_lanes:
-        from tasks_lib.memory.reference.lanes import LANES  # numpy: imported only when a lane is named
+        from tasks_lib.memory.reference.lanes import (
+            LANES,  # numpy: imported only when a lane is named
+        )
 
         lanes = named_lanes - set(LANES)
         if lanes:
@@ -256,7 +258,12 @@ def s3_root_problem(root: str) -> str | None:
     a short timeout and no retries, so an unreachable service is refused in seconds, not minutes."""
     import boto3
     from botocore.config import Config
-    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        EndpointConnectionError,
+        NoCredentialsError,
+    )
 
     from tasks_lib.artifacts import S3Settings
 

@@ -28,7 +28,15 @@ from typing import ClassVar
 from pydantic import Field
 
 from tasks_lib.artifacts import ArtifactStore, run_key
-from tasks_lib.contracts import Condition, Document, GitOid, Identifier, NonEmptyText, RelPath, Sha256
+from tasks_lib.contracts import (
+    Condition,
+    Document,
+    GitOid,
+    Identifier,
+    NonEmptyText,
+    RelPath,
+    Sha256,
+)
 from tasks_lib.memory.adapter_config import AdapterConfig
 from tasks_lib.run.layout import PROVENANCE_JSON
 

@@ -71,7 +71,9 @@ class DockerSpec(ContractModel):
     def _an_engine_address(cls, host: str | None) -> str | None:
         if host is None:
             return host
-        from tasks_lib.sandbox.docker import ENGINE_URL_PATTERN  # only when a host is named: loading a config stays light
+        from tasks_lib.sandbox.docker import (
+            ENGINE_URL_PATTERN,  # only when a host is named: loading a config stays light
+        )
 
         if not re.match(ENGINE_URL_PATTERN, host):
             raise ValueError(f"{host!r} is not an engine address; use unix:///path/docker.sock, tcp://HOST:PORT or ssh://USER@HOST")

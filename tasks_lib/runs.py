@@ -24,10 +24,10 @@ import json
 import os
 import re
 import socket
-from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import AwareDatetime, model_validator
@@ -37,7 +37,14 @@ from tasks_lib.analysis.evidence import evidence_problem, load_evidence, with_ev
 from tasks_lib.analysis.grading import DeliveryRate, GradingSummary, delivery_rates
 from tasks_lib.arm.audit import AuditReceipt
 from tasks_lib.artifacts import ArtifactStore, run_key
-from tasks_lib.contracts import ContractModel, Document, Identifier, NonEmptyText, RunRecord, parse_document
+from tasks_lib.contracts import (
+    ContractModel,
+    Document,
+    Identifier,
+    NonEmptyText,
+    RunRecord,
+    parse_document,
+)
 from tasks_lib.errors import ArtifactError, ArtifactNotFound, ContractError, MemtrialError
 from tasks_lib.manifest import TamperedRunError, verify_run
 from tasks_lib.memory.delivery.witness import DeliveryReceipt
@@ -132,7 +139,7 @@ def one_line(error: BaseException) -> str:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def process_started(pid: int) -> int | None:
@@ -310,7 +317,7 @@ def stamp_of(run_id: str) -> datetime | None:
     if match is None:
         return None
     try:
-        return datetime.strptime(match.group(1) + match.group(2), "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
+        return datetime.strptime(match.group(1) + match.group(2), "%Y%m%d%H%M%S").replace(tzinfo=UTC)
     except ValueError:
         return None
 
@@ -403,7 +410,7 @@ def _parents(store: ArtifactStore, runs: dict[str, set[str]]) -> dict[str, tuple
 
 def newest_first(entries: Sequence[RunEntry]) -> list[RunEntry]:
     """Newest first; a run without a time last; ties (a nightly run and its agents' runs) by id."""
-    floor = datetime.min.replace(tzinfo=timezone.utc)
+    floor = datetime.min.replace(tzinfo=UTC)
     by_id = sorted(entries, key=lambda e: e.run_id)
     return sorted(by_id, key=lambda e: e.started_at or floor, reverse=True)
 

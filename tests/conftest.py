@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from gitrepo import MakeRepo, git, write_files
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import plant_agent
-
 from tasks_lib.agents.base import AgentRun
 from tasks_lib.agents.command import CommandAgent
 from tasks_lib.agents.registry import register_agent

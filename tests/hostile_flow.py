@@ -19,10 +19,10 @@ from typing import Literal
 
 import pytest
 
-from tasks_lib.run.records import read_records
 from tasks_lib.artifacts import open_store
 from tasks_lib.budget import Ledger, key_fingerprint, write_ledger
 from tasks_lib.contracts import RunRecord
+from tasks_lib.run.records import read_records
 
 KEY = "sk-eval-hostile-0001"
 KEY_ENV = "MEMTRIAL_TEST_EVAL_KEY"

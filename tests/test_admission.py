@@ -9,6 +9,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 import pytest
+
 from admission_fixtures import (
     HEAD,
     REPO,
@@ -22,7 +23,6 @@ from admission_fixtures import (
     store_records,
     task,
 )
-
 from flows.cli.main import main
 from tasks_lib.analysis.admission import (
     ADMISSION_COLUMNS,

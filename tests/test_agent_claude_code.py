@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from scripted_anthropic import ScriptedAnthropic, Text, ToolUse, Turn, Usage
 
+from scripted_anthropic import ScriptedAnthropic, Text, ToolUse, Turn, Usage
 from tasks_lib.agents.base import AgentSession, Transcript
 from tasks_lib.agents.claude_code import ClaudeCodeAgent, find_binary, parse_stream, settings_for
 from tasks_lib.agents.errors import AgentSetupError

@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from scripted_anthropic import ScriptedAnthropic, Text, ToolUse, Turn
 
+from scripted_anthropic import ScriptedAnthropic, Text, ToolUse, Turn
 from tasks_lib.agents.base import AgentSession
 from tasks_lib.agents.claude_code import ClaudeCodeAgent, find_binary, session_unenforced
 from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.memory.env import MEMORY_OFF_ENV
-from tasks_lib.sandbox.base import SandboxLimits
 from tasks_lib.sandbox import cgroups
+from tasks_lib.sandbox.base import SandboxLimits
 from tasks_lib.sandbox.cgroups import make_run_cgroup
 from tasks_lib.sandbox.procs import pids_matching
 from tasks_lib.sandbox.session_confine import bwrap_for_sessions

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from gitrepo import MakeRepo
 from scripted_openai import ScriptedOpenAI, final, tool_call
-
 from tasks_lib.agents.base import AgentSession
 from tasks_lib.agents.openai_chat import TURN_LIMIT_EXIT, OpenAIChatAgent, resolve_in_workspace
 from tasks_lib.agents.registry import agent_names, get_agent

@@ -12,17 +12,30 @@ import boto3
 import duckdb
 import pyarrow as pa
 import pytest
-from test_grading import scenario_records, store_scenario
 
-from tasks_lib.analysis.admission import ADMISSION_COLUMNS, AdmissionDecision, admissions_key, decisions_table
-from tasks_lib.analysis.aggregate import ABLATIONS_TABLE, AUDIT_TABLE, GRADES_TABLE, SUMMARY_JSON, AggregateError, RunNotFound, aggregate_run
+from tasks_lib.analysis.admission import (
+    ADMISSION_COLUMNS,
+    AdmissionDecision,
+    admissions_key,
+    decisions_table,
+)
+from tasks_lib.analysis.aggregate import (
+    ABLATIONS_TABLE,
+    AUDIT_TABLE,
+    GRADES_TABLE,
+    SUMMARY_JSON,
+    AggregateError,
+    RunNotFound,
+    aggregate_run,
+)
 from tasks_lib.analysis.grading import GradingSummary
 from tasks_lib.analysis.stats import adjusted_mean_interval
 from tasks_lib.artifacts import LocalStore, open_store, run_key
-from tasks_lib.run.layout import RECORDS_TABLE
 from tasks_lib.errors import ArtifactError, ContractError
 from tasks_lib.manifest import TamperedRunError
+from tasks_lib.run.layout import RECORDS_TABLE
 from tasks_lib.run.records import RecordsDisagreeError, read_records
+from test_grading import scenario_records, store_scenario
 
 RUN = "scenario-run"
 TEXTS = {"alpha": ["Partial uploads exit with status 3 so the cron wrapper retries them."]}

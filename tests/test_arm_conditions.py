@@ -13,7 +13,12 @@ import pytest
 from pydantic import ValidationError
 
 from tasks_lib.agents.base import Transcript
-from tasks_lib.agents.calibration_plan import expected_attempt, expected_input_tokens, key_texts, load_key_lanes
+from tasks_lib.agents.calibration_plan import (
+    expected_attempt,
+    expected_input_tokens,
+    key_texts,
+    load_key_lanes,
+)
 from tasks_lib.arm.steps import (
     ArmsError,
     Attempt,
@@ -31,7 +36,7 @@ from tasks_lib.arm.steps import (
 from tasks_lib.arm.workspace import build_redacted
 from tasks_lib.artifacts import open_store
 from tasks_lib.conditions import CONDITIONS, HARM_VARIANTS, applies, planted_memories
-from tasks_lib.contracts import MemorySpec, RunRecord, TaskManifest
+from tasks_lib.contracts import RunRecord, TaskManifest
 from tasks_lib.corpus.tasks import LoadedTask, check_memories_hold_no_answer, load_tasks
 from tasks_lib.memory.delivery.notes import NOTES_PATHS, NotesDelivery, notes_text
 from tasks_lib.memory.delivery.witness import text_digest
@@ -282,8 +287,8 @@ def test_memtrial_run_recovers_the_calibration_agents_known_effect_in_every_arm_
     """Outcome, delivery, input and output tokens of every attempt follow exactly from the corpus: notes
     delivers like on, placebo and absent/adjacent equal off's outcome, contradictory makes it explore,
     superseded makes it act on the old value (damage exactly on the tasks off passes)."""
-    from tasks_lib.run.records import read_records
     from tasks_lib.analysis.grading import GradingSummary
+    from tasks_lib.run.records import read_records
 
     code, root = arms_run
     store = open_store(root)

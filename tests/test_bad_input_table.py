@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from gitrepo import git
 
 REPO = Path(__file__).resolve().parents[1]

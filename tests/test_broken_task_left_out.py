@@ -8,9 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from gitrepo import git
-
 from flows.paired import paired_flow
+from gitrepo import git
 from tasks_lib.corpus.authoring import scaffold_task
 from tasks_lib.runconfig import RunConfig
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,7 @@ from tasks_lib.budget.sources import BalanceSource
 from tasks_lib.errors import ContractError
 
 KEY = "sk-eval-test-key-0001"
-NOW = datetime(2026, 12, 2, 16, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 2, 16, 0, tzinfo=UTC)
 
 
 def make_config(tmp_path: Path, **overrides: object) -> BudgetConfig:

@@ -9,7 +9,14 @@ import pytest
 
 from flows.cli.main import main
 from tasks_lib.artifacts import open_store
-from tasks_lib.budget import BudgetStop, GuardDecision, Ledger, append_ledger_entry, key_fingerprint, write_ledger
+from tasks_lib.budget import (
+    BudgetStop,
+    GuardDecision,
+    Ledger,
+    append_ledger_entry,
+    key_fingerprint,
+    write_ledger,
+)
 
 KEY = "sk-eval-flow-0001"
 

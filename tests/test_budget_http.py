@@ -10,7 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -23,7 +23,7 @@ from tasks_lib.budget.sources import AnthropicCostSource, OpenAICostSource, Open
 
 KEY = "sk-or-v1-eval-0001"
 ADMIN = "sk-admin-0001"
-NOW = datetime(2026, 12, 2, 16, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 2, 16, 0, tzinfo=UTC)
 CLIENT_TIMEOUT = 0.5
 SLOW_SECONDS = 2.0
 
@@ -248,7 +248,7 @@ def test_between_arms_low_balance_reads_as_drain(provider_server) -> None:
 
 def test_anthropic_cost_report_pages_and_cents(provider_server) -> None:
     base, recorder = provider_server
-    start = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 12, 1, tzinfo=UTC)
     reading = AnthropicCostSource(ADMIN, f"{base}/ok", CLIENT_TIMEOUT, 100.0, start).read()
     assert reading.usage_usd == pytest.approx(19.75) and reading.balance_usd == pytest.approx(80.25)
     first, second = recorder.requests[-2:]
@@ -258,7 +258,7 @@ def test_anthropic_cost_report_pages_and_cents(provider_server) -> None:
 
 def test_anthropic_forbidden_and_wrong_shape(provider_server) -> None:
     base, _ = provider_server
-    start = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 12, 1, tzinfo=UTC)
     with pytest.raises(KeyRejected):
         AnthropicCostSource(ADMIN, f"{base}/forbidden", CLIENT_TIMEOUT, 100.0, start).read()
     with pytest.raises(BalanceUnavailable, match="'has_more'"):
@@ -273,7 +273,7 @@ def test_openai_costs_in_dollars_from_period_start(provider_server) -> None:
     assert isinstance(source, OpenAICostSource)
     reading = source.read()
     assert reading.usage_usd == pytest.approx(4.5) and reading.balance_usd == pytest.approx(45.5)
-    assert recorder.requests[-1][1]["start_time"] == [str(int(datetime(2026, 12, 1, tzinfo=timezone.utc).timestamp()))]
+    assert recorder.requests[-1][1]["start_time"] == [str(int(datetime(2026, 12, 1, tzinfo=UTC).timestamp()))]
     with pytest.raises(KeyRejected):
         OpenAICostSource(ADMIN, f"{base}/unauthorized", CLIENT_TIMEOUT, 50.0, NOW).read()
 

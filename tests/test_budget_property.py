@@ -9,16 +9,25 @@ ledger, and other users of the shared account may spend too.
 from __future__ import annotations
 
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tasks_lib.budget import BudgetConfig, Ledger, append_ledger_entry, check_drain, key_fingerprint, open_source, preflight, write_ledger
+from tasks_lib.budget import (
+    BudgetConfig,
+    Ledger,
+    append_ledger_entry,
+    check_drain,
+    key_fingerprint,
+    open_source,
+    preflight,
+    write_ledger,
+)
 
 KEY = "sk-eval-property"
-NOW = datetime(2026, 12, 2, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 2, tzinfo=UTC)
 money = st.floats(min_value=0.0, max_value=5.0, allow_nan=False).map(lambda x: round(x, 2))
 
 

@@ -11,8 +11,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from gitrepo import write_files
 
+from gitrepo import write_files
 from tasks_lib.contracts import FixtureManifest, dump_document, parse_document
 from tasks_lib.corpus.certify import UNCHECKED_OPT_OUT, certify, certify_path
 from tasks_lib.errors import DigestMismatchError, MissingSurfaceError

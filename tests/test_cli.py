@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import typer
-from gitrepo import MakeRepo
 
 from flows.cli.main import app, main
+from gitrepo import MakeRepo
 
 DIGEST = "b" * 64
 

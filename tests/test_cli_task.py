@@ -12,11 +12,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from gitrepo import git
 
 from flows.cli.main import main
-from tasks_lib.corpus.authoring import TASK_KINDS, TOOLCHAINS, scaffold_task, snapshot_commit
+from gitrepo import git
 from tasks_lib.contracts import TaskManifest, load_document
+from tasks_lib.corpus.authoring import TASK_KINDS, TOOLCHAINS, scaffold_task, snapshot_commit
 from tasks_lib.corpus.tasks import SCAFFOLD_TODO, TaskCorpusError, check_corpus
 
 REPO = Path(__file__).resolve().parents[1]

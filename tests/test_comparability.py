@@ -9,13 +9,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from admission_fixtures import AGENT, HEAD, REPO, TASK_A, TASK_B, record, task
 from gitrepo import MakeRepo
-
 from tasks_lib.arm.comparability import (
     IncomparableError,
-    arm_memory_config_digest,
     MissingKeyError,
+    arm_memory_config_digest,
     comparison_key,
     manifest_digest,
     model_label,

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from admission_fixtures import (
     HEAD,
     REPO,
@@ -18,7 +19,6 @@ from admission_fixtures import (
     store_records,
     task,
 )
-
 from flows.cli.main import main
 from tasks_lib.analysis.admission import AdmissionError, admit_run, load_records
 from tasks_lib.analysis.compare import compare_runs

@@ -8,12 +8,11 @@ import threading
 import time
 from pathlib import Path
 
-from test_hostile_tampered_results import _copy, sealed_run  # noqa: F401 - the module-scoped real run
-
-from tasks_lib.run.records import read_records
 from tasks_lib.analysis.evidence import load_evidence
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.manifest import TamperedRunError, verify_run
+from tasks_lib.run.records import read_records
+from test_hostile_tampered_results import _copy, sealed_run  # noqa: F401 - the module-scoped real run
 
 
 class SlowLocalStore(LocalStore):

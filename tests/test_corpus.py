@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from gitrepo import MakeRepo, git, write_files
 
+from gitrepo import MakeRepo, git, write_files
 from tasks_lib.contracts import CorpusBuild, load_document
 from tasks_lib.corpus.build import build_tree, corpus_id_of, package_corpus
 from tasks_lib.errors import CorpusError, UnknownCommitError

@@ -13,14 +13,20 @@ from pathlib import Path
 
 import boto3
 import pytest
-from gitrepo import git
 
 from flows.paired import PreparedTasks, arm_specs
 from flows.stages import arm_attempt
+from gitrepo import git
 from tasks_lib.arm.comparability import source_commit_of
 from tasks_lib.arm.steps import run_attempt, runner_owned_paths
 from tasks_lib.artifacts import LocalStore, open_store
-from tasks_lib.corpus.packs import PACK_CACHE_ENV, CorpusPackError, open_corpus_pack, pack_cache_root, publish_corpus_pack
+from tasks_lib.corpus.packs import (
+    PACK_CACHE_ENV,
+    CorpusPackError,
+    open_corpus_pack,
+    pack_cache_root,
+    publish_corpus_pack,
+)
 from tasks_lib.corpus.prepare import prepare_task
 from tasks_lib.corpus.tasks import load_task
 from tasks_lib.runconfig import RunConfig

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import boto3
 import pytest
-from test_flow_s3 import read_parquet, s3_client
 
 from tasks_lib.artifacts import new_run_id
+from test_flow_s3 import read_parquet, s3_client
 
 TASKS = ["rotlog-keep-count"]
 COMPARED = ("task_id", "condition", "trial", "outcome", "infra_failure", "audit_passed", "check_exit_code", "injection",
@@ -363,8 +363,9 @@ def test_a_cluster_that_loses_every_worker_fails_the_run_in_bounded_time_with_on
     timeout (plus slack for a loaded machine) with one line naming the scheduler; with a worker back,
     `memtrial rerun` takes the finished arms from cache and leaves exactly one record per cell. The
     scheduler is a stock one (it would keep the tasks waiting forever): the bound is memtrial's own."""
-    from flows.cli.main import main
     from prefect.settings import PREFECT_API_URL
+
+    from flows.cli.main import main
 
     address, workers = dask_cluster
     bucket = f"lost-{uuid.uuid4().hex[:10]}"

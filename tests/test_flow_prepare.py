@@ -9,8 +9,8 @@ from pathlib import Path
 import boto3
 import pandas as pd
 import pytest
-from gitrepo import MakeRepo, git, write_files
 
+from gitrepo import MakeRepo, git, write_files
 from tasks_lib.artifacts import open_store
 from tasks_lib.contracts import PreparedCorpus
 from tasks_lib.trees import sha256_bytes

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -156,7 +157,7 @@ def test_rerun_does_not_print_0_from_cache_for_stages_prefect_shows_as_cached(
     grading and report stages while Prefect shows each of their task runs as Cached. Every stage's
     from-cache count must equal the number of its task runs in the rerun whose Prefect state is Cached."""
     import re
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from prefect.client.orchestration import get_client
 
@@ -165,7 +166,7 @@ def test_rerun_does_not_print_0_from_cache_for_stages_prefect_shows_as_cached(
     config = write_config(tmp_path)
     assert main(["run", "--config", str(config), "--plain", "--json"]) == 0
     run_id = json.loads(capsys.readouterr().out)["run_id"]
-    rerun_started = datetime.now(timezone.utc)
+    rerun_started = datetime.now(UTC)
     assert main(["rerun", run_id, "--plain"]) == 0
     shown = dict(re.findall(r"stage \d+/\d+ (.+): done, \d+ task\(s\), (\d+) from cache", capsys.readouterr().err))
 

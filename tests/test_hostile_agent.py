@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import hostile_agent
 import pytest
-from gitrepo import git, write_files
 
+import hostile_agent
+from gitrepo import git, write_files
 from tasks_lib.agents.base import AgentRun, AgentSession
 from tasks_lib.agents.command import CommandAgent
 from tasks_lib.agents.registry import get_agent, register_agent

@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 
 import pytest
-from hostile_matrix import run_command_matrix
 
+from hostile_matrix import run_command_matrix
 from tasks_lib.agents.base import Transcript
 from tasks_lib.contracts import RunRecord
 from tasks_lib.corpus.tasks import load_tasks

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 import pytest
-from hostile_flow import run_hostile
 
+from hostile_flow import run_hostile
 from tasks_lib.agents.base import Transcript
 from tasks_lib.artifacts import open_store
 from tasks_lib.contracts import RunRecord

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hostile_flow import run_hostile
 
+from hostile_flow import run_hostile
 from tasks_lib.arm.audit import AuditLimits, AuditReceipt, audit, snapshot_tree
 from tasks_lib.artifacts import open_store
 from tasks_lib.contracts import RunRecord

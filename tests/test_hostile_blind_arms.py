@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from hostile_flow import run_hostile
 
+from hostile_flow import run_hostile
 from tasks_lib.agents.base import Transcript
 from tasks_lib.artifacts import open_store
 from tasks_lib.contracts import RunRecord

@@ -16,15 +16,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from scripted_anthropic import ScriptedAnthropic, Text, ToolUse, Turn, Usage
-from test_agent_claude_code import MODEL, claude_binary  # noqa: F401 (a fixture)
 
+from scripted_anthropic import ScriptedAnthropic, Text, ToolUse, Turn, Usage
 from tasks_lib.agents.base import Transcript
 from tasks_lib.agents.claude_code import install_root
 from tasks_lib.arm.steps import ArmSetup, TaskSource, run_attempt, schedule, select_tasks
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.memory.env import SOCKET_ENV
+from test_agent_claude_code import MODEL, claude_binary  # noqa: F401 (a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()

@@ -17,8 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hostile_corpus import OTHER, PAYLOAD_INSIDE, Corpus, Staged, attempt_stages, make_corpus, register_planter
 
+from hostile_corpus import (
+    OTHER,
+    PAYLOAD_INSIDE,
+    Corpus,
+    Staged,
+    attempt_stages,
+    make_corpus,
+    register_planter,
+)
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.arm.sandboxed_check import UNSANDBOXED_OPT_OUT

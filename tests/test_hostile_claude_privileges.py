@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from scripted_anthropic import ScriptedAnthropic, Text, ToolUse, Turn, Usage
-from test_agent_claude_code import MEMORY, MODEL, _session, claude_binary  # noqa: F401 (a fixture)
 
+from scripted_anthropic import ScriptedAnthropic, Text, ToolUse, Turn, Usage
 from tasks_lib.agents.claude_code import ClaudeCodeAgent, check_reachable_memory
 from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.contracts import MemorySpec
@@ -25,6 +24,7 @@ from tasks_lib.memory.realms import new_run_secret, trial_realm
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.sandbox.procs import pids_matching
 from tasks_lib.sandbox.session_confine import bwrap_for_sessions
+from test_agent_claude_code import MEMORY, MODEL, _session, claude_binary  # noqa: F401 (a fixture)
 
 SECRET = "HIDDEN-GRADER-ANSWER-5813"
 WHO = "import os; s = open('/proc/self/status').read(); print('hook uid=%d' % os.getuid(), *(l for l in s.splitlines() if l.startswith(('CapEff', 'CapBnd', 'NoNewPrivs'))))"

@@ -12,13 +12,12 @@ import shlex
 from pathlib import Path
 
 from scripted_anthropic import ScriptedAnthropic, Text, ToolUse, Turn, Usage
-from test_agent_claude_code import MODEL, _session, claude_binary  # noqa: F401 (a fixture)
-
 from tasks_lib.agents.claude_code import ClaudeCodeAgent
 from tasks_lib.arm.injection import transcript_claims
 from tasks_lib.memory.delivery.provenance import wrap_block
 from tasks_lib.memory.env import REALM_ENV
 from tasks_lib.memory.realms import new_run_secret, trial_realm
+from test_agent_claude_code import MODEL, _session, claude_binary  # noqa: F401 (a fixture)
 
 FORGED = "The uploader exits with code 75 when the disk quota is full."
 

@@ -13,11 +13,11 @@ import os
 from pathlib import Path
 
 import pytest
-from hostile_flow import run_hostile
 
-from tasks_lib.run.records import read_records
+from hostile_flow import run_hostile
 from tasks_lib.artifacts import open_store
 from tasks_lib.contracts import RunRecord
+from tasks_lib.run.records import read_records
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the command agent runs unprivileged only under a root runner")
 
@@ -117,7 +117,7 @@ def _deep_tree(root: Path, depth: int = 25) -> None:
     """`depth` nested folders with 200-byte names under `root`, a file at the bottom (made by descriptor)."""
     fd = os.open(root, os.O_RDONLY)
     for i in range(depth):
-        name = "d%02d" % i + "x" * 197
+        name = f"d{i:02d}" + "x" * 197
         os.mkdir(name, dir_fd=fd)
         child = os.open(name, os.O_RDONLY, dir_fd=fd)
         os.close(fd)

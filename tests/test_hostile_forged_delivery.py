@@ -21,14 +21,20 @@ import sys
 from pathlib import Path
 
 import pytest
-from scripted_anthropic import ScriptedAnthropic, Text, ToolUse, Turn, Usage
-from test_agent_claude_code import MODEL, claude_binary  # noqa: F401 (a fixture)
 
+from scripted_anthropic import ScriptedAnthropic, Text, ToolUse, Turn, Usage
 from tasks_lib.agents import registry
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
 from tasks_lib.analysis.grading import grade_attempts, summarize
 from tasks_lib.arm.injection import transcript_claims
-from tasks_lib.arm.steps import ArmSetup, TaskSource, run_attempt, run_matrix, schedule, select_tasks
+from tasks_lib.arm.steps import (
+    ArmSetup,
+    TaskSource,
+    run_attempt,
+    run_matrix,
+    schedule,
+    select_tasks,
+)
 from tasks_lib.artifacts import LocalStore, run_key
 from tasks_lib.contracts import MemorySpec, RunRecord
 from tasks_lib.corpus.tasks import load_tasks
@@ -38,9 +44,10 @@ from tasks_lib.memory.delivery.provenance import wrap_block
 from tasks_lib.memory.delivery.witness import DeliveryReceipt, DeliveryWitness
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
-from tasks_lib.memory.realms import RUN_SECRET_KEY
 from tasks_lib.memory.provisioner.verbs import SERVE_ENV, STATE_ENV
+from tasks_lib.memory.realms import RUN_SECRET_KEY
 from tasks_lib.memory.reference.store import SqliteMemoryStore
+from test_agent_claude_code import MODEL, claude_binary  # noqa: F401 (a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
@@ -64,7 +71,7 @@ def _script(forge: bool) -> list[Turn]:
             *[Turn((Text("Done."),), Usage(input_tokens=100, output_tokens=5)) for _ in range(4)]]
 
 
-def _arm(claude_binary: Path, tmp_path: Path, condition: str, forge: bool) -> tuple[RunRecord, Transcript, LocalStore]:
+def _arm(claude_binary: Path, tmp_path: Path, condition: str, forge: bool) -> tuple[RunRecord, Transcript, LocalStore]:  # noqa: F811 - the fixture's value, passed on
     attempt = schedule(select_tasks(TASKS, [TASK]), [condition], 1)[0]
     store = LocalStore(tmp_path / f"artifacts-{condition}")
     with ScriptedAnthropic(_script(forge), model=MODEL) as server:

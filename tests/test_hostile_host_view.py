@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hostile_corpus import PAYLOAD_INSIDE, Staged, attempt_stages, make_corpus, register_planter
 
+from hostile_corpus import PAYLOAD_INSIDE, Staged, attempt_stages, make_corpus, register_planter
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.sandbox.local import LocalSandbox
 from tasks_lib.sandbox.session_confine import bwrap_for_sessions, python_paths, session_prefix

@@ -21,8 +21,8 @@ import re
 import shutil
 
 import pytest
-from hostile_flow import run_hostile
 
+from hostile_flow import run_hostile
 from tasks_lib.artifacts import open_store
 from tasks_lib.contracts import RunRecord
 

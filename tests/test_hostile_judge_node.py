@@ -12,8 +12,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from hostile_flow import run_hostile
 
+from hostile_flow import run_hostile
 from tasks_lib.contracts import RunRecord
 
 pytestmark = [pytest.mark.skipif(shutil.which("bwrap") is None, reason="the judge apart needs bubblewrap (bwrap) on PATH"),

@@ -9,8 +9,8 @@ import secrets
 from pathlib import Path
 
 import pytest
-from hostile_corpus import RUN_ID, TARGET, make_corpus, register_planter
 
+from hostile_corpus import RUN_ID, TARGET, make_corpus, register_planter
 from tasks_lib.arm.steps import run_matrix, schedule
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.corpus.tasks import OverlayRefused, overlay

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 
 import pytest
-from hostile_matrix import run_command_matrix
 
+from hostile_matrix import run_command_matrix
 from tasks_lib.agents.base import Transcript
 from tasks_lib.artifacts import open_store, run_key
 from tasks_lib.conditions import known_conditions

@@ -12,10 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hostile_flow import run_hostile
 
-from tasks_lib.corpus.post_turn import expected_cases, verdict
+from hostile_flow import run_hostile
 from tasks_lib.contracts import RunRecord
+from tasks_lib.corpus.post_turn import expected_cases, verdict
 from tasks_lib.corpus.tasks import check_post_turn_owned, load_task
 
 TASKS_ROOT = Path(__file__).resolve().parents[1] / "corpora" / "tasks"

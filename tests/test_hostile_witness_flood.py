@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from hostile_matrix import run_command_matrix
 
+from hostile_matrix import run_command_matrix
 from tasks_lib.agents.base import Transcript
 from tasks_lib.analysis.grading import delivery_rates
 from tasks_lib.memory import env as memory_env_names

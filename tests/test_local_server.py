@@ -160,7 +160,12 @@ def test_pruning_deletes_the_flow_runs_that_ended_before_the_cutoff_and_keeps_th
 
     from prefect import flow, task
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.filters import (
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterId,
+    )
 
     from flows.cli.main import main
     from flows.history import prune_flow_runs

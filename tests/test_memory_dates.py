@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from tasks_lib.memory.adapter import MemoryItem
-from tasks_lib.memory.reference.dates import LAG_DAYS, LEAD_DAYS, Period, in_window, parse_date, query_period
+from tasks_lib.memory.reference.dates import (
+    LAG_DAYS,
+    LEAD_DAYS,
+    Period,
+    in_window,
+    parse_date,
+    query_period,
+)
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 

@@ -12,7 +12,13 @@ import pytest
 
 from tasks_lib.memory.delivery.hook import HOOK_ERROR_EXIT, MAX_CONTEXT_CHARS, run_hook
 from tasks_lib.memory.delivery.provenance import find_provenance, wrap_block
-from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV, REALM_ENV, SESSION_QUERY_ENV, STORE_ENV
+from tasks_lib.memory.env import (
+    ABLATE_LANES_ENV,
+    MEMORY_OFF_ENV,
+    REALM_ENV,
+    SESSION_QUERY_ENV,
+    STORE_ENV,
+)
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 
 REALM = "trial:run-1.task-a.on.t0"

@@ -9,7 +9,12 @@ import pytest
 
 from tasks_lib.memory.embeddings import EMBEDDERS, HashedEmbedder, embedder_available, get_embedder
 from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
-from tasks_lib.memory.errors import InvalidRealmError, SwitchError, UnknownEmbedderError, UnknownLaneError
+from tasks_lib.memory.errors import (
+    InvalidRealmError,
+    SwitchError,
+    UnknownEmbedderError,
+    UnknownLaneError,
+)
 from tasks_lib.memory.realms import new_run_secret, trial_realm, validate_realm
 from tasks_lib.memory.switches import active_lanes
 

@@ -8,7 +8,12 @@ import pytest
 
 from tasks_lib.errors import DigestMismatchError
 from tasks_lib.memory.errors import MemoryStoreError
-from tasks_lib.memory.reference.replica import REPLICA_FILE_NAME, restore_replica, snapshot, strip_lanes
+from tasks_lib.memory.reference.replica import (
+    REPLICA_FILE_NAME,
+    restore_replica,
+    snapshot,
+    strip_lanes,
+)
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.trees import sha256_file
 

@@ -22,7 +22,12 @@ from pathlib import Path
 import pytest
 
 from tasks_lib.memory.delivery.client import MemoryClient
-from tasks_lib.memory.delivery.protocol import MAX_REQUEST_BYTES, PROTOCOL_VERSION, ErrorResponse, PingResponse
+from tasks_lib.memory.delivery.protocol import (
+    MAX_REQUEST_BYTES,
+    PROTOCOL_VERSION,
+    ErrorResponse,
+    PingResponse,
+)
 from tasks_lib.memory.delivery.provenance import find_provenance
 from tasks_lib.memory.delivery.server import (
     PID_NAME,

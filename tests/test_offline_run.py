@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from gitrepo import MakeRepo
-from upstream_index import PackageIndex, serving, tar_gz
 
 from flows.cli.main import main
+from gitrepo import MakeRepo
 from tasks_lib.contracts import NpmTarball, PypiSdist, TaskManifest
 from tasks_lib.corpus.upstream import upstream_cache_root
+from upstream_index import PackageIndex, serving, tar_gz
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "corpora" / "tasks"
@@ -234,7 +234,6 @@ def test_a_checkout_cannot_pass_off_its_own_tree_as_a_packed_upstream_fixture(
     the packed path (`.memtrial-upstream/<compose key>`) could have replaced the SHA-256-pinned release
     unseen. Only a corpus pack's own commit is read that way; a checkout composes from the verified release."""
     from gitrepo import git, write_files
-
     from tasks_lib.corpus.prepare import fetch_upstream_sources, prepare_task
     from tasks_lib.corpus.upstream import packed_fixture_path
 

@@ -114,9 +114,8 @@ def test_impossible_arguments_are_refused(kwargs: dict, message: str) -> None:
 
 
 def test_power_command_from_a_stored_run_and_from_a_stated_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from test_grading import scenario_records, store_scenario
-
     from tasks_lib.artifacts import LocalStore
+    from test_grading import scenario_records, store_scenario
 
     root = tmp_path / "artifacts"
     store_scenario(LocalStore(root), scenario_records("scenario-run"))

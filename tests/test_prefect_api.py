@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from flows.stages import FAIL_STAGE_ENV, TRACE_ENV
+from flows.stages import FAIL_STAGE_ENV
 
 TEMPORARY = "Starting temporary server"
 """What Prefect logs when it starts its own temporary server (memtrial never lets it)."""

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from admission_fixtures import (
     AGENT,
     FROZEN_AT,
@@ -17,7 +18,6 @@ from admission_fixtures import (
     record,
     task,
 )
-
 from flows.cli.main import main
 from tasks_lib.analysis.prereg import (
     PreregError,

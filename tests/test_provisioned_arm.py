@@ -15,8 +15,20 @@ import pytest
 
 from tasks_lib.agents.base import Transcript
 from tasks_lib.agents.calibration_plan import expected_attempt, key_texts, load_key_lanes
-from tasks_lib.arm.provisioned import ARTIFACT_NAME, ProvisionedArmError, restore_arm, write_artifact
-from tasks_lib.arm.steps import REFERENCE_BUILD, ArmsError, Attempt, run_matrix, schedule, select_tasks
+from tasks_lib.arm.provisioned import (
+    ARTIFACT_NAME,
+    ProvisionedArmError,
+    restore_arm,
+    write_artifact,
+)
+from tasks_lib.arm.steps import (
+    REFERENCE_BUILD,
+    ArmsError,
+    Attempt,
+    run_matrix,
+    schedule,
+    select_tasks,
+)
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.memory.delivery.witness import DeliveryReceipt

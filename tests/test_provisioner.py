@@ -21,7 +21,12 @@ from tasks_lib.contracts import ArmArtifacts, ArtifactRef
 from tasks_lib.errors import DigestMismatchError, MemtrialError
 from tasks_lib.memory.env import MEMORY_OFF_ENV
 from tasks_lib.memory.provisioner import client as prov
-from tasks_lib.memory.provisioner.check import CHECK_NAMES, check_provisioner, format_results, write_check_fixture
+from tasks_lib.memory.provisioner.check import (
+    CHECK_NAMES,
+    check_provisioner,
+    format_results,
+    write_check_fixture,
+)
 from tasks_lib.memory.provisioner.client import (
     FixtureArtifactDigestError,
     FixtureArtifactEscapeError,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+
 from admission_fixtures import (
     HEAD,
     REPO,
@@ -22,7 +23,6 @@ from admission_fixtures import (
     store_records,
     task,
 )
-
 from flows.cli.main import main
 from tasks_lib.analysis.admission import AdmissionError, admit_run
 from tasks_lib.analysis.prereg import prereg_key

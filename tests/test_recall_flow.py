@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -55,10 +56,15 @@ def test_nightly_runs_its_suites_concurrently_with_each_other_and_the_arms(tmp_p
     """The failure prevented: suites running one after another, after the whole matrix. Task run times
     come from the Prefect API: both suites started before either finished, and before the last arm ended."""
     import asyncio
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName, TaskRunFilter, TaskRunFilterStartTime
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterName,
+        TaskRunFilter,
+        TaskRunFilterStartTime,
+    )
 
     from flows.nightly import nightly
 
@@ -67,7 +73,7 @@ def test_nightly_runs_its_suites_concurrently_with_each_other_and_the_arms(tmp_p
     config.write_text(f"tasks: [rotlog-keep-count]\nconditions: ['off', 'on']\nsuites: [recall, retrieval]\n"
                       f"suite_options: {{recall: {{lengths: [2], window: 4, cases_dir: {corpus}}}}}\n"
                       f"artifact_root: {tmp_path / 'artifacts'}\n", encoding="utf-8")
-    began = datetime.now(timezone.utc)
+    began = datetime.now(UTC)
     result = nightly(config_path=str(config), run_id="suites-concurrent")
     assert set(result.suites) == {"recall", "retrieval"}
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tasks_lib.budget import BudgetStop, Ledger, key_fingerprint, write_ledger
 from tasks_lib.contracts import parse_document
+from tasks_lib.memory.embeddings import get_embedder
 from tasks_lib.suites.recall import (
     SweepConfig,
     SweepResult,
@@ -17,8 +19,6 @@ from tasks_lib.suites.recall import (
     run_sweep,
 )
 from tasks_lib.suites.recall.errors import RecallError, RecallModelError
-from tasks_lib.budget import BudgetStop, Ledger, key_fingerprint, write_ledger
-from tasks_lib.memory.embeddings import get_embedder
 from tasks_lib.suites.recall.llm import guard_model_reader
 from tasks_lib.suites.recall.reader import ABSTAIN_ANSWER, context_ranking, ranked_answer
 from tasks_lib.suites.recall.results import CaseOutcome, ModelConfig

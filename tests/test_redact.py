@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gitrepo import MakeRepo, write_files
 
+from gitrepo import MakeRepo, write_files
 from tasks_lib.contracts import RedactionReceipt, load_document
 from tasks_lib.corpus.build import package_corpus
 from tasks_lib.corpus.redact import redact_package, redact_tree

@@ -22,13 +22,18 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from PIL import Image
-from test_grading import scenario_records, store_scenario
 
 from flows.cli.main import main
-from tasks_lib.analysis.admission import AdmissionDecision, admissions_key, decisions_table, load_records
+from tasks_lib.analysis.admission import (
+    AdmissionDecision,
+    admissions_key,
+    decisions_table,
+    load_records,
+)
 from tasks_lib.analysis.stats import adjusted_mean_interval
 from tasks_lib.artifacts import LocalStore, open_store, run_key
 from tasks_lib.report import REPORT_HTML, build_report
+from test_grading import scenario_records, store_scenario
 
 RUN = "scenario-run"
 ON_BLUE = (0x1F, 0x77, 0xB4)
@@ -257,10 +262,10 @@ def real_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[LocalStore, P
     offline retrieval suite's real result stored beside it, and its report built from the store."""
     from tasks_lib.arm.steps import run_matrix, schedule, select_tasks
     from tasks_lib.artifacts import suite_key
-    from tasks_lib.run.layout import RECORDS_TABLE
     from tasks_lib.corpus.tasks import load_tasks
     from tasks_lib.manifest import seal_run
     from tasks_lib.memory.reference.store import SqliteMemoryStore
+    from tasks_lib.run.layout import RECORDS_TABLE
     from tasks_lib.suites.retrieval import bundled_cases, run_retrieval_suite
 
     where = tmp_path_factory.mktemp("real-report")

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_grading import scenario_records, store_scenario
-
 from flows.report_artifacts import artifact_key, publish_report_artifacts
 from tasks_lib.analysis.stats import adjusted_mean_interval
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.report.markdown import md_table
+from test_grading import scenario_records, store_scenario
 
 RUN = "scenario-run"
 

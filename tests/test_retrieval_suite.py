@@ -16,7 +16,13 @@ import pytest
 from tasks_lib.memory.adapter import MAX_K, Accounting, MemoryHit, MemoryItem
 from tasks_lib.memory.env import ABLATE_LANES_ENV
 from tasks_lib.memory.reference.store import SqliteMemoryStore
-from tasks_lib.suites.retrieval import RetrievalGates, RetrievalResult, bundled_cases, load_case_set, run_retrieval_suite
+from tasks_lib.suites.retrieval import (
+    RetrievalGates,
+    RetrievalResult,
+    bundled_cases,
+    load_case_set,
+    run_retrieval_suite,
+)
 
 CASES, GRAPH, POLICY = bundled_cases()
 NO_GRAPH = RetrievalGates(graph_calibration=False)

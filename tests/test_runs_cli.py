@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,15 @@ from flows.cli.main import main
 from flows.stages import FAIL_STAGE_ENV, InjectedFailure
 from tasks_lib.artifacts import LocalStore, new_run_id, open_store
 from tasks_lib.manifest import evidence_keys, verify_run
-from tasks_lib.runs import RUN_STATUS_JSON, list_runs, mark_ended, process_started, read_status, run_files, status_key
+from tasks_lib.runs import (
+    RUN_STATUS_JSON,
+    list_runs,
+    mark_ended,
+    process_started,
+    read_status,
+    run_files,
+    status_key,
+)
 
 TASK = "rotlog-keep-count"
 REFERENCE_BUILD = "memtrial-reference/0.1.0"
@@ -231,7 +239,7 @@ def test_a_reused_pid_or_another_hosts_run_is_not_taken_for_the_run(tmp_path: Pa
     checked here. Neither may flip the listed state the wrong way."""
     from tasks_lib.runs import RunStatus, stopped_outright
 
-    mine = RunStatus(run_id="r", state="running", started_at=datetime.now(timezone.utc), memtrial_version="memtrial 0+test",
+    mine = RunStatus(run_id="r", state="running", started_at=datetime.now(UTC), memtrial_version="memtrial 0+test",
                      host=socket.gethostname(), pid=os.getpid(), pid_started=process_started(os.getpid()))
     assert not stopped_outright(mine)
     assert stopped_outright(mine.model_copy(update={"pid_started": (mine.pid_started or 0) + 1}))

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import unavailable
 
+from conftest import unavailable
 from tasks_lib.contracts import Environment
 from tasks_lib.sandbox import (
     Sandbox,

@@ -24,7 +24,15 @@ from tasks_lib.memory.delivery.client import MemoryClient
 from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV
 from tasks_lib.memory.errors import MemoryServerError
 from tasks_lib.memory.provisioner.check import check_provisioner, format_results
-from tasks_lib.memory.provisioner.client import Probe, ProvisionerExitError, ProvisionerSpec, destroy_sync, make_provisioner, restore_sync, snapshot_sync
+from tasks_lib.memory.provisioner.client import (
+    Probe,
+    ProvisionerExitError,
+    ProvisionerSpec,
+    destroy_sync,
+    make_provisioner,
+    restore_sync,
+    snapshot_sync,
+)
 from tasks_lib.memory.provisioner.system import HOLDS, SYSTEM_ENV
 from tasks_lib.memory.provisioner.verbs import SERVE_ENV, SERVE_FILE, STATE_ENV
 from tasks_lib.memory.registry import MEMORY_SYSTEMS

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from gitrepo import git
 
+from gitrepo import git
 from tasks_lib.corpus.tasks import (
     INVARIANTS,
     SPLIT_NAME,

@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from gitrepo import MakeRepo, write_files
 
 from flows.cli.main import main
 from flows.settings import build_under_test
-from tasks_lib.analysis.trend import Snapshot, TrendError, append_snapshot, comparability_key, curve_folder, curve_key, load_trend, regressions
+from gitrepo import MakeRepo, write_files
+from tasks_lib.analysis.trend import (
+    Snapshot,
+    TrendError,
+    append_snapshot,
+    comparability_key,
+    curve_folder,
+    curve_key,
+    load_trend,
+    regressions,
+)
 from tasks_lib.artifacts import ArtifactStore, S3Settings, open_store
 
-T0 = datetime(2026, 12, 1, 3, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 
 
 def snap(scores: dict[str, float] | None = None, *, hours: int = 0, adapter: str = "reference", knee: float | None = None,

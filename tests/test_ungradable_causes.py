@@ -8,17 +8,17 @@ import shutil
 from pathlib import Path
 
 import pyarrow as pa
-from gitrepo import git
 
+from gitrepo import git
 from tasks_lib.analysis.aggregate import aggregate_run
 from tasks_lib.analysis.grading import grade_attempts, summarize
 from tasks_lib.arm.steps import run_matrix, schedule, select_tasks
 from tasks_lib.artifacts import LocalStore, run_key
-from tasks_lib.run.layout import RECORDS_TABLE
 from tasks_lib.contracts import RunRecord
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.manifest import seal_run
 from tasks_lib.report.html import ablation_section
+from tasks_lib.run.layout import RECORDS_TABLE
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = ["pagekit-last-page", "paybridge-tenant-header"]

@@ -18,16 +18,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gitrepo import MakeRepo, git, write_files
-from upstream_index import PackageIndex, serving, sha256, tar_gz
 
+from gitrepo import MakeRepo, git, write_files
 from tasks_lib.contracts import GitCommit, NpmTarball, PypiSdist, TaskManifest
 from tasks_lib.corpus.build import build_tree
 from tasks_lib.corpus.key_lanes import measure_manifest_lanes
 from tasks_lib.corpus.prepare import fetch_upstream_sources
 from tasks_lib.corpus.tasks import check_corpus
-from tasks_lib.corpus.upstream import FIXTURE_FOLDER, UpstreamError, compose_fixture, upstream_cache_root
+from tasks_lib.corpus.upstream import (
+    FIXTURE_FOLDER,
+    UpstreamError,
+    compose_fixture,
+    upstream_cache_root,
+)
 from tasks_lib.trees import sha256_file, walk_files
+from upstream_index import PackageIndex, serving, sha256, tar_gz
 
 SDIST = tar_gz("tinyflag-1.0", {
     "tinyflag/__init__.py": "def parse(argv):\n    return {a.lstrip('-'): True for a in argv if a.startswith('--')}\n",

@@ -7,9 +7,9 @@ refused preflight exits 1.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -23,7 +23,7 @@ budget_app = typer.Typer(help="The budget guard (money fence): check a key and i
 
 @budget_app.command("check")
 def budget_check(
-    config: Annotated[Optional[Path], typer.Option("--config", help=f"Budget config, or a run config with a 'budget:' section (default ${CONFIG_ENV}).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help=f"Budget config, or a run config with a 'budget:' section (default ${CONFIG_ENV}).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run steps 1-3 (key identity, per-key ceiling, shared headroom) now; exit 1 when a paid pair could not start."""
@@ -33,7 +33,7 @@ def budget_check(
     if path is None:
         raise MemtrialError(f"--config: missing; give a budget config file (or set ${CONFIG_ENV})")
     settings = load_budget_config(path)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     decision = preflight(settings, open_source(settings, path.parent, os.environ, now), os.environ.get(settings.key_env), now)
     if as_json:
         emit_json(decision.model_dump(mode="json"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -17,7 +17,7 @@ def corpus_build(
     repository: Annotated[str, typer.Argument(help="Local path or URL of a git repository.")],
     out_dir: Annotated[Path, typer.Option("--out", help="New folder for the packaged corpus (tree/ + corpus.json).")],
     commit: Annotated[str, typer.Option(help="Commit to build (resolved to its full id).")] = "HEAD",
-    subdir: Annotated[Optional[str], typer.Option(help="Build only this subtree of the commit.")] = None,
+    subdir: Annotated[str | None, typer.Option(help="Build only this subtree of the commit.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Build a corpus from git objects only: no .git, no history, no ignored or untracked files."""
@@ -56,7 +56,7 @@ def corpus_redact(
 
 @corpus_app.command("check")
 def corpus_check(
-    tasks_root: Annotated[Optional[Path], typer.Option(help="Task corpus folder inside this checkout (default: the bundled corpora/tasks).")] = None,
+    tasks_root: Annotated[Path | None, typer.Option(help="Task corpus folder inside this checkout (default: the bundled corpora/tasks).")] = None,
     revision: Annotated[str, typer.Option(help="Commit whose git objects the tasks are built from.")] = "HEAD",
     as_json: JsonFlag = False,
 ) -> None:
@@ -105,7 +105,7 @@ def corpus_check(
 
 @corpus_app.command("fetch")
 def corpus_fetch(
-    tasks_root: Annotated[Optional[Path], typer.Option(help="Task corpus folder inside this checkout (default: the bundled corpora/tasks).")] = None,
+    tasks_root: Annotated[Path | None, typer.Option(help="Task corpus folder inside this checkout (default: the bundled corpora/tasks).")] = None,
     revision: Annotated[str, typer.Option(help="Commit whose task manifests and overlays are used.")] = "HEAD",
     as_json: JsonFlag = False,
 ) -> None:
@@ -135,10 +135,10 @@ def corpus_fetch(
 
 def certify(
     path: Annotated[Path, typer.Argument(help="A packaged corpus folder or any directory tree (the source corpus).")],
-    challenge: Annotated[Optional[Path], typer.Option(help="challenge.json or task.json whose visible text and answer phrases are checked too.")] = None,
-    fixture: Annotated[Optional[Path], typer.Option(help="fixture.json whose arms' graph and evidence artifacts are checked too (digests verified).")] = None,
-    evidence: Annotated[Optional[list[Path]], typer.Option(help="Evidence corpus folder (repeatable).")] = None,
-    graph: Annotated[Optional[list[Path]], typer.Option(help="Graph/memory artifact of an arm (repeatable).")] = None,
+    challenge: Annotated[Path | None, typer.Option(help="challenge.json or task.json whose visible text and answer phrases are checked too.")] = None,
+    fixture: Annotated[Path | None, typer.Option(help="fixture.json whose arms' graph and evidence artifacts are checked too (digests verified).")] = None,
+    evidence: Annotated[list[Path] | None, typer.Option(help="Evidence corpus folder (repeatable).")] = None,
+    graph: Annotated[list[Path] | None, typer.Option(help="Graph/memory artifact of an arm (repeatable).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Static, model-free, fail-closed leak check. Exit 1 with findings, 0 when clean, 2 on error."""

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -27,8 +27,8 @@ memory_app = typer.Typer(
 )
 provisioner_app = typer.Typer(help="Check a memory system's provisioner (restore, snapshot, destroy).", no_args_is_help=True)
 
-StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="Memory store file (a live store or a run's replica).")]
-SocketOpt = Annotated[Optional[str], typer.Option("--socket", help="Socket of a served replica, instead of --store (default $MEMORY_SOCKET when --store is not given).")]
+StoreOpt = Annotated[Path | None, typer.Option("--store", help="Memory store file (a live store or a run's replica).")]
+SocketOpt = Annotated[str | None, typer.Option("--socket", help="Socket of a served replica, instead of --store (default $MEMORY_SOCKET when --store is not given).")]
 RealmOpt = Annotated[str, typer.Option("--realm", help="Realm, '<namespace>:<name>' (e.g. trial:run-1.task-a.on.t0).")]
 
 
@@ -75,8 +75,8 @@ def remember(
     store: StoreOpt = None,
     socket: SocketOpt = None,
     kind: Annotated[str, typer.Option(help="Kind: convention, fact, decision, procedure, correction or superseded.")] = "fact",
-    subject: Annotated[Optional[str], typer.Option(help="What the memories are about; an older memory with the same subject is superseded.")] = None,
-    supersedes: Annotated[Optional[list[str]], typer.Option(help="Id of a live memory these replace (repeatable).")] = None,
+    subject: Annotated[str | None, typer.Option(help="What the memories are about; an older memory with the same subject is superseded.")] = None,
+    supersedes: Annotated[list[str] | None, typer.Option(help="Id of a live memory these replace (repeatable).")] = None,
     create: Annotated[bool, typer.Option("--create", help="Create the store file and the realm when they do not exist.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -116,7 +116,7 @@ def recall(
     store: StoreOpt = None,
     socket: SocketOpt = None,
     k: Annotated[int, typer.Option("-k", "--k", help="Most memories to return (1-100).")] = 5,
-    lane: Annotated[Optional[list[str]], typer.Option(help="Use only this lane (repeatable; default all lanes).")] = None,
+    lane: Annotated[list[str] | None, typer.Option(help="Use only this lane (repeatable; default all lanes).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Recall a realm's live memories for a query, best first (kill switch and ablation apply)."""
@@ -187,8 +187,8 @@ def _export_lines(env: dict[str, str]) -> list[str]:
 @memory_app.command("serve")
 def serve(
     store: Annotated[Path, typer.Option("--store", help="The replica file to serve.")],
-    realm: Annotated[Optional[str], typer.Option("--realm", help="Realm to export as MEMORY_REALM for the agent.")] = None,
-    socket_dir: Annotated[Optional[Path], typer.Option(help="Private (0700) folder for the socket; default a new folder under the temp dir.")] = None,
+    realm: Annotated[str | None, typer.Option("--realm", help="Realm to export as MEMORY_REALM for the agent.")] = None,
+    socket_dir: Annotated[Path | None, typer.Option(help="Private (0700) folder for the socket; default a new folder under the temp dir.")] = None,
     detach: Annotated[bool, typer.Option("--detach", help="Start the server in the background, print its settings and return.")] = False,
     read_only: Annotated[bool, typer.Option("--read-only", help="Refuse remember and forget (for a socket the agent under test can reach).")] = False,
     as_json: JsonFlag = False,
@@ -260,7 +260,7 @@ def provisioner_check(
     argv: Annotated[list[str], typer.Argument(help="The provisioner's command prefix, after '--' (the verb is appended).")],
     fixture_root: Annotated[Path, typer.Option(help="Folder the check writes its fixture into (memtrial-check/ inside it).")],
     timeout: Annotated[float, typer.Option(help="Seconds each verb may take before its process group is killed.")] = 60.0,
-    env: Annotated[Optional[list[str]], typer.Option("--env", help="KEY=VALUE added to the provisioner's environment (repeatable).")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", help="KEY=VALUE added to the provisioner's environment (repeatable).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run every conformance check against a provisioner: one line per check; exit 1 if any fails."""

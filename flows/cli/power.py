@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -12,10 +12,10 @@ from flows.cli.grading import ArtifactsOpt, _store
 
 
 def power(
-    tasks: Annotated[Optional[int], typer.Option(help="Tasks in the corpus (default with --run: the run's tasks).")] = None,
-    trials: Annotated[Optional[int], typer.Option(help="Trials per task and condition (default with --run: the run's).")] = None,
-    baseline: Annotated[Optional[float], typer.Option(help="Stated off success rate of every task, in [0, 1].")] = None,
-    run: Annotated[Optional[str], typer.Option("--run", help="Stored run whose observed per-task off rates are the baseline.")] = None,
+    tasks: Annotated[int | None, typer.Option(help="Tasks in the corpus (default with --run: the run's tasks).")] = None,
+    trials: Annotated[int | None, typer.Option(help="Trials per task and condition (default with --run: the run's).")] = None,
+    baseline: Annotated[float | None, typer.Option(help="Stated off success rate of every task, in [0, 1].")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Stored run whose observed per-task off rates are the baseline.")] = None,
     artifacts: ArtifactsOpt = None,
     alpha: Annotated[float, typer.Option(help="Two-sided level of the sign-flip test.")] = 0.05,
     target: Annotated[float, typer.Option("--power", help="Power the difference must reach.")] = 0.8,

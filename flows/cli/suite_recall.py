@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -47,20 +47,20 @@ def recall(
     window: Annotated[int, typer.Option(help="Turns the retention policy keeps verbatim.")] = 20,
     summary_sentences: Annotated[int, typer.Option(help="Sentences the summary policy keeps of older turns.")] = 8,
     recall_k: Annotated[int, typer.Option(help="Memories recalled per probe.")] = 5,
-    abstain_below: Annotated[Optional[float], typer.Option(help="The memory's abstention threshold: a first recalled memory scoring below it is no answer (default: the system never abstains).")] = None,
-    cases: Annotated[Optional[Path], typer.Option(help="Folder with cases.json and filler.json (default: the bundled corpora/recall).")] = None,
-    filler_dataset: Annotated[Optional[Path], typer.Option(help="A LoCoMo JSON file (locomo10.json) to draw filler turns from.")] = None,
-    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint (ending before /chat/completions) to answer with a model.")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Model name for --base-url; without both, the offline reader answers with the memory's first recalled memory.")] = None,
+    abstain_below: Annotated[float | None, typer.Option(help="The memory's abstention threshold: a first recalled memory scoring below it is no answer (default: the system never abstains).")] = None,
+    cases: Annotated[Path | None, typer.Option(help="Folder with cases.json and filler.json (default: the bundled corpora/recall).")] = None,
+    filler_dataset: Annotated[Path | None, typer.Option(help="A LoCoMo JSON file (locomo10.json) to draw filler turns from.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (ending before /chat/completions) to answer with a model.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name for --base-url; without both, the offline reader answers with the memory's first recalled memory.")] = None,
     samples: Annotated[int, typer.Option(help="Model answers per question; the majority verdict counts.")] = 1,
     temperature: Annotated[float, typer.Option(help="Model sampling temperature (0 for one deterministic answer; above 0 needs --samples 3 or more).")] = 0.0,
-    budget: Annotated[Optional[Path], typer.Option(help="Budget guard config checked before the model's first request (required unless --base-url is on 127.0.0.1).")] = None,
+    budget: Annotated[Path | None, typer.Option(help="Budget guard config checked before the model's first request (required unless --base-url is on 127.0.0.1).")] = None,
     knee_drop: Annotated[float, typer.Option(help="Recall drop in points below the shortest length that marks the knee.")] = 20.0,
-    min_score: Annotated[Optional[float], typer.Option(help="Gate: exit 1 if recall at any length is below this (0..1).")] = None,
-    max_staleness: Annotated[Optional[float], typer.Option(help="Gate: exit 1 if staleness at any length is above this (0..1).")] = None,
-    max_false_recall: Annotated[Optional[float], typer.Option(help="Gate: exit 1 if false recall at any length is above this (0..1).")] = None,
-    artifacts: Annotated[Optional[str], typer.Option(help="Artifact root (folder or s3://bucket/prefix): append a trend snapshot there.")] = None,
-    curve: Annotated[Optional[str], typer.Option(help="Trend curve to append to (default: recall).")] = None,
+    min_score: Annotated[float | None, typer.Option(help="Gate: exit 1 if recall at any length is below this (0..1).")] = None,
+    max_staleness: Annotated[float | None, typer.Option(help="Gate: exit 1 if staleness at any length is above this (0..1).")] = None,
+    max_false_recall: Annotated[float | None, typer.Option(help="Gate: exit 1 if false recall at any length is above this (0..1).")] = None,
+    artifacts: Annotated[str | None, typer.Option(help="Artifact root (folder or s3://bucket/prefix): append a trend snapshot there.")] = None,
+    curve: Annotated[str | None, typer.Option(help="Trend curve to append to (default: recall).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Plant facts, bury them under real dialogue, probe; print recall, staleness, false recall and

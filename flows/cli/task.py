@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -18,8 +18,8 @@ from flows.cli.common import JsonFlag, emit_json, out, summary_table
 
 task_app = typer.Typer(help="Author one task: scaffold it, check its invariants, try the calibration pair on it.", no_args_is_help=True)
 
-TasksRootOpt = Annotated[Optional[Path], typer.Option(help="Task corpus folder inside a git checkout (default: the bundled corpora/tasks).")]
-RevisionOpt = Annotated[Optional[str], typer.Option(help="Commit to build the task from (default: a snapshot of the working tree).")]
+TasksRootOpt = Annotated[Path | None, typer.Option(help="Task corpus folder inside a git checkout (default: the bundled corpora/tasks).")]
+RevisionOpt = Annotated[str | None, typer.Option(help="Commit to build the task from (default: a snapshot of the working tree).")]
 
 
 def _roots(tasks_root: Path | None) -> tuple[Path, Path, str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -17,8 +17,8 @@ SHOWN = 6
 
 def trend(
     suite: Annotated[str, typer.Option(help="Curve to show: a suite name (retrieval, recall, ...) or a name given with --curve.")] = "retrieval",
-    artifacts: Annotated[Optional[str], typer.Option(help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")] = None,
-    out_file: Annotated[Optional[Path], typer.Option("--out", help="Write the PNG plot here (default: trend/<suite>.png in the artifact store).")] = None,
+    artifacts: Annotated[str | None, typer.Option(help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")] = None,
+    out_file: Annotated[Path | None, typer.Option("--out", help="Write the PNG plot here (default: trend/<suite>.png in the artifact store).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Show a suite's scores over time; exit 1 when the latest snapshot regresses against the previous one."""
@@ -29,8 +29,8 @@ def trend(
         load_trend,
         metric_order,
         regressions,
-        resolve_curve,
         render_trend_png,
+        resolve_curve,
     )
     from tasks_lib.artifacts import open_store, write_atomically
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -13,7 +13,7 @@ from tasks_lib.errors import ContractError, MemtrialError
 
 def validate(
     paths: Annotated[list[Path], typer.Argument(help="Manifests or receipts to validate (kind from the file name).")],
-    kind: Annotated[Optional[str], typer.Option(help="Validate every file as this kind, e.g. task.json.")] = None,
+    kind: Annotated[str | None, typer.Option(help="Validate every file as this kind, e.g. task.json.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Validate manifests and receipts against their contracts; report every wrong field."""

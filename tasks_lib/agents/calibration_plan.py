@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tasks_lib.agents.calibration import EXPLORABLE, MEMORY_SOLVES, tokens
+from tasks_lib.conditions import KEY_MEMORY_KINDS, planted_memories, spec_of  # noqa: F401  (KEY_MEMORY_KINDS re-exported)
+from tasks_lib.contracts import MemorySpec
+from tasks_lib.corpus.feed import feed_documents, key_turn_texts
 from tasks_lib.corpus.key_lanes import (  # noqa: F401  (re-exported: the plan is read from the declaration)
     KEY_LANES_NAME,
     RECALL_K,
@@ -38,9 +41,6 @@ from tasks_lib.corpus.key_lanes import (  # noqa: F401  (re-exported: the plan i
     measure_key_lanes,
     probe_store,
 )
-from tasks_lib.conditions import KEY_MEMORY_KINDS, planted_memories, spec_of  # noqa: F401  (KEY_MEMORY_KINDS re-exported)
-from tasks_lib.contracts import MemorySpec
-from tasks_lib.corpus.feed import feed_documents, key_turn_texts
 from tasks_lib.corpus.tasks import LoadedTask
 from tasks_lib.corpus.upstream import upstream_fixture_bytes
 from tasks_lib.memory.adapter import MemoryAdapter

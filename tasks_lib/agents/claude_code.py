@@ -75,8 +75,8 @@ import tasks_lib
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
 from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import register_agent
-from tasks_lib.memory.env import SOCKET_ENV, STORE_ENV
 from tasks_lib.memory.delivery.notes import NOTES_LANE, NOTES_PATHS, read_notes
+from tasks_lib.memory.env import SOCKET_ENV, STORE_ENV
 from tasks_lib.sandbox.base import DEFAULT_PATH, SandboxLimits
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
 from tasks_lib.sandbox.cgroups import LAUNCHER_FAILED, RunCgroup, make_run_cgroup

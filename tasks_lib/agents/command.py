@@ -61,7 +61,13 @@ from tasks_lib.memory.env import (
     TRANSCRIPT_ENV,
     WORKSPACE_ENV,
 )
-from tasks_lib.sandbox.base import DEFAULT_PATH, ReadOnlyMount, Sandbox, SandboxLimits, SandboxRequest
+from tasks_lib.sandbox.base import (
+    DEFAULT_PATH,
+    ReadOnlyMount,
+    Sandbox,
+    SandboxLimits,
+    SandboxRequest,
+)
 from tasks_lib.sandbox.errors import SandboxError, UnknownSandboxError
 from tasks_lib.sandbox.registry import get_sandbox
 

@@ -33,7 +33,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession, Transcript, TranscriptStep
-from tasks_lib.agents.command import InfraFailure, call_hook, command_env, defang, notes_context, open_sandbox, reminder
+from tasks_lib.agents.command import (
+    InfraFailure,
+    call_hook,
+    command_env,
+    defang,
+    notes_context,
+    open_sandbox,
+    reminder,
+)
 from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.sandbox.base import Sandbox, SandboxLimits, SandboxRequest

@@ -27,13 +27,26 @@ from pydantic import Field, ValidationError
 
 from tasks_lib.analysis.admission import AdmissionDecision, admissions_key, load_decisions
 from tasks_lib.analysis.evidence import Cell, Evidence, load_evidence, with_evidence
-from tasks_lib.analysis.grading import AttemptGrade, ConditionDelta, GradingSummary, grade_attempts, summarize
+from tasks_lib.analysis.grading import (
+    AttemptGrade,
+    ConditionDelta,
+    GradingSummary,
+    grade_attempts,
+    summarize,
+)
 from tasks_lib.arm.comparability import MissingKeyError, comparison_key
 from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.contracts import ContractModel, Document, RunRecord, violations_of
 from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import verify_run
-from tasks_lib.run.layout import ABLATIONS_TABLE, AUDIT_TABLE, GRADES_TABLE, MANIFEST_JSON, RUN_WARNINGS_JSON, SUMMARY_JSON
+from tasks_lib.run.layout import (
+    ABLATIONS_TABLE,
+    AUDIT_TABLE,
+    GRADES_TABLE,
+    MANIFEST_JSON,
+    RUN_WARNINGS_JSON,
+    SUMMARY_JSON,
+)
 from tasks_lib.run.records import RunNotFound, read_records, require_table, run_folder  # noqa: F401 - RunNotFound: aggregate_run raises it
 
 CALIBRATION_REASON = "calibration_agent"

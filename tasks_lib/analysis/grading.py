@@ -36,9 +36,23 @@ from pydantic import Field, StringConstraints
 from tasks_lib.agents.base import Transcript
 from tasks_lib.analysis.damage import Damage, damage_table
 from tasks_lib.analysis.headline import Comparison, headline
-from tasks_lib.analysis.stats import clopper_pearson, mcnemar_exact, paired_continuous_summary, pass_at_k, pass_hat_k, wilson
+from tasks_lib.analysis.stats import (
+    clopper_pearson,
+    mcnemar_exact,
+    paired_continuous_summary,
+    pass_at_k,
+    pass_hat_k,
+    wilson,
+)
 from tasks_lib.conditions import UnknownCondition, spec_of
-from tasks_lib.contracts import ATTEMPT_ERROR, Condition, ContractModel, Document, Identifier, RunRecord
+from tasks_lib.contracts import (
+    ATTEMPT_ERROR,
+    Condition,
+    ContractModel,
+    Document,
+    Identifier,
+    RunRecord,
+)
 
 COST_SAVING_FACTOR = Fraction(3, 2)
 """The off attempt must use at least this many times the on attempt's tokens for a cost saving

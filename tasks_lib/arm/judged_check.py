@@ -48,7 +48,16 @@ from tasks_lib.arm.sandboxed_check import (
     check_limits,
     check_request,
 )
-from tasks_lib.corpus.post_turn import HARNESS_DIR, HARNESS_TARGET, expected_cases, jail_argv, new_nonce, purge_bytecode, test_files, verdict
+from tasks_lib.corpus.post_turn import (
+    HARNESS_DIR,
+    HARNESS_TARGET,
+    expected_cases,
+    jail_argv,
+    new_nonce,
+    purge_bytecode,
+    test_files,
+    verdict,
+)
 from tasks_lib.corpus.tasks import LoadedTask
 from tasks_lib.sandbox.base import ReadOnlyMount, SandboxLimits, SandboxRequest
 from tasks_lib.sandbox.capture import BoundedSink, drain_file

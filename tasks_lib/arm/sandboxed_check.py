@@ -32,9 +32,25 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from tasks_lib.contracts import ContractModel
-from tasks_lib.corpus.post_turn import HARNESS_DIR, HARNESS_TARGET, PostTurnVerdict, expected_cases, harness_argv, new_nonce, purge_bytecode, verdict
+from tasks_lib.corpus.post_turn import (
+    HARNESS_DIR,
+    HARNESS_TARGET,
+    PostTurnVerdict,
+    expected_cases,
+    harness_argv,
+    new_nonce,
+    purge_bytecode,
+    verdict,
+)
 from tasks_lib.corpus.tasks import LoadedTask
-from tasks_lib.sandbox.base import DEFAULT_PATH, ReadOnlyMount, Sandbox, SandboxLimits, SandboxRequest, SandboxResult
+from tasks_lib.sandbox.base import (
+    DEFAULT_PATH,
+    ReadOnlyMount,
+    Sandbox,
+    SandboxLimits,
+    SandboxRequest,
+    SandboxResult,
+)
 from tasks_lib.sandbox.errors import SandboxError
 from tasks_lib.sandbox.local import LocalSandbox
 from tasks_lib.sandbox.registry import get_sandbox

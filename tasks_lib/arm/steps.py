@@ -54,20 +54,31 @@ from typing import Literal, ParamSpec, Protocol, TypeVar, get_args
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession
 from tasks_lib.agents.calibration import CalibrationAgent
-from tasks_lib.agents.calibration_plan import feed_key_texts, ingest_feed, key_texts, misleading_texts
+from tasks_lib.agents.calibration_plan import (
+    feed_key_texts,
+    ingest_feed,
+    key_texts,
+    misleading_texts,
+)
 from tasks_lib.agents.registry import get_agent
 from tasks_lib.arm.audit import AuditReceipt, TreeSnapshot, audit
 from tasks_lib.arm.comparability import arm_memory_config_digest, record_fields
+from tasks_lib.arm.history import HISTORY_DIR, release_history, write_history
 from tasks_lib.arm.injection import confirm_delivery
+from tasks_lib.arm.judged_check import run_judged_check
 from tasks_lib.arm.pinned import PinnedTask, PinnedTaskError, check_pinned, pin_task
 from tasks_lib.arm.provisioned import LiveArm, release, restore_arm, restore_feed
-from tasks_lib.arm.judged_check import run_judged_check
 from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check, sandbox_options_of
 from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
 from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.budget.errors import BudgetError
-from tasks_lib.arm.history import HISTORY_DIR, release_history, write_history
-from tasks_lib.conditions import NO_MEMORY_SYSTEM, UnknownCondition, applies, planted_memories, spec_of
+from tasks_lib.conditions import (
+    NO_MEMORY_SYSTEM,
+    UnknownCondition,
+    applies,
+    planted_memories,
+    spec_of,
+)
 from tasks_lib.contracts import ATTEMPT_ERROR, RunRecord, check_rel_path
 from tasks_lib.corpus.certify import certify_home
 from tasks_lib.corpus.feed import feed_documents
@@ -76,7 +87,6 @@ from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
 from tasks_lib.corpus.upstream import fixture_origin
 from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import seal_run
-from tasks_lib.run.layout import AUDIT_JSON, CHECK_TXT, DELIVERY_JSON, RECORD_JSON, TRANSCRIPT_JSON, attempt_parts
 from tasks_lib.memory.delivery.notes import NOTES_PATHS, NotesDelivery
 from tasks_lib.memory.delivery.witness import DeliveryWitness, ServedSystem
 from tasks_lib.memory.env import HISTORY_ENV, REALM_ENV, SOCKET_ENV, STORE_ENV, STORE_PATHS
@@ -86,6 +96,14 @@ from tasks_lib.memory.realms import ensure_run_secret, new_run_secret, trial_rea
 from tasks_lib.memory.reference.replica import strip_lanes
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.provenance import run_provenance, write_provenance
+from tasks_lib.run.layout import (
+    AUDIT_JSON,
+    CHECK_TXT,
+    DELIVERY_JSON,
+    RECORD_JSON,
+    TRANSCRIPT_JSON,
+    attempt_parts,
+)
 from tasks_lib.sandbox.fstree import remove_tree
 
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")

@@ -6,10 +6,29 @@ interface. No Prefect here: `flows/budget.py` wraps these as tasks.
 """
 
 from tasks_lib.budget.config import load_budget_config
-from tasks_lib.budget.contracts import BalanceReading, BudgetConfig, GuardDecision, Ledger, LedgerEntry, StepResult
-from tasks_lib.budget.errors import BalanceUnavailable, BudgetConfigError, BudgetError, BudgetStop, KeyRejected
+from tasks_lib.budget.contracts import (
+    BalanceReading,
+    BudgetConfig,
+    GuardDecision,
+    Ledger,
+    LedgerEntry,
+    StepResult,
+)
+from tasks_lib.budget.errors import (
+    BalanceUnavailable,
+    BudgetConfigError,
+    BudgetError,
+    BudgetStop,
+    KeyRejected,
+)
 from tasks_lib.budget.guard import check_drain, key_fingerprint, preflight
-from tasks_lib.budget.sources import BalanceSource, append_ledger_entry, load_ledger, open_source, write_ledger
+from tasks_lib.budget.sources import (
+    BalanceSource,
+    append_ledger_entry,
+    load_ledger,
+    open_source,
+    write_ledger,
+)
 
 __all__ = [
     "BalanceReading", "BalanceSource", "BalanceUnavailable", "BudgetConfig", "BudgetConfigError", "BudgetError",

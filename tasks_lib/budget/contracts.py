@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -38,16 +38,16 @@ class BudgetConfig(Document):
     still fits the pair cap and keeps the balance above the reserve."""
     drain_tolerance_usd: float = Field(default=0.0, ge=0)
     """How much more than the declared spend the balance may drop between arms (billing rounding)."""
-    ledger_path: Optional[str] = None
+    ledger_path: str | None = None
     """Ledger file for `provider: ledger`; relative paths are relative to the config file's folder."""
-    base_url: Optional[str] = Field(default=None, pattern=r"^https?://[^\s]+$")
+    base_url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
     """Provider API base URL (e.g. https://openrouter.ai); default: the provider's public URL."""
-    admin_key_env: Optional[str] = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    admin_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """Environment variable with the admin key the Anthropic/OpenAI cost APIs need."""
-    declared_ceiling_usd: Optional[float] = Field(default=None, gt=0)
+    declared_ceiling_usd: float | None = Field(default=None, gt=0)
     """Admin cost APIs only: the spend limit set in the provider console for this period (they report
     spending, not limits); the balance is this minus the period's cost. Absent: step 2 fails."""
-    period_start: Optional[str] = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
+    period_start: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
     """Admin cost APIs only: first day (UTC, YYYY-MM-DD) of the ceiling's period; default: the 1st of this month."""
     timeout_seconds: float = Field(default=10.0, gt=0, le=300)
     """Timeout of one balance request; a timeout is a transport error (recorded as unobserved)."""
@@ -79,7 +79,7 @@ class Ledger(Document):
 
     opening_balance_usd: float
     """Shared balance when the ledger was opened."""
-    key_ceiling_usd: Optional[float] = Field(ge=0)
+    key_ceiling_usd: float | None = Field(ge=0)
     """External per-key ceiling; null means the key has none (step 2 fails)."""
     key_status: Literal["active", "revoked"] = "active"
     """`revoked` behaves like a 401 from a real provider (fails closed)."""
@@ -99,9 +99,9 @@ class BalanceReading(ContractModel):
     """Which source answered (provider name and URL or file)."""
     balance_usd: float
     """Money left to spend that the pair draws from (shared balance or key's remaining limit)."""
-    key_ceiling_usd: Optional[float]
+    key_ceiling_usd: float | None
     """The key's external ceiling, or None when the provider says it has none."""
-    usage_usd: Optional[float] = None
+    usage_usd: float | None = None
     """Spending the provider reports for the key or period, when it reports it."""
 
 
@@ -137,21 +137,21 @@ class GuardDecision(Document):
     """The source's address (URL or ledger file name)."""
     key_sha256_prefix: str = Field(pattern=r"^[0-9a-f]{0,12}$")
     """First 12 hex of the exported key's SHA-256 (empty when no key was exported); never the key."""
-    balance_usd: Optional[float]
+    balance_usd: float | None
     """Balance read now; None when unobserved or not read."""
-    key_ceiling_usd: Optional[float]
+    key_ceiling_usd: float | None
     """The key's external ceiling as the provider reported it."""
     production_reserve_usd: float
     """Reserve from the configuration."""
     pair_cap_usd: float
     """Acknowledged pair cap from the configuration."""
-    start_balance_usd: Optional[float] = None
+    start_balance_usd: float | None = None
     """Between arms: the balance the preflight read."""
-    declared_spent_usd: Optional[float] = None
+    declared_spent_usd: float | None = None
     """Between arms: what the run itself recorded as spent so far."""
-    observed_drain_usd: Optional[float] = None
+    observed_drain_usd: float | None = None
     """Between arms: start balance minus balance now (counts anyone's spending on the account)."""
-    next_arm_ceiling_usd: Optional[float] = None
+    next_arm_ceiling_usd: float | None = None
     """Between arms: most the next arm may spend."""
     checked_at: str
     """UTC time of the decision (ISO 8601)."""

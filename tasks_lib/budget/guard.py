@@ -17,7 +17,7 @@ spent yet, so an unreadable balance does not start the pair.
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from tasks_lib.budget.contracts import BalanceReading, BudgetConfig, GuardDecision, StepResult
 from tasks_lib.budget.errors import BalanceUnavailable, BudgetError, KeyRejected
@@ -84,7 +84,7 @@ def _decision(
         key_ceiling_usd=reading.key_ceiling_usd if reading else None,
         production_reserve_usd=config.production_reserve_usd,
         pair_cap_usd=config.pair_cap_usd,
-        checked_at=now.astimezone(timezone.utc).isoformat(timespec="seconds"),
+        checked_at=now.astimezone(UTC).isoformat(timespec="seconds"),
         **extra,  # type: ignore[arg-type]
     )
 
@@ -95,7 +95,7 @@ def _skipped(*names: str, why: str) -> list[StepResult]:
 
 def preflight(config: BudgetConfig, source: BalanceSource, api_key: str | None, now: datetime | None = None) -> GuardDecision:
     """Steps 1-3 before a paid pair may start; the decision carries the starting balance."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     identity = check_key_identity(config, api_key)
     if identity.status == "fail":
         steps = [identity, *_skipped("per-key-budget", "shared-headroom", why="key identity failed")]
@@ -150,7 +150,7 @@ def check_drain(
         raise BudgetError("check_drain needs the allowing preflight decision of this pair (with its balance); run preflight first")
     if declared_spent_usd < 0 or next_arm_ceiling_usd < 0:
         raise BudgetError(f"declared spend ({declared_spent_usd}) and next arm ceiling ({next_arm_ceiling_usd}) must be >= 0")
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     extra = {"start_balance_usd": start.balance_usd, "declared_spent_usd": declared_spent_usd,
              "next_arm_ceiling_usd": next_arm_ceiling_usd}
     identity = check_key_identity(config, api_key)

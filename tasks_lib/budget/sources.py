@@ -14,9 +14,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from abc import ABC, abstractmethod
-from datetime import datetime, timezone
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from tasks_lib.budget.contracts import BalanceReading, BudgetConfig, Ledger, LedgerEntry
 from tasks_lib.budget.errors import BalanceUnavailable, BudgetConfigError, KeyRejected
@@ -102,7 +103,7 @@ def get_json(url: str, headers: Mapping[str, str], timeout: float) -> Any:
         if error.code in (401, 403):
             raise KeyRejected(f"GET {url}: HTTP {error.code}; the provider rejected the key") from None
         raise BalanceUnavailable(f"GET {url}: HTTP {error.code} {error.reason}") from None
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         raise BalanceUnavailable(f"GET {url}: no answer within {timeout:g} s") from None
     except urllib.error.URLError as error:
         if isinstance(error.reason, (TimeoutError, socket.timeout)):
@@ -154,8 +155,8 @@ class OpenRouterSource(BalanceSource):
 def period_start(config: BudgetConfig, now: datetime) -> datetime:
     """Start of the declared ceiling's period: `period_start`, else the 1st of this month (UTC)."""
     if config.period_start:
-        return datetime.strptime(config.period_start, "%Y-%m-%d").replace(tzinfo=timezone.utc)
-    return now.astimezone(timezone.utc).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        return datetime.strptime(config.period_start, "%Y-%m-%d").replace(tzinfo=UTC)
+    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
 class CostReportSource(BalanceSource):

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import Field
 
 from tasks_lib.conditions import key_texts_of
-from tasks_lib.contracts import Document, Identifier, LaneName, MemorySpec, NonEmptyText, TaskManifest
+from tasks_lib.contracts import (
+    Document,
+    Identifier,
+    LaneName,
+    MemorySpec,
+    NonEmptyText,
+    TaskManifest,
+)
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.delivery.hook import DEFAULT_K
 from tasks_lib.memory.planting import plant

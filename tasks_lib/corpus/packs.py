@@ -29,7 +29,13 @@ from pydantic import ValidationError
 from tasks_lib.artifacts import ArtifactStore, check_key
 from tasks_lib.contracts import ContractModel, GitOid, RelPath, TaskManifest
 from tasks_lib.corpus.build import build_tree, resolve_tree
-from tasks_lib.corpus.upstream import PACK_MESSAGE, PACKED_FIXTURES, compose_fixture, is_fetched, packed_fixture_path
+from tasks_lib.corpus.upstream import (
+    PACK_MESSAGE,
+    PACKED_FIXTURES,
+    compose_fixture,
+    is_fetched,
+    packed_fixture_path,
+)
 from tasks_lib.errors import ArtifactNotFound, CorpusError
 
 PACKS = "objects/corpus"

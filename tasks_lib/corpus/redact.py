@@ -10,7 +10,14 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from tasks_lib.contracts import CorpusBuild, RedactionReceipt, RemovedPath, TreeEntry, dump_document, load_document
+from tasks_lib.contracts import (
+    CorpusBuild,
+    RedactionReceipt,
+    RemovedPath,
+    TreeEntry,
+    dump_document,
+    load_document,
+)
 from tasks_lib.corpus.build import RECEIPT_NAME, TREE_DIR
 from tasks_lib.corpus.rules import AUTO_LOADED_CONTEXT, RuleSet
 from tasks_lib.errors import CorpusError

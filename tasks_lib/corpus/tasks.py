@@ -49,7 +49,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tasks_lib.corpus.post_turn import HARNESS_DIR, entry_points, expected_cases, harness_argv, jail_argv, new_nonce, test_files, verdict
+from tasks_lib.artifacts import ArtifactStore
 from tasks_lib.conditions import HARM_VARIANTS
 from tasks_lib.contracts import (
     CertificationReport,
@@ -62,12 +62,33 @@ from tasks_lib.contracts import (
     TaskManifest,
     load_document,
 )
-from tasks_lib.artifacts import ArtifactStore
 from tasks_lib.corpus.build import build_tree
 from tasks_lib.corpus.certify import certify, decode_text, fold_text
-from tasks_lib.corpus.feed import FeedError, TermTest, headline_problems, leak_problems, load_transcript
-from tasks_lib.corpus.key_lanes import KEY_LANES_NAME, CalibrationPlanError, KeyLanes, key_lane_problem, read_key_lanes
+from tasks_lib.corpus.feed import (
+    FeedError,
+    TermTest,
+    headline_problems,
+    leak_problems,
+    load_transcript,
+)
+from tasks_lib.corpus.key_lanes import (
+    KEY_LANES_NAME,
+    CalibrationPlanError,
+    KeyLanes,
+    key_lane_problem,
+    read_key_lanes,
+)
 from tasks_lib.corpus.packs import CorpusPack, open_corpus_pack, pack_label
+from tasks_lib.corpus.post_turn import (
+    HARNESS_DIR,
+    entry_points,
+    expected_cases,
+    harness_argv,
+    jail_argv,
+    new_nonce,
+    test_files,
+    verdict,
+)
 from tasks_lib.corpus.redact import redact_tree
 from tasks_lib.corpus.rules import within
 from tasks_lib.corpus.upstream import fixture_origin

@@ -259,7 +259,7 @@ class MemoryAdapter(ABC):
     def accounting(self) -> Accounting:
         """What this adapter instance has spent so far, and the store's current size."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a default no-op; adapters holding resources override it
         """Release resources; the default does nothing."""
 
     def __enter__(self) -> MemoryAdapter:

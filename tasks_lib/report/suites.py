@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from tasks_lib.artifacts import ArtifactStore, suite_key
 from tasks_lib.contracts import violations_of
-from tasks_lib.errors import ArtifactError, MemtrialError
+from tasks_lib.errors import MemtrialError
 from tasks_lib.provenance import RunProvenance
 from tasks_lib.suites.public.result import PublicResult
 from tasks_lib.suites.recall.results import SweepResult

@@ -234,7 +234,7 @@ class Sandbox(abc.ABC):
             SandboxError: the command could not be started (e.g. argv[0] not found where it runs).
         """
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a default no-op; providers holding an engine override it
         """Release what the provider holds (clients, connections). Never raises."""
 
     def __enter__(self) -> Sandbox:

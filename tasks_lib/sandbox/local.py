@@ -55,10 +55,21 @@ from tasks_lib.sandbox.base import (
 )
 from tasks_lib.sandbox.capture import BoundedSink, drain_file
 from tasks_lib.sandbox.cgroups import LAUNCHER_FAILED, RunCgroup, make_run_cgroup
-from tasks_lib.sandbox.errors import SandboxError, SandboxRequestError, SandboxUnavailable, SandboxUnsupported
+from tasks_lib.sandbox.errors import (
+    SandboxError,
+    SandboxRequestError,
+    SandboxUnavailable,
+    SandboxUnsupported,
+)
 from tasks_lib.sandbox.fstree import remove_tree
 from tasks_lib.sandbox.hostview import host_view_args, is_visible, parent_dirs, under
-from tasks_lib.sandbox.identity import SETPRIV_CAPS, RunIdentity, lent_workspace, run_identity, setpriv_argv
+from tasks_lib.sandbox.identity import (
+    SETPRIV_CAPS,
+    RunIdentity,
+    lent_workspace,
+    run_identity,
+    setpriv_argv,
+)
 from tasks_lib.sandbox.party import WORKSPACE_INSIDE, Party, PartyProcess
 from tasks_lib.sandbox.procs import TreeWatcher, is_running, kill_tree
 

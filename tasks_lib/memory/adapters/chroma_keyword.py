@@ -14,7 +14,13 @@ from typing import Any, ClassVar
 
 from tasks_lib.memory.adapter import MemoryHit
 from tasks_lib.memory.adapters.chroma import ChromaMemoryAdapter
-from tasks_lib.memory.adapters.common import fuse, hit_from_record, query_terms, rank_by_terms, text_has_term
+from tasks_lib.memory.adapters.common import (
+    fuse,
+    hit_from_record,
+    query_terms,
+    rank_by_terms,
+    text_has_term,
+)
 
 
 class ChromaKeywordVariant(ChromaMemoryAdapter):

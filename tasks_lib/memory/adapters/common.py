@@ -15,9 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from tasks_lib.memory.adapter import MemoryHit, MemoryItem, normalize_subject
-from tasks_lib.memory.entities import COMMON_WORDS
 from tasks_lib.memory.embeddings import Embedder
-from tasks_lib.memory.errors import EmbedderMismatchError, MemoryStoreError, RealmExistsError, UnknownMemoryIdError, UnknownRealmError
+from tasks_lib.memory.entities import COMMON_WORDS
+from tasks_lib.memory.errors import (
+    EmbedderMismatchError,
+    MemoryStoreError,
+    RealmExistsError,
+    UnknownMemoryIdError,
+    UnknownRealmError,
+)
 
 RRF_K = 60
 """The constant of reciprocal rank fusion: a hit at rank r in a lane adds 1 / (RRF_K + r)."""

@@ -39,8 +39,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tasks_lib.memory.adapter import Accounting, MemoryAdapter, MemoryHit, MemoryItem, coerce_items, normalize_subject
-from tasks_lib.memory.adapters.common import POOL, AdapterUnavailableError, fuse, memory_id, query_terms, rank_by_terms, realm_key, text_has_term
+from tasks_lib.memory.adapter import (
+    Accounting,
+    MemoryAdapter,
+    MemoryHit,
+    MemoryItem,
+    coerce_items,
+    normalize_subject,
+)
+from tasks_lib.memory.adapters.common import (
+    POOL,
+    AdapterUnavailableError,
+    fuse,
+    memory_id,
+    query_terms,
+    rank_by_terms,
+    realm_key,
+    text_has_term,
+)
 from tasks_lib.memory.adapters.mcp_client import McpError, McpStdioClient
 from tasks_lib.memory.entities import extract_entities
 from tasks_lib.memory.errors import (

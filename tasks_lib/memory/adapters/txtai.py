@@ -21,7 +21,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tasks_lib.memory.adapter import Accounting, MemoryAdapter, MemoryHit, MemoryItem, coerce_items, normalize_subject
+from tasks_lib.memory.adapter import (
+    Accounting,
+    MemoryAdapter,
+    MemoryHit,
+    MemoryItem,
+    coerce_items,
+    normalize_subject,
+)
 from tasks_lib.memory.adapters.common import (
     METADATA_FIELDS,
     POOL,

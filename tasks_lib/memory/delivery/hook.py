@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING, Literal
 
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.delivery.provenance import wrap_block
-from tasks_lib.memory.env import ABLATE_LANES_ENV, REALM_ENV, SESSION_QUERY_ENV, SOCKET_ENV, STORE_ENV
+from tasks_lib.memory.env import (
+    ABLATE_LANES_ENV,
+    REALM_ENV,
+    SESSION_QUERY_ENV,
+    SOCKET_ENV,
+    STORE_ENV,
+)
 from tasks_lib.memory.errors import HookError
 from tasks_lib.memory.realms import validate_realm
 from tasks_lib.memory.switches import active_lanes, memory_off
@@ -163,7 +169,9 @@ def run_hook(stdin: bytes | str, env: Mapping[str, str] | None = None, output: L
                     return HookResult(exit_code=0)
             hits = socket_recall.recall(socket_path, realm, query, DEFAULT_K, lanes, SOCKET_TIMEOUT_SECONDS)
         else:
-            from tasks_lib.memory.reference.store import SqliteMemoryStore  # not at import: see the module doc
+            from tasks_lib.memory.reference.store import (
+                SqliteMemoryStore,  # not at import: see the module doc
+            )
 
             with SqliteMemoryStore(store_path, read_only=True) as store:
                 lanes = active_lanes(store.LANES, None, env)

@@ -45,7 +45,12 @@ from tasks_lib.contracts import ContractModel
 from tasks_lib.memory.adapter import MemoryAdapter
 from tasks_lib.memory.delivery import protocol
 from tasks_lib.memory.env import REALM_ENV, SOCKET_ENV, SWITCHES
-from tasks_lib.memory.errors import MemoryInputError, MemoryServerError, MemoryStoreError, UnreadableRequestError
+from tasks_lib.memory.errors import (
+    MemoryInputError,
+    MemoryServerError,
+    MemoryStoreError,
+    UnreadableRequestError,
+)
 from tasks_lib.sockets import MAX_SOCKET_PATH_BYTES, socket_folder
 
 SOCKET_NAME = "memory.sock"

@@ -44,9 +44,27 @@ from tasks_lib.memory.adapter import MemoryHit
 from tasks_lib.memory.delivery.server import ServedReplica, start_server
 from tasks_lib.memory.embeddings import DEFAULT_EMBEDDER
 from tasks_lib.memory.env import REALM_ENV, STORE_ENV
-from tasks_lib.memory.provisioner.artifact_format import Entry, GraphEdge, ReadArtifacts, remember_entries
-from tasks_lib.memory.provisioner.verbs import PROJECT_FILE, ArtifactIndex, LiveProject, NewProject, ProvisionerBackend, configured_embedder, dispatch
-from tasks_lib.memory.reference.replica import REPLICA_FILE_NAME, FrozenStore, restore_replica, snapshot
+from tasks_lib.memory.provisioner.artifact_format import (
+    Entry,
+    GraphEdge,
+    ReadArtifacts,
+    remember_entries,
+)
+from tasks_lib.memory.provisioner.verbs import (
+    PROJECT_FILE,
+    ArtifactIndex,
+    LiveProject,
+    NewProject,
+    ProvisionerBackend,
+    configured_embedder,
+    dispatch,
+)
+from tasks_lib.memory.reference.replica import (
+    REPLICA_FILE_NAME,
+    FrozenStore,
+    restore_replica,
+    snapshot,
+)
 
 if TYPE_CHECKING:
     from tasks_lib.memory.reference.store import SqliteMemoryStore

@@ -34,7 +34,17 @@ from tasks_lib.memory.adapter import MemoryHit
 from tasks_lib.memory.delivery.client import MemoryClient
 from tasks_lib.memory.delivery.server import ServedReplica, start_system_server
 from tasks_lib.memory.provisioner.artifact_format import BadRequestError, remember_entries
-from tasks_lib.memory.provisioner.verbs import PROBE_K, PROJECT_FILE, ArtifactIndex, LiveProject, NewProject, ProvisionerBackend, configured_embedder, dispatch, served_replica
+from tasks_lib.memory.provisioner.verbs import (
+    PROBE_K,
+    PROJECT_FILE,
+    ArtifactIndex,
+    LiveProject,
+    NewProject,
+    ProvisionerBackend,
+    configured_embedder,
+    dispatch,
+    served_replica,
+)
 
 SYSTEM_ENV = "MEMTRIAL_PROVISIONER_SYSTEM"
 """Registry name of the memory system to provision; required."""

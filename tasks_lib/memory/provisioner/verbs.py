@@ -53,7 +53,13 @@ from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.adapter import MemoryHit
 from tasks_lib.memory.delivery.server import ServedReplica, stop_server
 from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
-from tasks_lib.memory.provisioner.artifact_format import BadRequestError, ReadArtifacts, artifact_realm, bad_request, read_artifacts
+from tasks_lib.memory.provisioner.artifact_format import (
+    BadRequestError,
+    ReadArtifacts,
+    artifact_realm,
+    bad_request,
+    read_artifacts,
+)
 from tasks_lib.memory.provisioner.client import (
     DestroyRequest,
     DestroyResponse,
@@ -154,7 +160,7 @@ class LiveProject(ABC):
         Raises MemtrialError or OSError when the system cannot be read.
         """
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a default no-op; projects holding resources override it
         """Release the project; the default has nothing to release."""
 
     def __enter__(self) -> LiveProject:
@@ -178,7 +184,7 @@ class ProvisionerBackend(ABC):
     always_serves: ClassVar[bool] = False
     """True when a project is reachable only through its server: serving mode `0` is a bad request."""
 
-    def configure(self) -> None:
+    def configure(self) -> None:  # noqa: B027 - a default no-op; backends with settings override it
         """Check this provisioner's own settings before restore reads anything; raises BadRequestError.
 
         The default has nothing to check.

@@ -20,7 +20,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
-from tasks_lib.memory.adapter import Accounting, MemoryAdapter, MemoryHit, MemoryItem, coerce_items, normalize_subject
+from tasks_lib.memory.adapter import (
+    Accounting,
+    MemoryAdapter,
+    MemoryHit,
+    MemoryItem,
+    coerce_items,
+    normalize_subject,
+)
 from tasks_lib.memory.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
 from tasks_lib.memory.entities import extract_entities
 from tasks_lib.memory.errors import (

@@ -37,7 +37,13 @@ from tasks_lib.suites.public.metrics import (
     short_ranking,
 )
 from tasks_lib.suites.public.rankings import RankingRow, ranking_rows
-from tasks_lib.suites.public.result import LevelDefinition, MetricValue, PublicResult, QuirkCount, SliceScores
+from tasks_lib.suites.public.result import (
+    LevelDefinition,
+    MetricValue,
+    PublicResult,
+    QuirkCount,
+    SliceScores,
+)
 
 AdapterFactory = Callable[[Path], MemoryAdapter]
 """Makes a new, empty memory adapter keeping its data under the given folder."""

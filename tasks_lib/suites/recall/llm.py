@@ -18,11 +18,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tasks_lib.budget import BudgetStop, GuardDecision, load_budget_config, open_source, preflight
-
 from tasks_lib.suites.recall.errors import RecallModelError
 from tasks_lib.suites.recall.retention import Turn
 
@@ -61,7 +60,7 @@ def guard_model_reader(base_url: str, budget_config: str | None, env: Mapping[st
             "config (--budget FILE, see `memtrial budget check`) or use a local endpoint on 127.0.0.1"
         )
     env = os.environ if env is None else env
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     path = Path(budget_config)
     config = load_budget_config(path)
     decision = preflight(config, open_source(config, path.parent, env, now), env.get(config.key_env), now)

@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from test_grading import record, scenario_records, store_scenario
-from test_report import ON_BLUE, _mask, chromium_argv
 
 from flows.cli.main import main
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.report import build_report
+from test_grading import record, scenario_records, store_scenario
+from test_report import ON_BLUE, _mask, chromium_argv
 
 BIG = "big-run"
 TASKS = [f"task-{i:02d}-with-a-longish-name" for i in range(44)]

@@ -25,7 +25,11 @@ def power(
 ) -> None:
     """Print the smallest success difference the task-clustered sign-flip test detects with 80% power at the
     5% level, simulated from a stated baseline or a stored run's per-task off rates, with its Monte Carlo error."""
-    from tasks_lib.analysis.power import PowerError, detectable_difference, run_detectable_difference
+    from tasks_lib.analysis.power import (
+        PowerError,
+        detectable_difference,
+        run_detectable_difference,
+    )
     from tasks_lib.manifest import verify_run
     from tasks_lib.run.records import read_records
     from tasks_lib.runs import require_run

@@ -45,8 +45,8 @@ from tasks_lib.memory.delivery.witness import DeliveryReceipt, DeliveryWitness
 from tasks_lib.memory.planting import plant
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
 from tasks_lib.memory.provisioner.verbs import SERVE_ENV, STATE_ENV
-from tasks_lib.memory.realms import RUN_SECRET_KEY
 from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.run.layout import REALMS_KEY as RUN_SECRET_KEY
 from test_agent_claude_code import MODEL, claude_binary  # noqa: F401 (a fixture)
 
 REPO = Path(__file__).resolve().parents[1]

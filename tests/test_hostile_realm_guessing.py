@@ -22,8 +22,9 @@ from tasks_lib.agents.base import Transcript
 from tasks_lib.artifacts import open_store, run_key
 from tasks_lib.conditions import known_conditions
 from tasks_lib.memory import env as memory_env_names
-from tasks_lib.memory.realms import RUN_SECRET_KEY, ensure_run_secret, trial_realm
+from tasks_lib.memory.realms import ensure_run_secret, trial_realm
 from tasks_lib.memory.reference.lanes import LANES
+from tasks_lib.run.layout import REALMS_KEY as RUN_SECRET_KEY
 from tasks_lib.sandbox.local import LocalSandbox
 
 TASK = "logship-partial-exit"

@@ -8,7 +8,7 @@ and a realm that was never created is an error too; nothing falls back to a defa
 
 A trial's realm is an HMAC-SHA256, under the run's secret, of the run id, task, condition and trial.
 The secret is drawn at run start (`ensure_run_secret`, 32 random bytes) and kept in the run folder
-(`runs/<run_id>/RUN_SECRET_KEY`), which no sandbox mounts and no record, receipt or manifest copies:
+(`runs/<run_id>/` + `tasks_lib.run.layout.REALMS_KEY`), which no sandbox mounts and no record, receipt or manifest copies:
 an agent that knows everything it can see (run id, task, its own realm) still cannot recompute which
 condition a realm belongs to, while `memtrial rerun` of the same run reads the same secret and gets
 the same realms (the arms' cache keys do not hold realms or the secret).
@@ -23,7 +23,6 @@ import secrets
 from typing import TYPE_CHECKING
 
 from tasks_lib.memory.errors import InvalidRealmError, MemoryInputError
-from tasks_lib.run.layout import REALMS_KEY as RUN_SECRET_KEY
 
 if TYPE_CHECKING:
     from tasks_lib.artifacts import ArtifactStore
@@ -79,8 +78,11 @@ def ensure_run_secret(store: ArtifactStore, run_id: str) -> bytes:
     Raises BadRunSecretError naming the file when the stored secret is not RUN_SECRET_BYTES bytes of hex.
     """
     from tasks_lib.artifacts import run_key
+    from tasks_lib.run.layout import (
+        REALMS_KEY,  # here, not at the top: the hook's off path imports this module
+    )
 
-    key = run_key(run_id, RUN_SECRET_KEY)
+    key = run_key(run_id, REALMS_KEY)
     if not store.exists(key):
         store.put_bytes(key, new_run_secret().hex().encode())
     text = store.get_bytes(key).decode("ascii", "replace").strip()

@@ -6,9 +6,11 @@ bwrap with new mount, PID, IPC, UTS and (unless the config says `network: true`)
 namespaces and no capabilities, whose first process only waits on a pipe from the runner. Each verb
 then enters those namespaces (`nsenter`) and drops to the provisioner's uid (`setpriv`: no groups,
 no capabilities, `no_new_privs`) before `<argv> <verb>` runs, so a server a verb leaves running
-stays in the sandbox's PID namespace. `close` ends the waiting process, and the kernel kills
+stays in the sandbox's PID namespace. `close` ends the waiting process and then kills the outer bwrap;
+the namespace's first process (the inner bwrap, `--die-with-parent`) dies with it, and the kernel kills
 everything left in that namespace: a server whose `destroy` never ran (an interrupted attempt, a
 killed runner: the pipe closes with the runner) is reaped with it, never reparented to the host's init.
+A verb that stops the waiting shell (it runs as the provisioner's uid) only delays that by CLOSE_SECONDS.
 
 What the sandbox sees (everything at its host path, so the protocol's absolute paths hold):
 
@@ -54,6 +56,8 @@ PROVISIONER_UID_BASE = UID_BASE - UID_SPAN
 """First uid of the range provisioner identities come from (below the agents' run identities)."""
 START_SECONDS = 20.0
 """How long the sandbox may take to report its first process."""
+CLOSE_SECONDS = 2.0
+"""How long `close` lets the waiting shell end the sandbox itself before it kills the outer bwrap."""
 READY = "memtrial-provisioner-sandbox-ready"
 """What the sandbox's waiting process prints once the view is built."""
 OWN_PACKAGES = ("tasks_lib", "flows")
@@ -218,10 +222,11 @@ class ProvisionerJail:
             if holder.stdin is not None:
                 holder.stdin.close()  # the waiting process ends, and with it the PID namespace
             try:
-                holder.wait(timeout=START_SECONDS)
+                holder.wait(timeout=CLOSE_SECONDS)
             except subprocess.TimeoutExpired:
-                holder.kill()
-                holder.wait()
+                pass  # the shell was stopped or killed by a verb (it runs as the provisioner's uid)
+            holder.kill()  # the inner bwrap dies with it (--die-with-parent), and with it the PID namespace
+            holder.wait()
             for stream in (holder.stdout, holder.stderr):
                 if stream is not None:
                     stream.close()
@@ -237,7 +242,7 @@ class ProvisionerJail:
 
     def bwrap_args(self) -> list[str]:
         """The sandbox: the allow-listed view, the read-only package roots and grants, the read-write folders."""
-        args = ["--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL"]
+        args = ["--new-session", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL"]
         if self.identity is not None:
             args += [a for cap in SETPRIV_CAPS for a in ("--cap-add", cap)]
         else:

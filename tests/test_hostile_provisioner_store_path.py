@@ -1,22 +1,19 @@
-"""Finding F5 (attack on #29 item 6): a confined provisioner makes the root runner open and rewrite a
-host file outside its sandbox, by naming it as its replica file.
+"""Attack F5 on #29 item 6: a confined provisioner must not make the root runner open or rewrite a host file
+outside its sandbox by naming it as its replica file (or socket).
 
-`restore`'s response exports MEMTRIAL_MEMORY_STORE (or the socket variable); `steps.provisioned_store`
-takes that path as given: under `ablate:<lane>` the runner (unconfined, root) runs `strip_lanes` on it
-(DELETE + VACUUM, in place), and under every arm it opens it read-only and serves it to the agent through
-the witness. Nothing checks the path lies in what the provisioner was granted (state, serving folder,
-fixture root, write_paths). Here the provisioner cannot read the victim (it says so), yet after an
-`ablate:keyword` attempt the victim file (a root-only 0600 store outside every grant) has changed.
-
-Run: PYTHONPATH=. .venv/bin/python -m pytest -p no:cacheprovider -q -n 0 -s findings/finding_provisioner_store_path.py
-(fails on main: the victim's sha256 changed).
+Before the fix, `restore`'s response could export MEMORY_DB (or MEMORY_SOCKET) naming any path:
+`steps.provisioned_store` took it as given, and under `ablate:<lane>` the runner (root, unconfined) ran
+`strip_lanes` on it in place (DELETE + VACUUM), and under every arm opened it and served it to the agent.
+Here the provisioner cannot read the victim (a root-only 0600 store outside every grant), yet the
+`ablate:keyword` attempt changed it. Now the run refuses the export in one line naming the variable
+(`provisioned.check_exports`), and even a provisioner's own replica is copied before it is stripped.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tasks_lib.arm.provisioned import ProvisionerExportError
 from tasks_lib.arm.steps import run_matrix, schedule, select_tasks
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.corpus.tasks import load_tasks
@@ -36,19 +34,25 @@ REPO = Path(__file__).resolve().parents[1]
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
 TASK = "logship-partial-exit"
 WRAPPER = r"""
-import contextlib, io, json, os, sys
+import contextlib, glob, hashlib, io, json, os, sys
 from tasks_lib.memory.env import STORE_ENV
 from tasks_lib.memory.provisioner import reference
-victim = os.environ["VICTIM"]
+victim = os.environ.get("VICTIM")
 state = os.environ["MEMTRIAL_PROVISIONER_STATE"]
 try:
-    open(victim, "rb").close()
+    open(victim or "/nonexistent", "rb").close()
     seen = "read"
 except OSError as error:
     seen = f"denied: {type(error).__name__}"
 with open(os.path.join(state, "victim-" + sys.argv[1] + ".txt"), "w") as out:
     out.write(seen)
-if sys.argv[1] == "restore":
+def replica_digest(verb):  # the provisioner's own replica file as `verb` sees it
+    for replica in glob.glob(os.path.join(state, "projects", "*", "memory.sqlite")):
+        with open(os.path.join(state, "replica-at-" + verb + ".txt"), "w") as out:
+            out.write(hashlib.sha256(open(replica, "rb").read()).hexdigest())
+if sys.argv[1] == "destroy":
+    replica_digest("destroy")
+if sys.argv[1] == "restore" and victim:
     real = reference.dispatch
     def pointing(backend, argv):
         buffer = io.StringIO()
@@ -59,14 +63,22 @@ if sys.argv[1] == "restore":
         sys.stdout.write(json.dumps(response) + "\n")
         return code
     reference.dispatch = pointing
-sys.exit(reference.main(sys.argv[1:]))
+code = reference.main(sys.argv[1:])
+if sys.argv[1] == "restore":
+    replica_digest("restore")
+sys.exit(code)
 """
 
 
-@pytest.mark.skipif(bwrap_problem(shutil.which("bwrap")) is not None or shutil.which("nsenter") is None or os.geteuid() != 0,
-                    reason="a provisioner's sandbox needs bubblewrap, util-linux nsenter and a root runner (own uid)")
+ROOT_RUNNER = pytest.mark.skipif(
+    bwrap_problem(shutil.which("bwrap")) is not None or shutil.which("nsenter") is None or os.geteuid() != 0,
+    reason="a provisioner's sandbox needs bubblewrap, util-linux nsenter and a root runner (own uid)")
+
+
+@ROOT_RUNNER
 def test_a_provisioner_cannot_make_the_runner_rewrite_a_file_outside_its_grants(tmp_path: Path) -> None:
-    """Finding: the victim outside every grant is rewritten by the runner's strip_lanes."""
+    """A restore that exports MEMORY_DB = a root-only store outside every grant: the run refuses it in one line
+    naming the variable, and the victim is unchanged (before: `ablate:keyword` stripped it in place)."""
     outside = tmp_path / "outside"
     outside.mkdir(mode=0o700)
     victim = outside / "victim.sqlite"
@@ -79,11 +91,66 @@ def test_a_provisioner_cannot_make_the_runner_rewrite_a_file_outside_its_grants(
     spec = ProvisionerSpec(argv=(sys.executable, "-c", WRAPPER),
                            env={STATE_ENV: str(state), SERVE_ENV: "0", "VICTIM": str(victim)}, timeout_seconds=120)
     plan = schedule(select_tasks(load_tasks(REPO / "corpora" / "tasks"), [TASK]), ["ablate:keyword"], 1)
-    (record,) = run_matrix(plan, run_id="prov-victim", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
-                           agent_name="calibration", store=LocalStore(tmp_path / "artifacts"), provisioner=spec)
+    with pytest.raises(ProvisionerExportError, match=re.escape(f"MEMORY_DB={victim}, which lies outside the provisioner's serving folder")):
+        run_matrix(plan, run_id="prov-victim", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
+                   agent_name="calibration", store=LocalStore(tmp_path / "artifacts"), provisioner=spec)
     seen = {p.name: p.read_text() for p in sorted(state.glob("victim-*.txt"))}
-    after = hashlib.sha256(victim.read_bytes()).hexdigest()
-    print("record:", record.outcome, record.failure_reason, "| provisioner's own reach:", json.dumps(seen),
-          "| victim", before[:12], "->", after[:12])
-    assert all(v.startswith("denied") for v in seen.values()), f"the victim is inside the sandbox: proves nothing {seen}"
-    assert after == before, "the runner rewrote a file outside the provisioner's grants because its restore named it"
+    assert seen and all(v.startswith("denied") for v in seen.values()), f"the victim is inside the sandbox: proves nothing {seen}"
+    assert hashlib.sha256(victim.read_bytes()).hexdigest() == before, "the runner rewrote a file outside the provisioner's grants"
+    assert "victim-destroy.txt" in seen, "the refused project was not destroyed"
+
+
+@ROOT_RUNNER
+def test_an_ablated_attempt_strips_a_copy_never_the_provisioners_own_replica(tmp_path: Path) -> None:
+    """An honest provisioner exporting its replica file from its state folder, under `ablate:keyword`: the attempt
+    runs and the replica the provisioner destroys is byte for byte the one it restored (before: the runner ran
+    `strip_lanes` on the provisioner's file in place)."""
+    state = tmp_path / "state"
+    spec = ProvisionerSpec(argv=(sys.executable, "-c", WRAPPER), env={STATE_ENV: str(state), SERVE_ENV: "0"}, timeout_seconds=120)
+    plan = schedule(select_tasks(load_tasks(REPO / "corpora" / "tasks"), [TASK]), ["ablate:keyword"], 1)
+    (record,) = run_matrix(plan, run_id="prov-own", repo_root=REPO, commit=HEAD, tasks_subdir="corpora/tasks",
+                           agent_name="calibration", store=LocalStore(tmp_path / "artifacts"), provisioner=spec)
+    assert record.outcome != "ungradable", record.failure_reason
+    assert not list(state.glob("projects/*")), "destroy did not run"
+    at_restore, at_destroy = ((state / f"replica-at-{verb}.txt").read_text() for verb in ("restore", "destroy"))
+    assert at_destroy == at_restore, "the runner edited the provisioner's own replica"
+
+
+REFUSED = [
+    ("MEMORY_DB", "symlink", "is not an absolute path free of symlinks"),
+    ("MEMORY_DB", "root-owned", "is owned by uid 0, not the provisioner's uid"),
+    ("MEMORY_SOCKET", "own-file", "is not a socket"),
+    ("MEMORY_DB", "missing", "cannot be read"),
+]
+"""Exports inside the state folder that are still not the provisioner's own: (variable, what is planted, why refused)."""
+
+
+@ROOT_RUNNER
+def test_an_export_inside_the_grants_that_is_not_the_provisioners_own_is_refused(tmp_path: Path) -> None:
+    """Paths inside the state folder that would still hand the runner a file not the provisioner's: a symlink to a
+    root-only file, a root-owned file, a regular file named as the socket, a missing file (before: each was opened);
+    the provisioner's own regular file there passes."""
+    from tasks_lib.arm.provisioned import check_exports
+    from tasks_lib.memory.provisioner.client import make_provisioner
+
+    provisioner = make_provisioner((sys.executable,), tmp_path / "fixture", confined=True, state=tmp_path / "state")
+    assert provisioner.jail is not None
+    provisioner.jail.start()
+    try:
+        identity = provisioner.jail.identity
+        assert identity is not None
+        victim = tmp_path / "victim.sqlite"
+        victim.write_bytes(b"root only")
+        for name, plant, problem in REFUSED:
+            path = tmp_path / "state" / f"{plant}.sqlite"
+            if plant == "symlink":
+                path.symlink_to(victim)
+            elif plant != "missing":
+                path.write_bytes(b"x")
+                if plant == "own-file":
+                    os.chown(path, identity.uid, identity.gid)
+            with pytest.raises(ProvisionerExportError, match=re.escape(f"{name}={path}, which {problem}")):
+                check_exports(provisioner, {name: str(path)})
+        check_exports(provisioner, {"MEMORY_DB": str(tmp_path / "state" / "own-file.sqlite")})
+    finally:
+        provisioner.close()

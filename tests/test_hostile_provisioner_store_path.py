@@ -154,3 +154,21 @@ def test_an_export_inside_the_grants_that_is_not_the_provisioners_own_is_refused
         check_exports(provisioner, {"MEMORY_DB": str(tmp_path / "state" / "own-file.sqlite")})
     finally:
         provisioner.close()
+
+
+def test_a_replica_swapped_after_the_check_for_a_file_not_the_provisioners_is_not_copied(tmp_path: Path) -> None:
+    """`replica_copy` checks the file it opened, not the path checked earlier: a file of another owner (what a
+    folder swapped for a symlink after `check_exports` would hand over) or a symlink is refused and nothing is
+    copied (before: the runner copied, stripped and served whatever the path named)."""
+    from tasks_lib.arm.provisioned import replica_copy
+
+    store, dest = tmp_path / "store.sqlite", tmp_path / "copy.sqlite"
+    store.write_bytes(b"not the provisioner's")
+    with pytest.raises(ProvisionerExportError, match=re.escape(f"MEMORY_DB={store}: is not a regular file of the provisioner's own")):
+        replica_copy(str(store), dest, owner=os.getuid() + 1)
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(store)
+    with pytest.raises(ProvisionerExportError, match="cannot be read"):
+        replica_copy(str(link), dest, owner=os.getuid())
+    assert not dest.exists()
+    assert replica_copy(str(store), dest, owner=os.getuid()).read_bytes() == store.read_bytes()

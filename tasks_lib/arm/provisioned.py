@@ -169,10 +169,12 @@ def check_exports(provisioner: Provisioner, env: dict[str, str]) -> None:
                                          f"{problem}; export a path inside the serving folder (TMPDIR), the state folder or write_paths")
 
 
-def replica_copy(store: str, dest: Path) -> Path:
+def replica_copy(store: str, dest: Path, owner: int | None = None) -> Path:
     """Copy the replica file `store` (and its `-wal` journal, if any) to the runner-owned `dest`, never following a
     symlink in its last component, and return `dest`: the runner strips and serves the copy, never editing the
-    provisioner's file. Raises ProvisionerExportError when the file is not a regular file."""
+    provisioner's file. With `owner` (a confined provisioner's uid) the opened file must be owned by it, so a
+    folder swapped for a symlink after `check_exports` cannot hand the runner another file. Raises
+    ProvisionerExportError when the file is not a regular file (of `owner`)."""
     for suffix in ("", "-wal"):
         try:
             source = os.open(store + suffix, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -183,11 +185,19 @@ def replica_copy(store: str, dest: Path) -> Path:
         except OSError as error:
             raise ProvisionerExportError(f"{STORE_ENV}={store}{suffix}: cannot be read ({error.strerror})") from None
         with os.fdopen(source, "rb") as reader:
-            if not stat.S_ISREG(os.fstat(reader.fileno()).st_mode):
-                raise ProvisionerExportError(f"{STORE_ENV}={store}{suffix}: is not a regular file; export a SQLite replica file")
+            info = os.fstat(reader.fileno())
+            if not stat.S_ISREG(info.st_mode) or (owner is not None and info.st_uid != owner):
+                raise ProvisionerExportError(f"{STORE_ENV}={store}{suffix}: is not a regular file of the provisioner's own; "
+                                             "export its SQLite replica file")
             with open(str(dest) + suffix, "wb") as writer:
                 shutil.copyfileobj(reader, writer)
     return dest
+
+
+def provisioner_uid(provisioner: Provisioner) -> int | None:
+    """The uid a confined provisioner runs as under a root runner (None otherwise)."""
+    identity = provisioner.jail.identity if provisioner.jail is not None else None
+    return identity.uid if identity is not None else None
 
 
 def spec_provisioner(spec: ProvisionerSpec, fixture: Path) -> Provisioner:

@@ -67,7 +67,14 @@ from tasks_lib.arm.history import HISTORY_DIR, release_history, write_history
 from tasks_lib.arm.injection import confirm_delivery
 from tasks_lib.arm.judged_check import run_judged_check
 from tasks_lib.arm.pinned import PinnedTask, PinnedTaskError, check_pinned, pin_task
-from tasks_lib.arm.provisioned import LiveArm, release, replica_copy, restore_arm, restore_feed
+from tasks_lib.arm.provisioned import (
+    LiveArm,
+    provisioner_uid,
+    release,
+    replica_copy,
+    restore_arm,
+    restore_feed,
+)
 from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check, sandbox_options_of
 from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
 from tasks_lib.artifacts import ArtifactStore, run_key
@@ -455,7 +462,7 @@ def provisioned_store(live: LiveArm, lane: str | None, root: Path) -> tuple[Sqli
     if not store:
         raise ArmsError(f"provisioner project {live.project!r}: restore exported neither {SOCKET_ENV} nor {STORE_ENV}, "
                         "so delivery to the agent could not be witnessed; have the provisioner export one of them")
-    copy = replica_copy(store, root / PROVISIONER_REPLICA)
+    copy = replica_copy(store, root / PROVISIONER_REPLICA, provisioner_uid(live.provisioner))
     if lane is not None:
         strip_lanes(copy, [lane])
     return SqliteMemoryStore(copy, create=False, read_only=True), "provisioner replica file"

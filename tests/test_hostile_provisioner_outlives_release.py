@@ -5,8 +5,8 @@ Before the fix, `ProvisionerJail.close` closed the waiting shell's stdin, waited
 own uid, in the PID namespace every verb enters, so a restore could SIGSTOP them: the shell never ran its
 kill, the inner bwrap (PID 1 of the namespace, no --die-with-parent) outlived the outer one, and a daemon
 the verb forked kept running (and writing to the state folder) after the attempt's record was stored.
-Now the inner bwrap dies with the outer one (--die-with-parent), which `close` kills after 2 s, and the
-kernel ends the whole namespace. ATTACK=none|daemon|stop|stop,daemon picks a variant (default both).
+Now `close` SIGKILLs the namespace's first process through a pidfd after at most 2 s, and the kernel
+ends the whole namespace. ATTACK=none|daemon|stop|stop,daemon picks a variant (default both).
 """
 
 from __future__ import annotations
@@ -146,3 +146,25 @@ def test_closing_a_sandbox_whose_waiting_shell_is_stopped_is_quick_and_leaves_no
         os.kill(pid, signal.SIGKILL)
     assert not survivors, f"processes {survivors} of the provisioner's uid outlived close"
     assert took < 10, f"close took {took:.1f} s on a stopped waiting shell"
+
+
+@pytest.mark.skipif(bwrap_problem(shutil.which("bwrap")) is not None or shutil.which("nsenter") is None or os.geteuid() != 0,
+                    reason="a provisioner's sandbox needs bubblewrap, util-linux nsenter and a root runner (own uid)")
+def test_a_sandbox_started_by_a_thread_that_ended_still_runs_verbs(tmp_path: Path) -> None:
+    """`close` ends the namespace through a pidfd, not bwrap's --die-with-parent, which kills the sandbox as soon as
+    the thread that started it ends (a worker thread of the runner), before the attempt's next verb."""
+    import threading
+
+    from tasks_lib.memory.provisioner.jail import ProvisionerJail
+
+    jail = ProvisionerJail((sys.executable,), tmp_path / "fixture", tmp_path / "state")
+    starter = threading.Thread(target=jail.start)
+    starter.start()
+    starter.join()
+    try:
+        time.sleep(0.5)
+        done = subprocess.run([*jail.prefix(), "/bin/echo", "alive"], env=jail.env({"PATH": "/usr/bin:/bin"}),
+                              capture_output=True, text=True, timeout=30)
+    finally:
+        jail.close()
+    assert done.returncode == 0 and done.stdout == "alive\n", done.stderr

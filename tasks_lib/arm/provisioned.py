@@ -8,7 +8,9 @@ This is how a paired task measures a third party's memory system instead of the 
    SHA-256 and verified by the client before the provisioner sees it. Its realm is the trial's.
 2. `restore`, with the trial's realm as run identity (`run_identity`), makes it live; the
    variables its response names (a socket, a store file) are exported to the agent CLI and its
-   hooks, then memtrial's own (realm, ablated lanes), which a provisioner cannot override.
+   hooks, then memtrial's own (realm, ablated lanes), which a provisioner cannot override. A
+   confined provisioner's store or socket must be its own, inside its grants (`check_exports`):
+   the runner opens it. A replica file is copied (`replica_copy`) before it is stripped and served.
 3. `snapshot`, before the agent starts, runs one full-text probe per memory that should be served
    (every one but the superseded) and must find each; otherwise the attempt stops before an
    agent is paid, since the arm would not have the memory it claims.
@@ -27,13 +29,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tasks_lib.contracts import IDENTIFIER_PATTERN, ArmArtifacts, ArtifactRef, MemorySpec, Turn
 from tasks_lib.errors import MemtrialError
+from tasks_lib.memory.env import SOCKET_ENV, STORE_ENV
 from tasks_lib.memory.planting import supersession_plan
 from tasks_lib.memory.provisioner.client import (
     Probe,
@@ -47,7 +53,7 @@ from tasks_lib.memory.provisioner.client import (
     restore_sync,
     snapshot_sync,
 )
-from tasks_lib.memory.provisioner.jail import STATE_ENV
+from tasks_lib.memory.provisioner.jail import STATE_ENV, ProvisionerJail
 from tasks_lib.trees import sha256_file
 
 FIXTURE_DIR = "provisioner-fixture"
@@ -61,6 +67,14 @@ ARM_NAME = "memory"
 
 class ProvisionedArmError(MemtrialError):
     """The provisioner restored the arm but its snapshot does not show the memory the arm needs."""
+
+
+class ProvisionerExportError(ProvisionedArmError):
+    """A restore exported a store or socket path the runner must not open (outside the provisioner's grants, not its own)."""
+
+
+EXPORT_KINDS = {STORE_ENV: (stat.S_ISREG, "regular file"), SOCKET_ENV: (stat.S_ISSOCK, "socket")}
+"""The exported paths the runner itself opens, and what each must be."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +130,76 @@ def missing_memories(probes: Sequence[ProbeResult]) -> list[str]:
     return [memory for memory, hit in found.items() if not hit]
 
 
+def granted_folders(jail: ProvisionerJail) -> list[str]:
+    """The folders a confined provisioner may export a path in: its serving folder, its state folder and
+    its `write_paths` (resolved)."""
+    folders = [jail.serve_dir, jail.state, *jail.write_paths]
+    return [os.path.realpath(folder) for folder in folders if folder is not None]
+
+
+def export_problem(name: str, value: str, jail: ProvisionerJail) -> str | None:
+    """Why the runner must not open the path `value` a restore exported as `name` (None when it may): it
+    must be absolute, hold no symlink, lie inside `granted_folders`, and be a regular file (store) or
+    socket (socket) owned by the provisioner's uid."""
+    test, kind = EXPORT_KINDS[name]
+    resolved = os.path.realpath(value)
+    if not os.path.isabs(value) or resolved != os.path.normpath(value):
+        return "is not an absolute path free of symlinks"
+    if not any(resolved.startswith(folder.rstrip("/") + "/") for folder in granted_folders(jail)):
+        return "lies outside the provisioner's serving folder, state folder and write_paths"
+    try:
+        info = os.lstat(resolved)
+    except OSError as error:
+        return f"cannot be read ({error.strerror})"
+    if not test(info.st_mode):
+        return f"is not a {kind}"
+    if jail.identity is not None and info.st_uid != jail.identity.uid:
+        return f"is owned by uid {info.st_uid}, not the provisioner's uid {jail.identity.uid}"
+    return None
+
+
+def check_exports(provisioner: Provisioner, env: dict[str, str]) -> None:
+    """Raise ProvisionerExportError when a confined provisioner's restore exported a store or socket path the
+    runner must not open (`export_problem`); an unconfined provisioner is trusted with the host by its config."""
+    jail = provisioner.jail
+    for name in EXPORT_KINDS:
+        value = env.get(name)
+        if jail is not None and value and (problem := export_problem(name, value, jail)) is not None:
+            raise ProvisionerExportError(f"provisioner {' '.join(provisioner.config.argv)}: restore exported {name}={value}, which "
+                                         f"{problem}; export a path inside the serving folder (TMPDIR), the state folder or write_paths")
+
+
+def replica_copy(store: str, dest: Path, owner: int | None = None) -> Path:
+    """Copy the replica file `store` (and its `-wal` journal, if any) to the runner-owned `dest`, never following a
+    symlink in its last component, and return `dest`: the runner strips and serves the copy, never editing the
+    provisioner's file. With `owner` (a confined provisioner's uid) the opened file must be owned by it, so a
+    folder swapped for a symlink after `check_exports` cannot hand the runner another file. Raises
+    ProvisionerExportError when the file is not a regular file (of `owner`)."""
+    for suffix in ("", "-wal"):
+        try:
+            source = os.open(store + suffix, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except FileNotFoundError:
+            if suffix:
+                continue
+            raise ProvisionerExportError(f"{STORE_ENV}={store}: the replica file is gone; keep it until destroy") from None
+        except OSError as error:
+            raise ProvisionerExportError(f"{STORE_ENV}={store}{suffix}: cannot be read ({error.strerror})") from None
+        with os.fdopen(source, "rb") as reader:
+            info = os.fstat(reader.fileno())
+            if not stat.S_ISREG(info.st_mode) or (owner is not None and info.st_uid != owner):
+                raise ProvisionerExportError(f"{STORE_ENV}={store}{suffix}: is not a regular file of the provisioner's own; "
+                                             "export its SQLite replica file")
+            with open(str(dest) + suffix, "wb") as writer:
+                shutil.copyfileobj(reader, writer)
+    return dest
+
+
+def provisioner_uid(provisioner: Provisioner) -> int | None:
+    """The uid a confined provisioner runs as under a root runner (None otherwise)."""
+    identity = provisioner.jail.identity if provisioner.jail is not None else None
+    return identity.uid if identity is not None else None
+
+
 def spec_provisioner(spec: ProvisionerSpec, fixture: Path) -> Provisioner:
     """The client of the run config's provisioner for one attempt's `fixture` folder: confined (its own
     sandbox, `tasks_lib.memory.provisioner.jail`) unless the config says `unconfined: true`; its state is the
@@ -146,6 +230,7 @@ def restore_arm(spec: ProvisionerSpec, task_id: str, specs: Sequence[MemorySpec]
     provisioner = spec_provisioner(spec, folder)
     restored = restore_closing(provisioner, task_id, artifacts, run_identity(realm))
     try:
+        check_exports(provisioner, dict(restored.env))
         shown = snapshot_sync(provisioner, restored.project, presence_probes(specs))
         missing = missing_memories(shown.probes)
         if not shown.state.exists or missing:
@@ -186,6 +271,7 @@ def restore_feed(spec: ProvisionerSpec, task_id: str, sessions: Sequence[tuple[s
     provisioner = spec_provisioner(spec, folder)
     restored = restore_closing(provisioner, task_id, artifacts, run_identity(realm))
     try:
+        check_exports(provisioner, dict(restored.env))
         shown = snapshot_sync(provisioner, restored.project, ())
         if not shown.state.exists:
             raise ProvisionedArmError(f"provisioner {' '.join(spec.argv)}: project {restored.project!r} of task {task_id} is not "

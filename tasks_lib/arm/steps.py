@@ -67,7 +67,14 @@ from tasks_lib.arm.history import HISTORY_DIR, release_history, write_history
 from tasks_lib.arm.injection import confirm_delivery
 from tasks_lib.arm.judged_check import run_judged_check
 from tasks_lib.arm.pinned import PinnedTask, PinnedTaskError, check_pinned, pin_task
-from tasks_lib.arm.provisioned import LiveArm, release, restore_arm, restore_feed
+from tasks_lib.arm.provisioned import (
+    LiveArm,
+    provisioner_uid,
+    release,
+    replica_copy,
+    restore_arm,
+    restore_feed,
+)
 from tasks_lib.arm.sandboxed_check import SandboxedCheck, run_sandboxed_check, sandbox_options_of
 from tasks_lib.arm.workspace import WorkspaceTemplates, build_redacted
 from tasks_lib.artifacts import ArtifactStore, run_key
@@ -111,6 +118,8 @@ HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
 REFERENCE_BUILD = "memtrial-reference/0.1.0"
 MEMORY_FILE = "memory.sqlite"
 """The attempt's memory store, in the runner-owned scratch root (never inside the workspace)."""
+PROVISIONER_REPLICA = "provisioner-replica.sqlite"
+"""The runner's copy of a provisioner's exported replica file, in the scratch root (what is stripped and served)."""
 HOME_DIR = "home"
 """The arm's private HOME inside the scratch root (where the notes arm's harness finds its notes file)."""
 
@@ -406,7 +415,7 @@ def witnessed_provisioner(live: LiveArm, condition: str, realm: str, root: Path,
     """A provisioner's restored project behind the delivery witness (delivered: a memory served with one
     of `texts` exactly; `lane` dropped from every recall); the project is destroyed when this fails."""
     try:
-        served, label = provisioned_store(live, lane)
+        served, label = provisioned_store(live, lane, root)
         witness = DeliveryWitness(served, realm, root, served_by=label, ablated_lanes=(lane,) if lane else (),
                                   planted_texts=list(texts)).start()
     except BaseException:
@@ -442,19 +451,21 @@ def provision_feed(attempt: Attempt, realm: str, root: Path, embedder: str, prov
                              store_path=store_path, witness=witness, build=build)
 
 
-def provisioned_store(live: LiveArm, lane: str | None) -> tuple[SqliteMemoryStore | ServedSystem, str]:
+def provisioned_store(live: LiveArm, lane: str | None, root: Path) -> tuple[SqliteMemoryStore | ServedSystem, str]:
     """What the witness serves for a provisioner's restored project, and a label naming it: its socket
-    (relayed; the witness drops an ablated lane), or else its replica file (stripped of the lane,
-    then opened read-only). Raises ArmsError when it exported neither."""
+    (relayed; the witness drops an ablated lane), or else a runner-owned copy of its replica file in `root`
+    (`replica_copy`: stripped of the lane, then opened read-only; the provisioner's file is never edited).
+    Raises ArmsError when it exported neither."""
     socket_path, store = live.env.get(SOCKET_ENV, ""), live.env.get(STORE_ENV, "")
     if socket_path:
         return ServedSystem(socket_path), "provisioner socket"
     if not store:
         raise ArmsError(f"provisioner project {live.project!r}: restore exported neither {SOCKET_ENV} nor {STORE_ENV}, "
                         "so delivery to the agent could not be witnessed; have the provisioner export one of them")
+    copy = replica_copy(store, root / PROVISIONER_REPLICA, provisioner_uid(live.provisioner))
     if lane is not None:
-        strip_lanes(Path(store), [lane])
-    return SqliteMemoryStore(store, create=False, read_only=True), "provisioner replica file"
+        strip_lanes(copy, [lane])
+    return SqliteMemoryStore(copy, create=False, read_only=True), "provisioner replica file"
 
 
 def release_memory(memory: ProvisionedMemory, embedder: str = "hashed") -> tuple[str, ...]:

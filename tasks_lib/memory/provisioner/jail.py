@@ -6,9 +6,11 @@ bwrap with new mount, PID, IPC, UTS and (unless the config says `network: true`)
 namespaces and no capabilities, whose first process only waits on a pipe from the runner. Each verb
 then enters those namespaces (`nsenter`) and drops to the provisioner's uid (`setpriv`: no groups,
 no capabilities, `no_new_privs`) before `<argv> <verb>` runs, so a server a verb leaves running
-stays in the sandbox's PID namespace. `close` ends the waiting process, and the kernel kills
-everything left in that namespace: a server whose `destroy` never ran (an interrupted attempt, a
+stays in the sandbox's PID namespace. `close` ends the waiting process and then SIGKILLs the
+namespace's first process (the inner bwrap, held by a pidfd since `start`, so never a reused PID) and the
+outer bwrap, and the kernel kills everything left in that namespace: a server whose `destroy` never ran (an interrupted attempt, a
 killed runner: the pipe closes with the runner) is reaped with it, never reparented to the host's init.
+A verb that stops the waiting shell (it runs as the provisioner's uid) only delays that by CLOSE_SECONDS.
 
 What the sandbox sees (everything at its host path, so the protocol's absolute paths hold):
 
@@ -36,6 +38,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -54,6 +57,8 @@ PROVISIONER_UID_BASE = UID_BASE - UID_SPAN
 """First uid of the range provisioner identities come from (below the agents' run identities)."""
 START_SECONDS = 20.0
 """How long the sandbox may take to report its first process."""
+CLOSE_SECONDS = 2.0
+"""How long `close` lets the waiting shell end the sandbox itself before it kills the outer bwrap."""
 READY = "memtrial-provisioner-sandbox-ready"
 """What the sandbox's waiting process prints once the view is built."""
 OWN_PACKAGES = ("tasks_lib", "flows")
@@ -133,6 +138,18 @@ def _outermost(paths: Iterable[str]) -> list[str]:
     return sorted(chosen)
 
 
+def end_namespace(pidfd: int | None) -> None:
+    """SIGKILL the sandbox's first process through its pidfd (the kernel then kills its whole PID namespace) and close it."""
+    if pidfd is None:
+        return
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # it ended already (the waiting shell ran its kill)
+    finally:
+        os.close(pidfd)
+
+
 class ProvisionerJail:
     """One attempt's provisioner sandbox: `start` it, run verbs through `prefix` and `env`, always `close` it."""
 
@@ -148,6 +165,7 @@ class ProvisionerJail:
         self.serve_dir: Path | None = None
         self._holder: subprocess.Popen[bytes] | None = None
         self._target: int | None = None
+        self._pidfd: int | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -204,6 +222,11 @@ class ProvisionerJail:
             self._target = int(json.loads(raw)["child-pid"]) if ready else None
         except (ValueError, KeyError, TypeError):
             self._target = None
+        if self._target is not None:
+            try:
+                self._pidfd = os.pidfd_open(self._target)
+            except OSError:
+                self._target = None
         if self._target is None:
             self._holder.kill()
             stderr = self._holder.stderr.read().decode(errors="replace").strip()
@@ -214,17 +237,22 @@ class ProvisionerJail:
     def close(self) -> None:
         """End the sandbox: everything still running in it (a server destroy missed) is killed; remove the serving folder."""
         holder, self._holder, self._target = self._holder, None, None
+        pidfd, self._pidfd = self._pidfd, None
         if holder is not None:
             if holder.stdin is not None:
                 holder.stdin.close()  # the waiting process ends, and with it the PID namespace
             try:
-                holder.wait(timeout=START_SECONDS)
+                holder.wait(timeout=CLOSE_SECONDS)
             except subprocess.TimeoutExpired:
-                holder.kill()
-                holder.wait()
+                pass  # the shell was stopped or killed by a verb (it runs as the provisioner's uid)
+            end_namespace(pidfd)
+            holder.kill()
+            holder.wait()
             for stream in (holder.stdout, holder.stderr):
                 if stream is not None:
                     stream.close()
+        elif pidfd is not None:
+            os.close(pidfd)
         if self.serve_dir is not None:
             shutil.rmtree(self.serve_dir, ignore_errors=True)
             self.serve_dir = None

@@ -1,13 +1,12 @@
-"""Finding F3 (attack on #29 item 6): a provisioner keeps its processes alive after the runner releases it.
+"""Attack F3 on #29 item 6: a provisioner must not keep processes alive after the runner releases it.
 
-`ProvisionerJail.close` closes the waiting shell's stdin and waits for the shell to run `kill -9 -1`;
-after START_SECONDS it SIGKILLs the outer bwrap only. The waiting shell and its `cat` run as the
-provisioner's own uid, in the PID namespace every verb enters, so a verb can SIGSTOP them: the shell
-never runs its kill, the inner bwrap (PID 1 of the namespace, no --die-with-parent) outlives the outer
-one, and a daemon the verb started keeps running (and writing to the state folder) after the attempt.
-
-Run: PYTHONPATH=. .venv/bin/python -m pytest -p no:cacheprovider -q -n 0 -s findings/finding_provisioner_outlives_release.py
-(fails on main while the attack succeeds; ATTACK=none|daemon|stop|stop,daemon picks the variant).
+Before the fix, `ProvisionerJail.close` closed the waiting shell's stdin, waited 20 s for it to run
+`kill -9 -1`, then SIGKILLed the outer bwrap only. The waiting shell and its `cat` run as the provisioner's
+own uid, in the PID namespace every verb enters, so a restore could SIGSTOP them: the shell never ran its
+kill, the inner bwrap (PID 1 of the namespace, no --die-with-parent) outlived the outer one, and a daemon
+the verb forked kept running (and writing to the state folder) after the attempt's record was stored.
+Now `close` SIGKILLs the namespace's first process through a pidfd after at most 2 s, and the kernel
+ends the whole namespace. ATTACK=none|daemon|stop|stop,daemon picks a variant (default both).
 """
 
 from __future__ import annotations
@@ -82,8 +81,10 @@ def _uid_pids(uid: int) -> list[int]:
 
 @pytest.mark.skipif(bwrap_problem(shutil.which("bwrap")) is not None or shutil.which("nsenter") is None or os.geteuid() != 0,
                     reason="a provisioner's sandbox needs bubblewrap, util-linux nsenter and a root runner (own uid)")
-def test_a_provisioner_that_stops_its_waiting_shell_keeps_a_daemon_alive_after_release(tmp_path: Path) -> None:
-    """Finding: after run_matrix returns, the provisioner's daemon still runs and still writes its state."""
+def test_a_provisioner_that_stops_its_waiting_shell_leaves_no_daemon_after_release(tmp_path: Path) -> None:
+    """A restore that SIGSTOPs the sandbox's waiting shell and forks a daemon: once run_matrix returns, no process
+    of the provisioner's uid is left and its heartbeat in the state folder has stopped (before: daemon, sh and cat
+    survived and the heartbeat went on)."""
     from tasks_lib.memory.provisioner.jail import provisioner_identity
 
     artifacts, state = tmp_path / "artifacts", tmp_path / "state"
@@ -114,4 +115,56 @@ def test_a_provisioner_that_stops_its_waiting_shell_keeps_a_daemon_alive_after_r
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    assert "stop" not in own["ATTACK"] or ":/bin/sh" in (state / "stopped.txt").read_text(), "the attack did not stop the waiting shell"
     assert not survivors and beat2 == beat1, f"the provisioner's processes {survivors} outlived the attempt (heartbeat {beat1} -> {beat2})"
+
+
+@pytest.mark.skipif(bwrap_problem(shutil.which("bwrap")) is not None or shutil.which("nsenter") is None or os.geteuid() != 0,
+                    reason="a provisioner's sandbox needs bubblewrap, util-linux nsenter and a root runner (own uid)")
+def test_closing_a_sandbox_whose_waiting_shell_is_stopped_is_quick_and_leaves_nothing(tmp_path: Path) -> None:
+    """A command in the sandbox stops every process of the provisioner's uid (the waiting shell and its `cat`) and
+    leaves a sleeper: `close` still ends the sandbox within a few seconds (before: it waited START_SECONDS, 20 s,
+    on the stopped shell, then killed only the outer bwrap, and the sleeper, shell and cat survived)."""
+    from tasks_lib.memory.provisioner.jail import ProvisionerJail
+
+    jail = ProvisionerJail((sys.executable,), tmp_path / "fixture", tmp_path / "state")
+    jail.start()
+    assert jail.identity is not None
+    try:
+        subprocess.run([*jail.prefix(), "/bin/sh", "-c", "setsid sleep 300 </dev/null >/dev/null 2>&1 & kill -STOP -1; true"],
+                       env=jail.env({"PATH": "/usr/bin:/bin"}), check=True, timeout=30)
+        stopped = [pid for pid in _uid_pids(jail.identity.uid) if Path(f"/proc/{pid}/stat").read_text().split()[2] == "T"]
+        assert len(stopped) >= 2, f"the waiting shell and cat were not stopped: {stopped}"
+        started = time.monotonic()
+        jail.close()
+        took = time.monotonic() - started
+    finally:
+        jail.close()
+    time.sleep(0.5)
+    survivors = _uid_pids(jail.identity.uid)
+    for pid in survivors:  # this test's own leftovers, by PID
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, f"processes {survivors} of the provisioner's uid outlived close"
+    assert took < 10, f"close took {took:.1f} s on a stopped waiting shell"
+
+
+@pytest.mark.skipif(bwrap_problem(shutil.which("bwrap")) is not None or shutil.which("nsenter") is None or os.geteuid() != 0,
+                    reason="a provisioner's sandbox needs bubblewrap, util-linux nsenter and a root runner (own uid)")
+def test_a_sandbox_started_by_a_thread_that_ended_still_runs_verbs(tmp_path: Path) -> None:
+    """`close` ends the namespace through a pidfd, not bwrap's --die-with-parent, which kills the sandbox as soon as
+    the thread that started it ends (a worker thread of the runner), before the attempt's next verb."""
+    import threading
+
+    from tasks_lib.memory.provisioner.jail import ProvisionerJail
+
+    jail = ProvisionerJail((sys.executable,), tmp_path / "fixture", tmp_path / "state")
+    starter = threading.Thread(target=jail.start)
+    starter.start()
+    starter.join()
+    try:
+        time.sleep(0.5)
+        done = subprocess.run([*jail.prefix(), "/bin/echo", "alive"], env=jail.env({"PATH": "/usr/bin:/bin"}),
+                              capture_output=True, text=True, timeout=30)
+    finally:
+        jail.close()
+    assert done.returncode == 0 and done.stdout == "alive\n", done.stderr

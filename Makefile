@@ -32,9 +32,10 @@ test-deps:
 	-bash scripts/install_mcp_memory.sh
 	-bash scripts/install_claude_code.sh >/dev/null
 
-# The style floor ([tool.ruff] in pyproject.toml); `make test` runs it first.
+# The style floor ([tool.ruff] and [tool.mypy] in pyproject.toml); `make test` runs it first.
 lint: $(STAMP)
 	$(BIN)/ruff check tasks_lib flows tests benchmarks
+	$(BIN)/mypy
 
 test: $(STAMP) test-deps lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile

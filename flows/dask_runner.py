@@ -82,7 +82,7 @@ class WorkerWatch:
             self.client.cancel(pending, reason=f"memtrial: the Dask cluster had no worker for {self.timeout:g}s")
 
 
-class WatchedDaskTaskRunner(DaskTaskRunner):  # type: ignore[misc]  # prefect-dask ships no type information
+class WatchedDaskTaskRunner(DaskTaskRunner):
     """prefect-dask's task runner whose submitted tasks are watched by a `WorkerWatch` bounded by
     `no_workers_timeout` seconds, whatever the scheduler's own settings."""
 

@@ -29,7 +29,7 @@ async def _prune(before: datetime, flows: Sequence[str] | None) -> int:
     )
     from prefect.client.schemas.objects import TERMINAL_STATES
 
-    ended = FlowRunFilter(end_time=FlowRunFilterEndTime(before_=before),
+    ended = FlowRunFilter(end_time=FlowRunFilterEndTime.model_validate({"before_": before}),
                           state=FlowRunFilterState(type=FlowRunFilterStateType(any_=list(TERMINAL_STATES))))
     named = FlowFilter(name=FlowFilterName(any_=list(flows))) if flows else None
     deleted = 0

@@ -27,7 +27,7 @@ def artifact_key(run_id: str, table: str) -> str:
     return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", f"memtrial-{run_id}-{table}".lower())).strip("-")
 
 
-@task(name="load-grading-summary", cache_policy=None)
+@task(name="load-grading-summary", cache_policy=None)  # type: ignore[call-overload]  # None (no policy) is valid; stubs omit it
 def load_summary(artifact_root: str, run_id: str) -> GradingSummary:
     """The run's stored summary, aggregating the run first when it has none."""
     store = open_store(artifact_root)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import MutableMapping
+from typing import cast
 
 from tasks_lib.errors import MemtrialError
 
@@ -32,7 +33,7 @@ def resolve_secret_references(environ: MutableMapping[str, str] | None = None) -
         if not key.startswith(SECRET_REFERENCE_PREFIX) or not variable or env.get(variable):
             continue
         try:
-            value = Secret.load(block).get()
+            value = cast("Secret", Secret.load(block)).get()  # called from sync code: the block, not a coroutine
         except (ValueError, RuntimeError) as error:
             raise SecretReferenceError(
                 f"{key}={block}: no Prefect Secret block {block!r} on this API ({error}); create it with "

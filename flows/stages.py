@@ -317,7 +317,7 @@ def prefect_steps(agent_label: str) -> StepWrapper:
             enter_stage(name, agent_label if name == "run-agent" else "")
             return step(*args, **kwargs)
 
-        return cast(Callable[P, R], task(traced, name=name, cache_policy=NO_CACHE, persist_result=False, retries=0))
+        return cast(Callable[P, R], task(name=name, cache_policy=NO_CACHE, persist_result=False, retries=0)(traced))
 
     return wrap
 

@@ -14,15 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from flows.settings import configure_prefect
 
 configure_prefect()
 
-from prefect import flow, task
+from prefect import Task, flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.futures import PrefectFuture
 
@@ -36,6 +35,9 @@ from tasks_lib.resources import bundled_folder
 from tasks_lib.runconfig import RunConfig
 from tasks_lib.suites.options import ExternalOptions, RecallOptions, RetrievalOptions
 from tasks_lib.trees import sha256_file
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 TREND = "trend"
 REFERENCE_MEMORY = "reference"
@@ -63,8 +65,10 @@ def _put(artifact_root: str, key: str, payload: str) -> str:
     return key
 
 
-suite_task = partial(task, cache_policy=INPUTS + TASK_SOURCE, persist_result=True, retries=1, retry_delay_seconds=2,
-                  retry_condition_fn=stages.retry_condition)
+def suite_task(name: str) -> Callable[[Callable[P, R]], Task[P, R]]:
+    """Prefect's `task` as every suite stage uses it: cached on inputs and source, retried once."""
+    return task(name=name, cache_policy=INPUTS + TASK_SOURCE, persist_result=True, retries=1, retry_delay_seconds=2,
+                retry_condition_fn=stages.retry_condition)
 
 
 @suite_task(name="recall-sweep")

@@ -143,7 +143,7 @@ def run_write_path(config: RunConfig, run_id: str, artifact_root: str) -> list[W
         failures = [*uncommitted_folders(folder, committed_folders(PROJECT_ROOT, commit, subdir)), *report.failures]
         if failures or not report.ok:
             raise WritePathError(f"sequence {manifest.sequence_id}: its tasks break the corpus invariants, so none runs: "
-                                 + "; ".join(str(f) for f in failures or ["no task was checked"]))
+                                 + "; ".join([str(f) for f in failures] or ["no task was checked"]))
         steps = []
         for arm in ARMS:
             previous: StepArtifact | None = None

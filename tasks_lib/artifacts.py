@@ -295,7 +295,7 @@ class S3Store(ArtifactStore):
 
         full = "/".join(p for p in (self.prefix, prefix.strip("/")) if p)
         full = f"{full}/" if full else ""
-        keys = []
+        keys: list[str] = []
         try:
             for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full):
                 keys.extend(item["Key"] for item in page.get("Contents", []))

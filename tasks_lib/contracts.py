@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -27,7 +27,7 @@ from pydantic import (
 from tasks_lib.conditions import CONDITION_PATTERN, FEED_CONDITIONS, HARM_VARIANTS, key_texts_of  # noqa: F401  (FEED_CONDITIONS re-exported)
 from tasks_lib.errors import ContractError, Violation
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 
 # --------------------------------------------------------------------------- field types

@@ -401,7 +401,9 @@ def _parents(store: ArtifactStore, runs: dict[str, set[str]]) -> dict[str, tuple
             status = read_status(store, run_id)
         except (ArtifactError, ContractError):
             continue
-        for agent in status.agents if status else ():
+        if status is None:
+            continue
+        for agent in status.agents:
             child = f"{run_id}-{agent}"
             if child in runs and child != run_id:
                 parents[child] = (run_id, status)

@@ -8,6 +8,7 @@ import stat
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
 from tasks_lib.contracts import TreeEntry
 from tasks_lib.errors import ArtifactError, CorpusError
@@ -61,7 +62,7 @@ def entry_for(root: Path, rel: str) -> TreeEntry:
         return TreeEntry(path=rel, mode="120000", sha256=sha256_bytes(target), size=len(target))
     if not stat.S_ISREG(info.st_mode):
         raise CorpusError(f"{path}: not a regular file, symlink or directory; a corpus holds only those")
-    mode = "100755" if info.st_mode & stat.S_IXUSR else "100644"
+    mode: Literal["100644", "100755"] = "100755" if info.st_mode & stat.S_IXUSR else "100644"
     return TreeEntry(path=rel, mode=mode, sha256=sha256_file(path), size=info.st_size)
 
 

@@ -6,12 +6,15 @@ or task, or `clear` with nothing named, is one line and exit 2.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from flows.cli.common import JsonFlag, emit_json, out, summary_table
 from tasks_lib.errors import MemtrialError
+
+if TYPE_CHECKING:
+    from tasks_lib.artifacts import ArtifactStore
 
 cache_app = typer.Typer(help="The cached stage results a rerun re-uses: list them, clear them whole, per task or per stage.",
                         no_args_is_help=True)
@@ -21,7 +24,7 @@ ResultRootOpt = Annotated[str | None, typer.Option("--result-root", help="The ru
 COLUMNS = ["stage", "tasks", "run", "label", "stored (UTC)", "key"]
 
 
-def _stores(root: str | None, result_root: str | None):  # type: ignore[no-untyped-def]
+def _stores(root: str | None, result_root: str | None) -> tuple[str, ArtifactStore, ArtifactStore]:
     from flows.cache import index_root, results_root
     from flows.settings import default_artifact_root
     from tasks_lib.artifacts import open_store

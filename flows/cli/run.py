@@ -230,7 +230,7 @@ def rerun(
     _run_nightly(str(local), run_id, artifacts, plain, as_json)
 
 
-def _provisioner_option(command: str | None, env: list[str]) -> dict[str, object]:
+def _provisioner_option(command: str | None, env: list[str]) -> dict[str, Any]:
     """RunConfig fields for `--provisioner` / `--provisioner-env`."""
     if command is None:
         if env:

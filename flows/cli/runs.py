@@ -16,6 +16,7 @@ from flows.cli.common import JsonFlag, emit_json, err, out, summary_table
 from flows.cli.report import headline_lines
 
 if TYPE_CHECKING:
+    from tasks_lib.agents.base import TranscriptStep
     from tasks_lib.analysis.grading import GradingSummary
     from tasks_lib.artifacts import ArtifactStore
     from tasks_lib.runs import AttemptView, RunEntry, RunView
@@ -28,7 +29,7 @@ STEP_WIDTH = 160
 """Characters of a step's text `memtrial show` prints."""
 
 
-def _store(root: str | None, command: str = "memtrial runs"):  # type: ignore[no-untyped-def]
+def _store(root: str | None, command: str = "memtrial runs") -> ArtifactStore:
     """The store of the artifact root to read; a root that cannot be one (a file) is refused in one
     line naming where it was given, never listed as a root with no runs."""
     from flows.settings import default_artifact_root
@@ -44,7 +45,7 @@ def _store(root: str | None, command: str = "memtrial runs"):  # type: ignore[no
 
 
 def _status(entry: RunEntry) -> str:
-    text = entry.state
+    text: str = entry.state
     if entry.state in ("failed", "interrupted") and entry.stage:
         text += f" ({entry.stage})"
     return text
@@ -128,8 +129,8 @@ def _print_run(view: RunView, run_id: str, children: Sequence[tuple[str, Grading
     elif view.attempts:
         out.print(f"not graded yet: 'memtrial report {run_id}' writes its summary and report")
     if view.delivery:
-        source = "" if view.summary is not None else " (records checked against their evidence)"
-        out.print(f"delivery per condition{source}:")
+        checked = "" if view.summary is not None else " (records checked against their evidence)"
+        out.print(f"delivery per condition{checked}:")
         for rate in view.delivery:
             note = f"  WARNING: {rate.warning}" if rate.warning else ""
             out.print(f"  {rate.condition:<14} {rate.confirmed}/{rate.attempts} confirmed, {rate.unknown} unknown{note}")
@@ -188,7 +189,7 @@ def _print_attempt(view: AttemptView) -> None:
         return
     steps = view.transcript.steps
     out.print(f"transcript:       {len(steps)} step(s) ({r.transcript})")
-    shown = list(enumerate(steps))
+    shown: list[tuple[int, TranscriptStep | None]] = list(enumerate(steps))
     if len(shown) > STEPS_SHOWN:
         head, tail = STEPS_SHOWN - 10, 10
         shown = [*shown[:head], (-1, None), *shown[-tail:]]

@@ -131,8 +131,8 @@ def _print_result(result: RetrievalResult) -> None:
     for column in ("gate", "value", "bar", "result", "detail"):
         gates.add_column(column)
     for g in result.gates:
-        value = "n/a" if g.value is None else (str(int(g.value)) if float(g.value).is_integer() else f"{g.value:.3f}")
-        gates.add_row(g.name, value, f"{g.op} {g.threshold:g}", "pass" if g.passed else "FAIL", g.detail)
+        shown = "n/a" if g.value is None else (str(int(g.value)) if float(g.value).is_integer() else f"{g.value:.3f}")
+        gates.add_row(g.name, shown, f"{g.op} {g.threshold:g}", "pass" if g.passed else "FAIL", g.detail)
     out.print(gates)
     failed = [g.name for g in result.gates if not g.passed]
     out.print("all gates pass" if not failed else f"FAILED gates: {', '.join(failed)}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -24,7 +24,7 @@ def validate(
         model = DOCUMENT_KINDS.get(kind)
         if model is None:
             raise MemtrialError(f"--kind {kind!r} is unknown; known kinds: {', '.join(sorted(DOCUMENT_KINDS))}")
-    results = []
+    results: list[dict[str, Any]] = []
     for path in paths:
         try:
             load_document(path, model)

@@ -334,7 +334,8 @@ def _user_steps(message: dict[str, Any], parsed: ParsedStream) -> None:
 
 
 def _result_step(message: dict[str, Any], parsed: ParsedStream) -> None:
-    usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+    reported = message.get("usage")
+    usage: dict[str, Any] = reported if isinstance(reported, dict) else {}
     cost = message.get("total_cost_usd")
     parsed.usage = StreamUsage(
         input_tokens=_int(usage.get("input_tokens")) + _int(usage.get("cache_creation_input_tokens"))

@@ -232,8 +232,9 @@ class OpenAIChatAgent(Agent):
         """Call the model until it answers without a tool call (True) or the turn limit is hit (False)."""
         for _ in range(self.max_turns):
             reply = self._complete(model, messages, deadline)
-            got = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
-            used_in, used_out = _tokens(got.get("prompt_tokens")), _tokens(got.get("completion_tokens"))  # type: ignore[union-attr]
+            reported = reply.get("usage")
+            got: dict[str, object] = reported if isinstance(reported, dict) else {}
+            used_in, used_out = _tokens(got.get("prompt_tokens")), _tokens(got.get("completion_tokens"))
             usage[0] += used_in
             usage[1] += used_out
             steps.append(TranscriptStep(source="system", kind="usage", text=f"input_tokens={used_in} output_tokens={used_out}"))

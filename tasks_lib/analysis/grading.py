@@ -539,7 +539,7 @@ def condition_deltas(records: Sequence[RunRecord]) -> list[ConditionDelta]:
     cells = _by_cell(records)
     conditions = condition_order(r.condition for r in records)
     lanes = [c.removeprefix("ablate:") for c in conditions if c.startswith("ablate:") and c != "ablate:all"]
-    out = []
+    out: list[ConditionDelta] = []
     for task in _scopes(records):
         if "on" in conditions:
             out.extend(_delta("marginal", task, lane, "on", f"ablate:{lane}", cells) for lane in lanes)

@@ -187,6 +187,7 @@ def run_sandboxed_check(task: LoadedTask, workspace: Path, sandbox: str = "local
                 provider = LocalSandbox(bwrap=False)
             except SandboxError as error:
                 return SandboxedCheck(problem=f"the post-turn check could not run at all: {problem}; {error}")
+    assert provider is not None, "open_check_sandbox gives a sandbox or a problem"
     purge_bytecode(workspace)
     nonce = new_nonce()
     with provider:

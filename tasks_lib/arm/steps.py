@@ -50,7 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, ParamSpec, Protocol, TypeVar, get_args
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar, get_args
 
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession
 from tasks_lib.agents.calibration import CalibrationAgent
@@ -255,6 +255,11 @@ NO_MEMORY = NO_MEMORY_SYSTEM
 """Conditions whose arm reaches no memory system: nothing planted in a store, no store file, no store
 variable (the notes arm's memory is a file its harness loads, `tasks_lib.memory.delivery.notes`; `grep`
 gets only its read-only folder of transcripts, `tasks_lib.arm.history`)."""
+
+
+def _identity_fields(fields: dict[str, str | None], source_commit: str | None) -> dict[str, Any]:
+    """`record_fields` with the task's source commit when one is known (the record's identity fields)."""
+    return {**fields, **({"source_commit": source_commit} if source_commit else {})}
 
 
 def memory_env(condition: str, realm: str, socket_path: Path | None, history: Path | None = None) -> dict[str, str]:
@@ -718,8 +723,8 @@ def record_attempt(
         build_under_test=memory.build,
         memory_config_digest=memory.config_digest,
         worker=f"{socket.gethostname()}:{os.getpid()}",
-        **{**record_fields(workspace.pinned.task, agent_name, run.model, source_root=task.root),
-           **({"source_commit": source_commit} if source_commit else {})},
+        **_identity_fields(record_fields(workspace.pinned.task, agent_name, run.model, source_root=task.root),
+                           source_commit),
     )
     store.put_json(run_key(run_id, *prefix, RECORD_JSON), record)
     return record
@@ -862,9 +867,8 @@ def broken_record(attempt: Attempt, setup: ArmSetup, broke: AttemptBroke, stage:
         build_under_test=memory.build if isinstance(memory, ProvisionedMemory) else REFERENCE_BUILD,
         memory_config_digest=memory.config_digest if isinstance(memory, ProvisionedMemory) else None,
         worker=f"{socket.gethostname()}:{os.getpid()}",
-        **{**record_fields(pinned_task, setup.agent_name, run.model if isinstance(run, AgentRun) else None,
-                           source_root=task.root),
-           **({"source_commit": setup.source_commit} if setup.source_commit else {})},
+        **_identity_fields(record_fields(pinned_task, setup.agent_name, run.model if isinstance(run, AgentRun) else None,
+                                        source_root=task.root), setup.source_commit),
     )
     setup.store.put_json(run_key(setup.run_id, *prefix, RECORD_JSON), record)
     return record

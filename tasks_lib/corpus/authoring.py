@@ -24,7 +24,7 @@ from typing import Literal, get_args
 
 from tasks_lib.contracts import TaskKind, TaskManifest
 from tasks_lib.corpus.tasks import ANSWER_KINDS, MANIFEST_NAME, SCAFFOLD_TODO, TaskCorpusError
-from tasks_lib.errors import ContractError
+from tasks_lib.errors import ContractError, Violation
 from tasks_lib.trees import sha256_bytes
 
 Toolchain = Literal["python", "node", "sh"]
@@ -147,7 +147,8 @@ def scaffold_task(tasks_root: Path, task_id: str, kind: str, toolchain: str = "s
     try:
         TaskManifest.model_validate(manifest)
     except ValueError as error:  # the scaffold itself is wrong: a bug here, never the author's
-        raise ContractError(f"{task_id}/{MANIFEST_NAME}: the scaffold does not validate: {error}") from None
+        where = f"{task_id}/{MANIFEST_NAME}"
+        raise ContractError([Violation(where, "", f"the scaffold does not validate: {error}")]) from None
     staging = Path(tempfile.mkdtemp(prefix=f".{task_id}-", dir=tasks_root))
     try:
         files = {**skeleton.files, "verifier.sh": skeleton.verifier, MANIFEST_NAME: json.dumps(manifest, indent=2) + "\n"}

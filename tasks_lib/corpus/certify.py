@@ -28,11 +28,13 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 from tasks_lib.contracts import (
     ArtifactRef,
     CertificationReport,
     ChallengeManifest,
+    Document,
     Finding,
     FindingKind,
     FixtureManifest,
@@ -538,8 +540,8 @@ def _scan_graph(out: _Collector, graph: Path) -> None:
         for where, text in _strings(document):
             _scan_content(out, "graph", f"{name}:{where}", fold_text(text).encode(), bodies)
     else:  # not JSON (a database, say): its raw bytes are scanned even when they read as binary
-        text = _scannable(data)
-        _scan_content(out, "graph", name, data if text is None else text, bodies)
+        scannable = _scannable(data)
+        _scan_content(out, "graph", name, data if scannable is None else scannable, bodies)
     out.scans.append(SurfaceScan(surface="graph", name=name, files_scanned=1, bytes_scanned=len(data)))
 
 
@@ -589,7 +591,7 @@ def certify(
         size = sum(len(t.encode()) for t in challenge_texts.values())
         out.scans.append(SurfaceScan(surface="challenge", name="challenge", files_scanned=len(challenge_texts), bytes_scanned=size))
     findings = sorted(out.findings, key=lambda f: (f.surface, f.path, f.line or 0, f.kind, f.rule))
-    verdict = "findings" if findings else ("unchecked" if out.unchecked else "clean")
+    verdict: Literal["clean", "findings", "unchecked"] = "findings" if findings else ("unchecked" if out.unchecked else "clean")
     return CertificationReport(verdict=verdict, scans=tuple(out.scans), findings=tuple(findings), unchecked=tuple(out.unchecked))
 
 
@@ -654,7 +656,7 @@ def certify_path(
     wiring: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     if challenge is not None:
-        manifest = load_document(challenge)
+        manifest: Document = load_document(challenge)
         if not isinstance(manifest, (ChallengeManifest, TaskManifest)):
             raise MemtrialError(f"{challenge}: --challenge takes a challenge.json or task.json, not a {manifest.KIND}")
         texts, phrases, wiring = challenge_surface(manifest)

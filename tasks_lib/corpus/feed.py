@@ -158,7 +158,7 @@ def feed_documents(task_root: Path, manifest: TaskManifest, condition: str) -> l
 
 def key_turn_texts(task_root: Path, manifest: TaskManifest) -> list[str]:
     """Texts of every declared key turn of the task's transcripts (empty when it has none)."""
-    out = []
+    out: list[str] = []
     for ref in manifest.transcripts:
         _, turns = load_transcript(task_root, ref)
         out.extend(turns[i].text for i in ref.key_turns)

@@ -26,6 +26,7 @@ import re
 import secrets
 import shutil
 from pathlib import Path
+from typing import Any
 
 from tasks_lib.contracts import ContractModel
 from tasks_lib.trees import walk_files
@@ -142,7 +143,7 @@ def purge_bytecode(workspace: Path) -> int:
     return removed
 
 
-def _result_of(stdout: str) -> dict[str, object] | None:
+def _result_of(stdout: str) -> dict[str, Any] | None:
     for line in reversed(stdout.strip().splitlines()):
         try:
             value = json.loads(line)

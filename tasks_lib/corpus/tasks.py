@@ -507,7 +507,7 @@ def _judge_on_host(task: LoadedTask, workspace: Path, nonce: str, env: dict[str,
         shared = {**env, "JAIL_SCRATCH": scratch, "JAIL_WORKSPACE": str(workspace.resolve())}
         argv = jail_argv(task.manifest.jail, str(HARNESS_DIR))
         jail = subprocess.Popen([sys.executable, *argv[1:]] if argv[0] == "python3" else list(argv), cwd=workspace, env=shared,
-                                stdin=jail_end, stdout=jail_end, stderr=subprocess.PIPE)
+                                stdin=jail_end.fileno(), stdout=jail_end.fileno(), stderr=subprocess.PIPE)
         try:
             judge = subprocess.Popen([sys.executable, "-I", "-B", str(HARNESS_DIR / "judge.py"), nonce, *test_files(task.hidden_dir)],
                                      cwd=task.hidden_dir, env={**shared, "JAIL_FD": str(judge_end.fileno())},

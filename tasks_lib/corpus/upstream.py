@@ -198,7 +198,8 @@ def _sdist_urls(source: PypiSdist, what: str) -> list[str]:
     page = _checked_url(f"{index.rstrip('/')}/{_normalized(source.name)}/", what)
     parser = _Links()
     parser.feed(_http_get(page, what).decode("utf-8", errors="replace"))
-    matches, others = [], []
+    matches: list[str] = []
+    others: list[str] = []
     for href in parser.hrefs:
         url, _, fragment = urllib.parse.urljoin(page, href).partition("#")
         if urllib.parse.urlsplit(url).scheme not in ("http", "https"):

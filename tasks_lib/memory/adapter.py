@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Self
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -262,7 +262,7 @@ class MemoryAdapter(ABC):
     def close(self) -> None:  # noqa: B027 - a default no-op; adapters holding resources override it
         """Release resources; the default does nothing."""
 
-    def __enter__(self) -> MemoryAdapter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from html import escape
-from typing import Any
+from typing import Any, TypeVar
 
 from tasks_lib.analysis.admission import AdmissionDecision
 from tasks_lib.analysis.aggregate import CALIBRATION_REASON, Aggregate, AuditRow
@@ -40,6 +40,8 @@ from tasks_lib.report.wording import (
     share_figure,
 )
 from tasks_lib.suites.writepath import WritePathResult
+
+T = TypeVar("T")
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:72em;color:#222;padding:0 1em}
@@ -417,7 +419,7 @@ def _code(text: str | None) -> Markup:
     return NOT_RECORDED if text is None else Markup(f"<code>{escape(text)}</code>")
 
 
-def _distinct(values: Sequence[str | None]) -> list[str | None]:
+def _distinct(values: Sequence[T]) -> list[T]:
     return list(dict.fromkeys(values))
 
 
@@ -465,7 +467,7 @@ def provenance_section(provenance: RunProvenance | None, records: Sequence[RunRe
         matrix = Markup(escape(f"{', '.join(_distinct([r.condition for r in records]))}; {trials} trial(s) (from the records)"))
     agents = _values([r.agent for r in records])
     configs = [r.memory_config_digest for r in records if r.condition not in NO_MEMORY_SYSTEM]
-    rows: list[tuple[object, object]] = [
+    rows: list[tuple[str, object]] = [
         ("memtrial", build),
         ("memory system under test", Markup(str(_values([r.build_under_test for r in records])) + "; " + str(memory))),
         ("memory config digest (comparability key)", _values(configs, code=True) if configs else "none (no arm with memory)"),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from typing import Literal
 
 from tasks_lib.sandbox.base import (
     DEFAULT_PATH,
@@ -247,7 +248,7 @@ class DockerSandbox(Sandbox):
         code = int(state["ExitCode"])
         oom = bool(state.get("OOMKilled"))
         killed = timed_out or oom or code == 137
-        reason = "timeout" if timed_out else ("memory" if oom else ("signal" if killed else None))
+        reason: Literal["timeout", "memory", "signal"] | None = "timeout" if timed_out else ("memory" if oom else ("signal" if killed else None))
         unenforced = []
         if any(r.is_alive() for r in readers):
             unenforced.append("the log stream did not end; output capture stopped early")

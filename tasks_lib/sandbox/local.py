@@ -149,7 +149,7 @@ class LocalSandbox(Sandbox):
     def capabilities(self) -> SandboxCapabilities:
         if self._bwrap:
             return SandboxCapabilities(provider=self.name, isolation="namespace", network_modes=("none", "loopback"))
-        reasons = {k: f"{v} ({self.bwrap_reason})" for k, v in _process_only().items()}
+        reasons: dict[str, str] = {k: f"{v} ({self.bwrap_reason})" for k, v in _process_only().items()}
         return SandboxCapabilities(
             provider=self.name, isolation="process", unenforceable=reasons, network_modes=("none", "loopback")
         )

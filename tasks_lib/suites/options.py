@@ -152,7 +152,7 @@ class SuiteOptions(ContractModel):
 
     def of(self, suite: str) -> ContractModel:
         """The options of `suite` (its name in `suites`)."""
-        return getattr(self, suite.replace("-", "_"))  # type: ignore[no-any-return]
+        return getattr(self, suite.replace("-", "_"))
 
     def named(self) -> list[str]:
         """The suites whose options differ from their defaults, by their names in the config."""

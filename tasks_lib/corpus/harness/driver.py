@@ -77,14 +77,17 @@ def main(argv: list[str]) -> int:
     nonce, files, verifier = argv[0], argv[1:split], argv[split + 1:]
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
-    result: dict[str, object] = {"nonce": nonce, "cases": [], "files": [], "flags": []}
+    found: list[object] = []
+    raised: list[object] = []
+    digests: list[object] = []
+    result: dict[str, object] = {"nonce": nonce, "cases": found, "files": digests, "flags": raised}
     with tempfile.TemporaryDirectory(prefix="post-turn-") as scratch:
         for index, path in enumerate(files):
             before = _digest(path)
             cases, flags = _run_file(path, os.path.join(scratch, f"report-{index}.jsonl"))
-            result["cases"] += cases  # type: ignore[operator]
-            result["flags"] += flags  # type: ignore[operator]
-            result["files"].append({"path": path, "before": before, "after": _digest(path)})  # type: ignore[union-attr]
+            found += cases
+            raised += flags
+            digests.append({"path": path, "before": before, "after": _digest(path)})
     code = subprocess.run(verifier, stdin=subprocess.DEVNULL, check=False).returncode if verifier else 2
     result["verifier_exit"] = code
     out.write(json.dumps(result) + "\n")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from typing import cast
 
 WORKSPACE = os.environ.get("JAIL_WORKSPACE", "/workspace")
 """Where the jail sees the workspace."""
@@ -86,7 +87,7 @@ def _result(answer: dict[str, object]) -> object:
     if "error" in answer:
         raise JailError(str(answer["error"]), str(answer.get("message", "")))
     if "handle" in answer:
-        return Handle(int(answer["handle"]), str(answer.get("type", "object")))  # type: ignore[arg-type]
+        return Handle(int(cast("int", answer["handle"])), str(answer.get("type", "object")))
     return answer.get("value")
 
 

@@ -119,11 +119,13 @@ def main(argv: list[str]) -> int:
     env = {"PATH": f"{HERE}/bin:{os.environ.get('PATH', '/usr/bin:/bin')}", "LANG": "C.UTF-8", "HOME": os.environ.get("HOME", "/tmp"),
            "PYTHONDONTWRITEBYTECODE": "1", "JAIL_SOCKET": sock,
            "JAIL_WORKSPACE": os.environ.get("JAIL_WORKSPACE", "/workspace"), "JAIL_SCRATCH": SCRATCH}
-    result: dict[str, object] = {"nonce": nonce, "cases": [], "files": [], "flags": []}
+    found: list[object] = []
+    digests: list[object] = []
+    result: dict[str, object] = {"nonce": nonce, "cases": found, "files": digests, "flags": []}
     for index, path in enumerate(files):
         before = _digest(path)
-        result["cases"] += _run_file(path, index, os.path.join(private, f"report-{index}.jsonl"), env)  # type: ignore[operator]
-        result["files"].append({"path": path, "before": before, "after": _digest(path)})  # type: ignore[union-attr]
+        found += _run_file(path, index, os.path.join(private, f"report-{index}.jsonl"), env)
+        digests.append({"path": path, "before": before, "after": _digest(path)})
     out.write(json.dumps(result) + "\n")
     out.close()
     return 0

@@ -36,11 +36,11 @@ class _Recorder(unittest.TestResult):
 
     def addFailure(self, test: unittest.TestCase, err: object) -> None:  # noqa: N802
         self.outcomes[test.id()] = "fail"
-        sys.stderr.write(f"FAIL {test.id()}\n{self._exc_info_to_string(err, test)}\n")  # type: ignore[arg-type]
+        sys.stderr.write(f"FAIL {test.id()}\n{self._exc_info_to_string(err, test)}\n")  # type: ignore[attr-defined]  # private in typeshed
 
     def addError(self, test: unittest.TestCase, err: object) -> None:  # noqa: N802
         self.outcomes[test.id()] = "error"
-        sys.stderr.write(f"ERROR {test.id()}\n{self._exc_info_to_string(err, test)}\n")  # type: ignore[arg-type]
+        sys.stderr.write(f"ERROR {test.id()}\n{self._exc_info_to_string(err, test)}\n")  # type: ignore[attr-defined]  # private in typeshed
 
     def addSkip(self, test: unittest.TestCase, reason: str) -> None:  # noqa: N802
         self.outcomes[test.id()] = "skip"

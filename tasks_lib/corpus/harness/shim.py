@@ -32,6 +32,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any, cast
 
 MAX_TEXT = 1 << 20
 """Characters of a command's stdout or stderr answered."""
@@ -98,15 +99,15 @@ class Shim:
     def handle(self, request: dict[str, object]) -> dict[str, object]:
         op = request.get("op")
         if op == "call":
-            function = self.target(request["target"])
-            args = self.decode(request.get("args") or [])
-            kwargs = self.decode(request.get("kwargs") or {})
+            function = cast("Any", self.target(request["target"]))  # whatever the task's module holds
+            args = cast("list[object]", self.decode(request.get("args") or []))
+            kwargs = cast("dict[str, object]", self.decode(request.get("kwargs") or {}))
             if request.get("stdout"):
                 buffer = io.StringIO()
                 with contextlib.redirect_stdout(buffer):
-                    result = function(*args, **kwargs)  # type: ignore[operator]
+                    result = function(*args, **kwargs)
                 return {**self.answer(result), "stdout": buffer.getvalue()}
-            result = function(*args, **kwargs)  # type: ignore[operator]
+            result = function(*args, **kwargs)
             return self.keep(result) if request.get("keep") else self.answer(result)
         if op == "get":
             obj = self.target(request["target"])
@@ -132,12 +133,12 @@ def _plain(obj: object, depth: int = 0) -> tuple[bool, object]:
         return False, None
     if obj is None or type(obj) in (bool, int, float, str):
         return True, obj
-    if type(obj) in (list, tuple, set, frozenset):
+    if isinstance(obj, list | tuple | set | frozenset) and type(obj) in (list, tuple, set, frozenset):
         items = sorted(obj, key=repr) if isinstance(obj, set | frozenset) else obj
-        out = [_plain(item, depth + 1) for item in items]  # type: ignore[union-attr]
+        out = [_plain(item, depth + 1) for item in items]
         return all(ok for ok, _ in out), [v for _, v in out]
-    if type(obj) is dict and all(type(k) is str for k in obj):  # type: ignore[union-attr]
-        out2 = {k: _plain(v, depth + 1) for k, v in obj.items()}  # type: ignore[union-attr]
+    if isinstance(obj, dict) and type(obj) is dict and all(type(k) is str for k in obj):
+        out2 = {k: _plain(v, depth + 1) for k, v in obj.items()}
         return all(ok for ok, _ in out2.values()), {k: v for k, (_, v) in out2.items()}
     return False, None
 
@@ -154,12 +155,12 @@ def _loose(obj: object) -> object:
 
 def _run(request: dict[str, object]) -> dict[str, object]:
     """Run one command line in the jail; its status and output."""
-    argv = [str(a) for a in request.get("argv") or []]
+    argv = [str(a) for a in cast("list[object]", request.get("argv") or [])]
     if not argv:
         return {"error": "ValueError", "message": "run needs an argv"}
     try:
         done = subprocess.run(argv, cwd=str(request.get("cwd") or "."), input=str(request.get("stdin") or "").encode(),
-                              capture_output=True, timeout=float(request.get("timeout") or 60), check=False)
+                              capture_output=True, timeout=float(cast("float", request.get("timeout") or 60)), check=False)
     except subprocess.TimeoutExpired:
         return {"status": 124, "stdout": "", "stderr": "[jail: timed out]"}
     except OSError as error:

@@ -259,7 +259,8 @@ class McpStdioClient:
         if "error" in response:
             error = response["error"] if isinstance(response["error"], dict) else {"message": str(response["error"])}
             code = error.get("code")
-            raise McpProtocolError(f"{self.name}: {method!r} failed with JSON-RPC error {code}: {error.get('message')}", code)
+            raise McpProtocolError(f"{self.name}: {method!r} failed with JSON-RPC error {code}: {error.get('message')}",
+                                   code if isinstance(code, int) else None)
         return response["result"]
 
     def _initialize(self) -> None:

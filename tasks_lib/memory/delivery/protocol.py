@@ -17,7 +17,7 @@ the field (see `server`), the client refuses a malformed answer naming the field
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticSerializationError
@@ -28,7 +28,7 @@ from tasks_lib.memory.delivery.socket_recall import MAX_ANSWER_BYTES, round_trip
 from tasks_lib.memory.env import SOCKET_ENV
 from tasks_lib.memory.errors import MemoryInputError, MemoryServerError, UnreadableRequestError
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION: Final = 1
 """Version of this protocol; a message naming another version is refused."""
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 """Longest request line accepted (a large remember batch fits); a longer one is refused and the connection closed."""

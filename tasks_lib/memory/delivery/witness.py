@@ -45,7 +45,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from pydantic import Field
 
@@ -64,7 +64,7 @@ SERVED_LABEL = "memory"
 NONCE_PATTERN = r"^[0-9a-f]{32}$"
 SHUTDOWN_POLL_SECONDS = 0.005
 """How often the serving loop checks for `close`: `close` waits up to this long (every attempt with memory pays it)."""
-BLIND_KIND = "fact"
+BLIND_KIND: Final = "fact"
 """The kind of every memory the witness serves, whatever the memory system or the planting says."""
 MAX_CONNECTIONS = 4
 """Most connections the witness serves at once (each is a runner thread); a further one is closed and counted."""
@@ -217,7 +217,7 @@ class _WitnessServer(MemoryServer):
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         """Serve one admitted connection, then free its place."""
         try:
-            super().process_request_thread(request, client_address)  # type: ignore[misc]
+            super().process_request_thread(request, client_address)
         finally:
             self._release()
 
@@ -356,6 +356,7 @@ class DeliveryWitness:
         self._receipt = DeliveryReceipt(
             nonce=self.nonce, realm=self.realm, served_by=self.served_by, ablated_lanes=tuple(sorted(self.ablated)),
             planted_ids=planted_ids, planted_text_sha256=self.planted_text_sha256, recalls=recalls, refused=refused,
-            flooded=flooded, **counts,
+            flooded=flooded, refused_count=counts["refused_count"], connections_refused=counts["connections_refused"],
+            rate_limited=counts["rate_limited"], recalls_over_budget=counts["recalls_over_budget"],
         )
         return self._receipt

@@ -338,8 +338,9 @@ class _Checks:
             return False, f"destroy of {first.project!r} failed: {error}"
         snap, error = await _attempt(self.p.snapshot(second.project, self.a.probes))
         missing = _missing(snap, names) if snap else None
-        if snap is None or missing or _state_matches(snap, self.a):
-            return False, f"destroying {first.project!r} changed {second.project!r}: {error or missing or _state_matches(snap, self.a)}"
+        changed = _state_matches(snap, self.a) if snap is not None and not missing else None
+        if snap is None or missing or changed:
+            return False, f"destroying {first.project!r} changed {second.project!r}: {error or missing or changed}"
         how = "a write through one was not seen by the other, " if written else ""
         return True, f"two trials got {first.project!r} and {second.project!r}: {how}each kept exactly its own state"
 

@@ -62,8 +62,6 @@ DEFAULT_OUTPUT_LIMIT_BYTES = 1024 * 1024
 DEFAULT_STDERR_TAIL_BYTES = 64 * 1024
 MESSAGE_STDERR_CHARS = 2000
 """How much of the stderr tail an error message quotes (the error object keeps the whole tail)."""
-EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-"""An environment variable's name."""
 BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
             "MEMTRIAL_MCP_MEMORY_SERVER")
 """The runner's variables every provisioner inherits (where programs, the interpreter's packages, temp files
@@ -82,6 +80,7 @@ AbsolutePath = Annotated[str, StringConstraints(pattern=r"^/.*")]
 Count = Annotated[int, Field(ge=0)]
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+"""An environment variable's name."""
 EnvValue = Annotated[str, StringConstraints(max_length=4096, pattern=r"^[^\x00]*$")]
 
 RESERVED_ENV = frozenset({*SWITCHES, "PATH", "HOME"})
@@ -467,7 +466,7 @@ def _show(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
-def _stderr_excerpt(tail: bytes) -> str:
+def _stderr_excerpt(tail: bytes | bytearray) -> str:
     text = tail.decode("utf-8", errors="replace").strip()
     if not text:
         return "stderr was empty"
@@ -516,12 +515,13 @@ async def run_verb(config: ProvisionerConfig, verb: Verb, payload: bytes, jail: 
             verb=verb, argv=config.argv) from None
     assert process.stdin and process.stdout and process.stderr
     tail = _Tail(config.stderr_tail_bytes)
-    tasks = [asyncio.create_task(_feed(process.stdin, payload)),
-             asyncio.create_task(_read_bounded(process.stdout, config.output_limit_bytes)),
-             asyncio.create_task(tail.drain(process.stderr))]
+    feed = asyncio.create_task(_feed(process.stdin, payload))
+    read = asyncio.create_task(_read_bounded(process.stdout, config.output_limit_bytes))
+    drain = asyncio.create_task(tail.drain(process.stderr))
+    tasks: list[asyncio.Task[Any]] = [feed, read, drain]
     try:
         async with asyncio.timeout(config.timeout_seconds):
-            _, stdout, _ = await asyncio.gather(*tasks)
+            _, stdout, _ = await asyncio.gather(feed, read, drain)
             returncode = await process.wait()
     except BaseException as error:
         for task in tasks:

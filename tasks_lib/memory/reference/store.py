@@ -375,8 +375,8 @@ class SqliteMemoryStore(MemoryAdapter):
         period = query_period(query)
         if fused and (speaker is not None or period is not None):
             marks = ",".join("?" * len(fused))
-            rows = self._conn.execute(f"SELECT seq, speaker, timestamp FROM memories WHERE seq IN ({marks})", [f[0] for f in fused])
-            meta = {seq: (spk, stamp) for seq, spk, stamp in rows}
+            stamps = self._conn.execute(f"SELECT seq, speaker, timestamp FROM memories WHERE seq IN ({marks})", [f[0] for f in fused])
+            meta = {seq: (spk, stamp) for seq, spk, stamp in stamps}
             if speaker is not None:
                 fused = speaker_focus(fused, {seq: m[0] for seq, m in meta.items()}, speaker)
             if period is not None:

@@ -69,7 +69,7 @@ def ranking_rows(
 
 def rankings_table(rows: Sequence[RankingRow]) -> pa.Table:
     """`rows` as a table of `RANKINGS_SCHEMA`."""
-    columns = list(zip(*(astuple(r) for r in rows))) if rows else [[] for _ in RANKINGS_SCHEMA]
+    columns: list[Sequence[object]] = list(zip(*(astuple(r) for r in rows))) if rows else [[] for _ in RANKINGS_SCHEMA]
     return pa.Table.from_arrays([pa.array(list(c), type=f.type) for c, f in zip(columns, RANKINGS_SCHEMA)], schema=RANKINGS_SCHEMA)
 
 

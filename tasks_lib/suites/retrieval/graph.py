@@ -50,14 +50,14 @@ def run_graph_calibration(
                 hits_on, keys_on, _ = recall_keys(adapter, indexed, case.question, lanes_on)
                 searches += 2
                 top_ids = [h.id for h in hits_on[:5]]
-                leaks = [k for k in keys_on[:5] if k is not None and k in case.forbidden and k not in keys_off[:5]]
-                leaks += [indexed.key_of[i] for i in top_ids if i in indexed.foreign]
-                leaks += [f"duplicate:{i}" for n, i in enumerate(top_ids) if i in top_ids[:n]]
+                found = [k for k in keys_on[:5] if k is not None and k in case.forbidden and k not in keys_off[:5]]
+                found += [indexed.key_of[i] for i in top_ids if i in indexed.foreign]
+                found += [f"duplicate:{i}" for n, i in enumerate(top_ids) if i in top_ids[:n]]
                 rows.append(GraphCaseResult(
                     id=case.id, case_class=case.case_class, question=case.question,
                     rank_off=first_rank(keys_off, case.relevant) if case.relevant else None,
                     rank_on=first_rank(keys_on, case.relevant) if case.relevant else None,
-                    leaks=tuple(dict.fromkeys(leaks)),
+                    leaks=tuple(dict.fromkeys(found)),
                     top_on=tuple(RecalledText(key=k, text=h.text) for k, h in zip(keys_on[:5], hits_on[:5])),
                 ))
             search_embedding_calls += adapter.accounting().embedding_calls - searching.embedding_calls

@@ -24,20 +24,12 @@ from tasks_lib.sandbox.base import SandboxLimits
 from tasks_lib.sandbox.cgroups import make_run_cgroup
 from tasks_lib.sandbox.procs import pids_matching
 from tasks_lib.sandbox.session_confine import bwrap_for_sessions
+from test_sandbox_cgroups import needs_cgroups
 
 MODEL = "claude-sonnet-4-5"
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
 
 
-def _cgroups_here() -> bool:
-    probe = make_run_cgroup(64 << 20, 16, 1.0)
-    try:
-        return {"memory", "pids", "cpu"} <= set(probe.folders)
-    finally:
-        probe.remove()
-
-
-needs_cgroups = pytest.mark.skipif(not _cgroups_here(), reason="no writable cgroup with memory, pids and cpu controllers here")
 
 
 @pytest.fixture(scope="module")

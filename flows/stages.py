@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar
 
 from flows.cache import MATRIX_SEAL, describe_parameters, index_root, results_root, write_entry
 from flows.interrupt import StageInterrupted, tripped
@@ -43,7 +43,7 @@ configure_prefect()
 
 import pyarrow as pa
 from prefect import task
-from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE, CacheKeyFnPolicy
+from prefect.cache_policies import INPUTS, TASK_SOURCE, CacheKeyFnPolicy
 from prefect.context import TaskRunContext
 from prefect.filesystems import WritableFileSystem
 
@@ -307,9 +307,11 @@ def _arm_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:
 
 
 def prefect_steps(agent_label: str) -> StepWrapper:
-    """`run_attempt`'s steps as nested task runs of one arm, each named after its step and marked with
-    `enter_stage` (the agent step with the arm's label). They run inside the arm's task (same process,
-    same scratch folder), so none is cached on its own or retried: the arm is the unit of cache and retry."""
+    """`run_attempt`'s steps as plain calls inside the arm's one task run, each marked with `enter_stage`
+    (the agent step with the arm's label), so a stage trace, an injected failure and an interrupt see
+    every step. They are not task runs of their own: none was ever cached or retried on its own (the
+    arm is the unit of cache and retry), and as nested task runs they were 924 of a default run's 977,
+    paid in Prefect's event and API threads (issue #36)."""
 
     def wrap(name: StepName, step: Callable[P, R], /) -> Callable[P, R]:
         @functools.wraps(step)
@@ -317,7 +319,7 @@ def prefect_steps(agent_label: str) -> StepWrapper:
             enter_stage(name, agent_label if name == "run-agent" else "")
             return step(*args, **kwargs)
 
-        return cast(Callable[P, R], task(name=name, cache_policy=NO_CACHE, persist_result=False, retries=0)(traced))
+        return traced
 
     return wrap
 
@@ -340,8 +342,8 @@ def arm_attempt(spec: ArmSpec) -> tuple[Attempt, ArmSetup]:
 
 @task(name="run-arm", cache_policy=CacheKeyFnPolicy(cache_key_fn=_arm_key) + TASK_SOURCE, persist_result=True, retries=0)
 def run_arm(spec: ArmSpec) -> RunRecord:
-    """One arm end to end (`tasks_lib.arm.steps.run_attempt`), its steps as nested task runs
-    (`prefect_steps`): materialize, provision, run the agent, release the memories (always), audit,
+    """One arm end to end (`tasks_lib.arm.steps.run_attempt`) in one task run, its steps marked as
+    stages (`prefect_steps`): materialize, provision, run the agent, release the memories (always), audit,
     check, record, tear down (always).
 
     Cached on the arm's identity (run id, task digests, condition, trial, agent, config and code

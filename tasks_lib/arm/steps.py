@@ -742,7 +742,7 @@ def teardown_workspace(workspace: Workspace) -> None:
 class StepWrapper(Protocol):
     """How `run_attempt` calls each stage of `STEP_NAMES`: `wrap(name, step)` returns a callable with
     the step's own signature (the default, `call_step`, returns the step itself; `flows.stages` returns
-    it as a nested Prefect task named `name`). The callable must call `step` once with the arguments it
+    it as a plain call that marks the stage `name`). The callable must call `step` once with the arguments it
     gets and return its result, or raise; whatever it raises, `run_attempt` still releases the
     memories and tears the workspace down."""
 

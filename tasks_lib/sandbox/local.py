@@ -71,7 +71,7 @@ from tasks_lib.sandbox.identity import (
     setpriv_argv,
 )
 from tasks_lib.sandbox.party import WORKSPACE_INSIDE, Party, PartyProcess
-from tasks_lib.sandbox.procs import TreeWatcher, is_running, kill_tree
+from tasks_lib.sandbox.procs import TreeWatcher, is_running, kill_tree, wait_exit
 
 MAX_BWRAP_ARGS_BYTES = 60_000
 """Largest bwrap argument payload (it goes through a pipe written before the start: below 64 KiB)."""
@@ -393,20 +393,19 @@ class LocalSandbox(Sandbox):
 
     @staticmethod
     def _wait(proc: subprocess.Popen[bytes], deadline: float, cgroup: RunCgroup) -> bool:
-        """Wait for the command until `deadline`; True when it timed out. An out-of-memory kill in the
-        run's cgroup ends the whole tree at once (cgroup v1 has no group kill of its own)."""
+        """Wait for the command until `deadline`; True when it timed out. Wakes when the command exits
+        (`wait_exit`, on a pidfd), not at the next poll. An out-of-memory kill in the run's cgroup ends
+        the whole tree at once (cgroup v1 has no group kill of its own)."""
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 return True
-            try:
-                proc.wait(timeout=min(POLL_SECONDS, left))
+            if wait_exit(proc, min(POLL_SECONDS, left)):
                 return False
-            except subprocess.TimeoutExpired:
-                if cgroup.oom_kills() > 0:
-                    cgroup.kill()
-                    proc.wait()
-                    return False
+            if cgroup.oom_kills() > 0:
+                cgroup.kill()
+                proc.wait()
+                return False
 
     @staticmethod
     def _reap(identity: RunIdentity | None, watcher: TreeWatcher | None, cgroup: RunCgroup) -> int:

@@ -25,10 +25,13 @@ appends one line per stage execution (a cache hit executes nothing), and
 from __future__ import annotations
 
 import ast
+import atexit
 import functools
 import hashlib
 import os
+import shutil
 import signal
+import tempfile
 import threading
 from collections.abc import Callable
 from functools import cache, lru_cache
@@ -50,6 +53,7 @@ from prefect.filesystems import WritableFileSystem
 import tasks_lib
 from tasks_lib.arm import steps as arms
 from tasks_lib.arm.steps import ArmSetup, Attempt, StepName, StepWrapper, TaskSource
+from tasks_lib.arm.workspace import WorkspaceTemplates
 from tasks_lib.artifacts import ArtifactStore, open_store, run_key
 from tasks_lib.contracts import PreparedCorpus, RunRecord
 from tasks_lib.corpus.packs import CorpusPack, open_corpus_pack
@@ -324,12 +328,29 @@ def prefect_steps(agent_label: str) -> StepWrapper:
     return wrap
 
 
+_templates_lock = threading.Lock()
+_templates: list[WorkspaceTemplates] = []
+
+
+def arm_templates() -> WorkspaceTemplates:
+    """This process's workspace templates: each task's fixture is built from git objects (and redacted
+    and snapshotted) once per process, and every arm of that task in the process gets a copy (issue #36:
+    the build was 1.7x the whole bare-arm floor). Kept in a private temporary folder removed at exit,
+    so nothing carries over to another process or run; an arm that runs in another process (a Dask
+    worker) builds its own."""
+    with _templates_lock:  # arms start together on several threads: one folder for all of them
+        if not _templates:
+            folder = Path(tempfile.mkdtemp(prefix="memtrial-templates-"))
+            atexit.register(shutil.rmtree, folder, True)
+            _templates.append(WorkspaceTemplates(folder))
+        return _templates[0]
+
+
 def arm_attempt(spec: ArmSpec) -> tuple[Attempt, ArmSetup]:
     """The attempt an arm spec describes and its setup: what `run_arm` hands to `run_attempt`. The task
     and its fixture come from the spec's corpus pack in the artifact store (fetched once per machine),
-    so any process that can open the artifact root runs any arm. No workspace templates (each arm
-    builds its fixture from git objects: an arm is a cached unit that may run in another process) and
-    the task's own agent timeout (covered by the manifest digest)."""
+    so any process that can open the artifact root runs any arm, with the task's own agent timeout
+    (covered by the manifest digest)."""
     store = artifact_store(spec.artifact_root)
     checkout = open_corpus_pack(store, spec.corpus_pack)
     attempt = Attempt(load_task(checkout / spec.tasks_subdir / spec.task_folder), spec.condition, spec.trial, spec.order)
@@ -352,7 +373,7 @@ def run_arm(spec: ArmSpec) -> RunRecord:
     """
     enter_stage("run-arm", spec.label)
     attempt, setup = arm_attempt(spec)
-    return arms.run_attempt(attempt, setup, wrap=prefect_steps(spec.label))
+    return arms.run_attempt(attempt, setup, templates=arm_templates(), wrap=prefect_steps(spec.label))
 
 
 def _records_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:

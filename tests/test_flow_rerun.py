@@ -180,3 +180,31 @@ def test_rerun_does_not_print_0_from_cache_for_stages_prefect_shows_as_cached(
     stage_tasks = {"records: calibration": "store-records", "grade + aggregate": "aggregate", "report": "report"}
     assert {stage: int(shown[stage]) for stage in stage_tasks} == {stage: cached_in_prefect[task] for stage, task in stage_tasks.items()}
     assert all(cached_in_prefect[task] == 1 for task in stage_tasks.values()), cached_in_prefect
+
+
+def test_the_arms_of_one_task_in_one_process_build_its_fixture_once(prefect_harness: None, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each flow arm used to build its task's fixture from git objects (1.7x the whole bare-arm floor);
+    the arms of one task in one process now copy one template, and start from the same fixture."""
+    from flows.paired import paired_flow
+    from flows.settings import PROJECT_ROOT
+    from tasks_lib.arm import steps, workspace
+    from tasks_lib.runconfig import RunConfig
+
+    builds: list[str] = []
+    real = workspace.build_redacted
+
+    def counted(repo_root: Path, commit: str, subdir: str, dest: Path):  # type: ignore[no-untyped-def]
+        builds.append(subdir)
+        return real(repo_root, commit, subdir, dest)
+
+    monkeypatch.setattr(workspace, "build_redacted", counted)
+    monkeypatch.setattr(steps, "build_redacted", counted)
+    artifacts = str(tmp_path / "artifacts")
+    run_id = new_run_id("templates")
+    state = paired_flow(RunConfig(tasks=[TASK], conditions=["off", "on", "ablate:all"], artifact_root=artifacts), run_id,
+                        str(PROJECT_ROOT), artifacts, return_state=True)
+    assert state.is_completed(), state.message
+    assert len(builds) == 1, builds
+    records = open_store(tmp_path / "artifacts").get_table(f"runs/{run_id}/records.parquet").to_pylist()
+    assert len(records) == 3 and len({r["corpus_id"] for r in records}) == 1

@@ -16,17 +16,26 @@ tasks_lib/arm/workspace.py; the template is built before the first round).
 
     cd benchmarks && ../.venv/bin/python bench_harness.py [--rounds 5] [--json] [--judge apart] [--toolchain node]
 
-`--checks TASK,...` times the post-turn check alone, side by side with another tree of the code
-(`--against DIR`: a checkout or worktree of the earlier commit, with its own `corpora/tasks`):
-each bundled task's solved workspace (its fixture with its solution over it) is checked `--per-round`
+`--checks TASK,...` times the post-turn check alone, side by side with other trees of the code
+(`--against NAME=DIR,...`: checkouts of earlier commits, each with its own `corpora/tasks`): each
+bundled task's solved workspace (its fixture with its solution over it) is checked `--per-round`
 times per series, by the code and corpus of one tree per series (a subprocess with `PYTHONPATH` set
-to that tree), the two trees alternating in each round and swapping order between rounds. A
+to that tree), the trees taking turns in each round, the order rotated from round to round. A
 judged-apart task runs `run_judged_check`; any other applies `hidden/` and runs
 `run_sandboxed_check`, as `check_workspace` does. Every check must pass, or the bench stops. The
-figure is the ratio of the two trees' medians, per task and round (the machine's load moves both):
+figures are ratios of this tree (the one holding this file) to each other tree: of the medians of
+series medians, and the median of per-round ratios (the machine's load moves every tree). Where
+cgroup v1 has a `cpuacct` hierarchy of its own, each series runs in a cpuacct group of its own and
+the CPU seconds of each check (the runner and every process of its sandboxes) are reported too:
+the load moves them far less than wall seconds.
 
     cd benchmarks && ../.venv/bin/python bench_harness.py --checks certwatch-renew-window,logship-partial-exit \
-        --against /path/to/earlier/checkout [--rounds 5] [--per-round 5] [--json]
+        --against base=/path/to/earlier/checkout,main=/path/to/main [--rounds 5] [--per-round 5] [--json]
+
+With `--attempts`, the same comparison times the calibration agent's whole attempt on each task
+under `on` (`run_matrix`, as `memtrial task try` runs it: workspace from git objects, memory
+planted and delivered by the hook, audit, check, record), each tree's corpus first committed to a
+repository of its own.
 """
 
 from __future__ import annotations

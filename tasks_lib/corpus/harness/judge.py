@@ -6,7 +6,10 @@ with the jail, and descriptor `JAIL_FD` (from the environment): the runner-made 
 end is the jail's shim. The workspace's code is on no path here.
 
 The judge relays requests from the tests to the jail over a Unix socket private to the judge
-(`JAIL_SOCKET`, in the judge's own /tmp), one request at a time. It runs every post-turn FILE in
+(`JAIL_SOCKET`, in the judge's own /tmp), one request at a time; a shell test's `jail` command (a
+shell script: a test may make many calls, and an interpreter start per call cost more than the
+call) leaves its call in that private folder (`JAIL_CALLS`, see `Calls`) and the judge makes the
+same request for it. It runs every post-turn FILE in
 its own process (`test*.py`: unittest through `pyunit.py` with `jail.py` importable; `*.sh`: `sh
 FILE` with the `jail` command first on PATH, cwd a fresh folder of the shared scratch, and
 `JAIL_WORKSPACE` naming where the jail sees the workspace) and prints
@@ -79,6 +82,72 @@ class Relay:
         threading.Thread(target=accept, daemon=True).start()
 
 
+class Calls:
+    """Runs the `jail` commands of the shell tests through the relay (`harness/bin/jail`, a shell
+    script: no interpreter starts per call). Everything lives in `folder`, private to the judge's
+    uid: a call `PID` leaves `PID.argv` (NUL-terminated arguments), `PID.in` (its stdin, when it
+    is not a character device) and a FIFO `PID.done`, then writes its PID into the FIFO
+    `requests`; the judge runs `jail.run` with them (the call's current folder read from /proc)
+    and leaves `PID.out` and `PID.err` before writing the status into `PID.done`."""
+
+    def __init__(self, relay: Relay, folder: str) -> None:
+        self.relay = relay
+        self.folder = folder
+
+    def listen(self) -> None:
+        path = os.path.join(self.folder, "requests")
+        os.mkfifo(path, 0o600)
+        requests = os.fdopen(os.open(path, os.O_RDWR), "rb", buffering=0)  # read-write: no end of file between writers
+
+        def accept() -> None:
+            for line in requests:
+                if line.strip().isdigit():
+                    threading.Thread(target=self.serve, args=(int(line),), daemon=True).start()
+        threading.Thread(target=accept, daemon=True).start()
+
+    def _take(self, path: str) -> bytes | None:
+        """The file's bytes, removed; None when there is none."""
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_LINE + 1)
+        except OSError:
+            return None
+        os.unlink(path)
+        return data
+
+    def serve(self, pid: int) -> None:
+        call = os.path.join(self.folder, str(pid))
+        argv = [a.decode("utf-8", "surrogateescape") for a in (self._take(call + ".argv") or b"").split(b"\0")[:-1]]
+        data = (self._take(call + ".in") or b"").decode("utf-8", "surrogateescape")
+        try:
+            here = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            here = ""
+        cwd = here if here.startswith(SCRATCH + os.sep) else os.environ.get("JAIL_WORKSPACE", "/workspace")
+        out = err = ""
+        try:
+            answer = json.loads(self.relay.ask(json.dumps({"op": "run", "argv": argv, "cwd": cwd, "stdin": data, "timeout": 60}).encode() + b"\n"))
+            if not isinstance(answer, dict):
+                raise ValueError("the jail's answer is not an object")
+        except ValueError as error:
+            answer = {"error": "JailBroken", "message": str(error)}
+        if "error" in answer:
+            code, err = 1, f"jail: {answer['error']}: {answer.get('message', '')}\n"
+        else:
+            status = answer.get("status")
+            code = status if isinstance(status, int) and 0 <= status < 256 else 126 if not isinstance(status, int) else 125
+            out, err = str(answer.get("stdout", "")), str(answer.get("stderr", ""))
+        for suffix, text in ((".out", out), (".err", err)):
+            with open(call + suffix, "w", encoding="utf-8", errors="surrogateescape") as handle:
+                handle.write(text)
+        try:
+            with open(call + ".done", "w") as done:  # blocks until the call waits on it
+                done.write(f"{code}\n")
+            os.unlink(call + ".done")
+        except OSError:
+            pass  # the call is gone: nobody waits for its status
+
+
 def _case_folder(index: int) -> str:
     """A fresh folder of the shared scratch, writable by the jail too."""
     folder = os.path.join(SCRATCH, f"case-{index}")
@@ -116,8 +185,9 @@ def main(argv: list[str]) -> int:
     os.chmod(private, 0o700)
     sock = os.path.join(private, "jail.sock")
     relay.listen(sock)
+    Calls(relay, private).listen()
     env = {"PATH": f"{HERE}/bin:{os.environ.get('PATH', '/usr/bin:/bin')}", "LANG": "C.UTF-8", "HOME": os.environ.get("HOME", "/tmp"),
-           "PYTHONDONTWRITEBYTECODE": "1", "JAIL_SOCKET": sock,
+           "PYTHONDONTWRITEBYTECODE": "1", "JAIL_SOCKET": sock, "JAIL_CALLS": private,
            "JAIL_WORKSPACE": os.environ.get("JAIL_WORKSPACE", "/workspace"), "JAIL_SCRATCH": SCRATCH}
     found: list[object] = []
     digests: list[object] = []

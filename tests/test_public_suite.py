@@ -125,7 +125,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_json_and_tables_give_the_same_numbers() -> None:
-    args = ["longmemeval", "--dataset", str(LME), "--limit", "4", "--k", "1", "--k", "5"]
+    args = ["longmemeval", "--dataset", str(LME), "--embedder", "hashed", "--limit", "4", "--k", "1", "--k", "5"]
     as_json = _cli(*args, "--json")
     assert as_json.returncode == 0, as_json.stderr
     result = PublicResult.model_validate(json.loads(as_json.stdout))
@@ -146,7 +146,7 @@ def test_cli_json_and_tables_give_the_same_numbers() -> None:
 def test_cli_locomo_runs_with_limit_and_writes_its_rankings(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    done = _cli("locomo", "--dataset", str(LOCOMO), "--limit", "1", "--json", "--rankings", str(tmp_path / "r.parquet"))
+    done = _cli("locomo", "--dataset", str(LOCOMO), "--embedder", "hashed", "--limit", "1", "--json", "--rankings", str(tmp_path / "r.parquet"))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["questions"] == 150
     assert len(set(pq.read_table(tmp_path / "r.parquet").column("question_id").to_pylist())) == 150

@@ -132,15 +132,16 @@ def test_bundled_suite_on_the_reference_store_in_tmp_path(tmp_path: Path) -> Non
         assert metrics.retrieval_recall.rate >= metrics.recall.rate  # type: ignore[operator]
 
 
-def test_an_answer_is_only_right_when_the_memory_ranked_the_fact_first(tmp_path: Path) -> None:
-    """The reader cannot rescue a fact the memory buried: every hit is the memory's own first memory."""
-    result = run_sweep(SweepConfig(lengths=(5, 30), seed=3), workdir=tmp_path)
+def test_an_offline_answer_comes_from_the_window_or_the_memorys_top_k(tmp_path: Path) -> None:
+    """The reader cannot invent a fact: every hit is a fact still in the window or among the memory's top k."""
+    result = run_sweep(SweepConfig(lengths=(5, 30), seed=3, embedder="hashed"), workdir=tmp_path)
     for outcome in result.outcomes:
         assert outcome.recalled is not None and outcome.recalled <= 5
-        if outcome.kind != "false-memory" and outcome.verdict == "hit":
-            assert outcome.fact_rank == 1, outcome
-        if outcome.verdict == "stale":
-            assert outcome.stale_rank == 1, outcome
+        if outcome.kind == "recall" and outcome.verdict == "hit":
+            assert outcome.fact_in_window or outcome.fact_rank is not None, outcome
+    for metrics in result.metrics_by_length.values():
+        assert metrics.availability is not None and metrics.retrieval_recall is not None
+        assert metrics.availability.rate >= max(metrics.recall.rate, metrics.retrieval_recall.rate)  # type: ignore[operator]
 
 
 def test_same_seed_same_numbers_other_seed_other_phrasings(tmp_path: Path) -> None:
@@ -294,11 +295,14 @@ def test_store_that_never_resolves_corrections_shows_staleness_and_the_same_retr
 
 def test_memory_abstention_threshold_turns_weak_hits_into_abstentions(tmp_path: Path) -> None:
     corpus = small_corpus(tmp_path / "corpus")
-    base = SweepConfig(lengths=(4,), cases_dir=str(corpus))
+    base = SweepConfig(lengths=(4, 50), cases_dir=str(corpus))
     never = run_sweep(base, workdir=tmp_path)
     strict = run_sweep(base.model_copy(update={"abstain_below": 1e6}), workdir=tmp_path)
-    assert all(o.verdict == "abstained" for o in strict.outcomes)
-    assert strict.curve("retrieval_false_recall") == {4: 0.0}
+    alone = run_sweep(base.model_copy(update={"memory": "none"}))
+    # the memory declines every recall; the agent still answers from its own window, as without memory
+    assert [(o.case_id, o.length, o.verdict) for o in strict.outcomes] == [(o.case_id, o.length, o.verdict) for o in alone.outcomes]
+    assert all(o.verdict == "abstained" for o in strict.outcomes if o.length == 50)
+    assert strict.curve("retrieval_false_recall") == {4: 0.0, 50: 0.0}
     editor = next(o for o in never.outcomes if o.case_id == "editor")
     assert (editor.verdict == "abstained") == (editor.top_score is None)  # without a threshold any hit is an answer
 

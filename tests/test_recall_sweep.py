@@ -10,7 +10,9 @@ import pytest
 
 from tasks_lib.budget import BudgetStop, Ledger, key_fingerprint, write_ledger
 from tasks_lib.contracts import parse_document
+from tasks_lib.memory.adapter import MemoryHit
 from tasks_lib.memory.embeddings import get_embedder
+from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.suites.recall import (
     SweepConfig,
     SweepResult,
@@ -377,3 +379,31 @@ def test_locomo_filler_buries_a_fact_under_a_thousand_turns(tmp_path: Path) -> N
     assert result.filler == str(LOCOMO)
     standup = {o.length: o for o in result.outcomes if o.case_id == "standup"}
     assert standup[1000].recalled == 5 and standup[10].fact_rank is not None
+
+
+class NewestFirstStore(SqliteMemoryStore):
+    """A broken memory (a real reference store underneath): whatever the question, it serves its newest
+    memories first, with the best score of the recall."""
+
+    def search(self, realm: str, query: str, k: int, lanes: tuple[str, ...]) -> list[MemoryHit]:
+        hits = super().search(realm, query, 100, lanes)
+        order = {memory_id: i for i, memory_id in enumerate(self.live_ids(realm))}
+        top = max((h.score for h in hits), default=1.0)
+        newest = sorted(hits, key=lambda hit: -order.get(hit.id, -1))[:k]
+        return [h.model_copy(update={"score": top}) for h in newest]
+
+
+def test_a_memory_that_serves_noise_first_cannot_make_the_agent_forget_its_window(tmp_path: Path) -> None:
+    """Prevents the memory-backed agent losing its own context: the offline reader used to answer with the
+    memory's first memory only, so a store serving its newest (filler) turns first scored below no memory
+    while the fact sat in the window. Now the agent reads its window too: at lengths where every turn is
+    still in the window it answers exactly as the agent without memory does."""
+    corpus = small_corpus(tmp_path / "corpus")
+    config = SweepConfig(lengths=(2, 8), embedder="hashed", cases_dir=str(corpus))
+    noisy = run_sweep(config, workdir=tmp_path,
+                      memory_factory=lambda folder: (folder.mkdir(parents=True, exist_ok=True), NewestFirstStore(folder / "m.sqlite", "hashed"))[1])
+    alone = run_sweep(config.model_copy(update={"memory": "none"}))
+    assert [o.fact_rank for o in noisy.outcomes if o.kind == "recall"] != [1, 1]  # the store really buries the fact
+    assert [(o.case_id, o.length, o.verdict) for o in noisy.outcomes] == [(o.case_id, o.length, o.verdict) for o in alone.outcomes]
+    assert noisy.curve("recall") == alone.curve("recall") == {2: 1.0, 8: 1.0}
+    assert noisy.curve("availability") == {2: 1.0, 8: 1.0}  # the fact was in the window

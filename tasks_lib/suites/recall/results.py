@@ -31,7 +31,9 @@ class SweepConfig(ContractModel):
     memory: str = "reference"
     """Memory system from the registry, or `none` to measure the retention policy alone."""
     embedder: str = "hashed"
-    """Embedder for memory systems that take one (`hashed` is offline and deterministic)."""
+    """Embedder of the memory system and of the offline reader (its cosine ranks what the agent reads).
+    The library default `hashed` is offline, deterministic and model-free; `memtrial suite recall`
+    passes the nightly's (`minilm`, flows.cli.common.DEFAULT_EMBEDDER) unless told otherwise."""
     policy: PolicyName = "window"
     """Retention policy of the session."""
     window: int = Field(default=20, ge=1)

@@ -129,7 +129,7 @@ def test_cli_json_and_tables_give_the_same_numbers() -> None:
     as_json = _cli(*args, "--json")
     assert as_json.returncode == 0, as_json.stderr
     result = PublicResult.model_validate(json.loads(as_json.stdout))
-    assert result.ks == (1, 5) and result.questions == 4
+    assert result.ks == (1, 5) and result.questions == 4 and result.embedder == "hashed"  # the output names its embedder
     tables = _cli(*args)
     assert tables.returncode == 0, tables.stderr
     for s in result.slices:
@@ -139,7 +139,7 @@ def test_cli_json_and_tables_give_the_same_numbers() -> None:
                 if f" {s.name} " in line and f" {metric} " in line and line in tables.stdout.split(f": {level} level")[1].split(" level")[0]
             )
             assert f"{s.get(level, metric, 1):.3f}" in row and f"{s.get(level, metric, 5):.3f}" in row
-    assert "quirk rules:" in tables.stdout and "LLM calls 0" in tables.stdout
+    assert "quirk rules:" in tables.stdout and "LLM calls 0" in tables.stdout and "(embedder hashed)" in tables.stdout
     assert "session level (official)" in tables.stdout and "session_any_turn level (not official)" in tables.stdout
 
 

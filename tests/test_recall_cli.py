@@ -36,7 +36,7 @@ def test_json_and_table_report_the_same_numbers(tmp_path: Path, capsys: pytest.C
             cell = metrics[name]
             assert row[column] == f"{cell['rate']:.2f} ({cell['k']}/{cell['n']})"
             assert intervals[column] == f"[{cell['lower']:.2f}, {cell['upper']:.2f}]"
-    assert "knee: between 4 and 12 turns" in table
+    assert "knee: between 4 and 12 turns" in table and "embedder hashed" in table and payload["config"]["embedder"] == "hashed"
 
 
 def test_reference_store_single_length(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

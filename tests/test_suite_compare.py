@@ -28,7 +28,7 @@ def test_each_cell_is_the_suites_own_number_measured_in_its_own_process(tmp_path
     assert cell["value"] == direct and cell["exit_code"] in (0, 1)
     assert cell["wall_seconds"] > 0 and 20 < cell["peak_rss_mb"] < 4096
     assert cell["adapter_config_digest"] == adapter_config("reference", "hashed").digest
-    assert f"{direct:.3f}" in table.read_text() and "load average" in table.read_text()
+    assert f"{direct:.3f}" in table.read_text() and "load average" in table.read_text() and "embedder hashed" in table.read_text()
 
 
 def test_a_suite_run_that_crashes_is_a_failed_cell_not_a_score(tmp_path: Path) -> None:

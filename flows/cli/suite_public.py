@@ -43,13 +43,13 @@ def _check_file(path: Path) -> None:
         raise MemtrialError(f"--dataset: {path} is not a file; give the dataset's JSON file")
 
 
-def _tables(result: PublicResult, embedder: str) -> None:
+def _tables(result: PublicResult) -> None:
     for level in result.levels:
         metrics = [m for m in ("recall_any", "recall_all", "ndcg") if any(v.level == level.level and v.metric == m for v in result.overall().scores)]
         if not metrics:
             continue
         kind = "official" if level.official else "not official"
-        table = Table(title=f"{result.dataset} / {result.memory} (embedder {embedder}): {level.level} level ({kind})", caption=level.definition)
+        table = Table(title=f"{result.dataset} / {result.memory} (embedder {result.embedder}): {level.level} level ({kind})", caption=level.definition)
         for column in ("slice", "n", "metric", *(f"@{k}" for k in result.ks)):
             table.add_column(column, justify="left" if column in ("slice", "metric") else "right")
         for s in result.slices:
@@ -84,10 +84,11 @@ def _write_rankings(path: Path | None, rows: list[RankingRow]) -> None:
 
 
 def _emit(result: PublicResult, as_json: bool, embedder: str) -> None:
+    result = result.model_copy(update={"embedder": embedder})
     if as_json:
         emit_json(result.model_dump(mode="json"))
     else:
-        _tables(result, embedder)
+        _tables(result)
     if result.questions == 0:
         why = result.notes[0] if result.notes else "no question could be scored"
         raise MemtrialError(f"{', '.join(result.dataset_files)}: {why}; see the quirk counts (--json)")

@@ -1,6 +1,6 @@
 """Does the success-difference interval keep its promise? Coverage and type-I error by simulation with known truth.
 
-    nice -n 10 .venv/bin/python benchmarks/sim_coverage.py [--replicates 2000] [--seed 31] [--check 5] [--markdown]
+    nice -n 10 .venv/bin/python benchmarks/sim_coverage.py [--replicates 2000] [--seed 31] [--check 5] [--mui-replicates 2000]
 
 108 designs: 10/20/44 tasks x 1/3/5 trials x three baseline distributions x four effects. Each
 simulated corpus draws its tasks' `off` success rates from the baseline distribution:

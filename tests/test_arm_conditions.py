@@ -334,7 +334,7 @@ def test_memtrial_paired_lists_the_cells_it_skips(prefect_harness: None, tmp_pat
     """A task without a harm variant is not silently dropped from a harm condition: the run says which cells it skipped."""
     from flows.cli.main import main
 
-    code = main(["paired", "--tasks", f"{PLAIN.task_id},{LOGSHIP.task_id}", "--conditions", "off,harm:absent",
+    code = main(["paired", "--embedder", "hashed", "--tasks", f"{PLAIN.task_id},{LOGSHIP.task_id}", "--conditions", "off,harm:absent",
                  "--artifacts", str(tmp_path / "artifacts"), "--json"])
     result = json.loads(capsys.readouterr().out)
     assert code == 0, result["distrust"]

@@ -314,7 +314,7 @@ def test_paired_command_writes_a_records_table(tmp_path: Path, capsys: pytest.Ca
 
     from flows.cli.main import main
 
-    code = main(["paired", "--tasks", "tabmill-delimiter", "--conditions", "off,on", "--artifacts", str(tmp_path), "--json"])
+    code = main(["paired", "--embedder", "hashed", "--tasks", "tabmill-delimiter", "--conditions", "off,on", "--artifacts", str(tmp_path), "--json"])
     assert code == 0
     result = json.loads(capsys.readouterr().out)
     assert [(c["condition"], c["passes"], c["runs"], c["injected"]) for c in result["cells"]] == [("off", 1, 1, 0), ("on", 1, 1, 1)]

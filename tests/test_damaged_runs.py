@@ -37,9 +37,9 @@ ABORT_TRIES = 20
 def two_runs(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     """(artifact root, the run to damage: two tasks off and on, an intact run: one task off), made by the real flow."""
     root = tmp_path_factory.mktemp("damaged") / "artifacts"
-    assert main(["paired", "--tasks", ",".join(TASKS), "--conditions", "off,on", "--artifacts", str(root), "--plain"]) == 0
+    assert main(["paired", "--embedder", "hashed", "--tasks", ",".join(TASKS), "--conditions", "off,on", "--artifacts", str(root), "--plain"]) == 0
     (target,) = run_files(LocalStore(root))
-    assert main(["paired", "--tasks", TASKS[0], "--conditions", "off", "--artifacts", str(root), "--plain"]) == 0
+    assert main(["paired", "--embedder", "hashed", "--tasks", TASKS[0], "--conditions", "off", "--artifacts", str(root), "--plain"]) == 0
     (other,) = set(run_files(LocalStore(root))) - {target}
     return root, target, other
 
@@ -221,7 +221,7 @@ def test_a_failed_paired_run_recommends_only_commands_that_accept_it(
     root.mkdir()
     (root / RUNS).write_text("not a folder\n")  # the run fails as it starts writing under runs/
     capsys.readouterr()
-    assert main(["paired", "--tasks", TASKS[0], "--conditions", "off", "--artifacts", str(root), "--plain"]) == 2
+    assert main(["paired", "--embedder", "hashed", "--tasks", TASKS[0], "--conditions", "off", "--artifacts", str(root), "--plain"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("memtrial: error: ") and "memtrial rerun paired-" not in err, err
     if " failed: " in err:  # the run started: its hint names what takes a paired run

@@ -111,7 +111,7 @@ def test_paired_exits_1_and_prints_each_distrust_warning(prefect_harness: None, 
     script = tmp_path / "serves_others.py"
     script.write_text(SERVES_OTHERS)
     root = tmp_path / "artifacts"
-    argv = ["paired", "--tasks", "logship-partial-exit", "--conditions", "off,on", "--artifacts", str(root), "--plain",
+    argv = ["paired", "--embedder", "hashed", "--tasks", "logship-partial-exit", "--conditions", "off,on", "--artifacts", str(root), "--plain",
             "--provisioner", f"{sys.executable} {script}", "--provisioner-env", f"MEMTRIAL_PROVISIONER_STATE={tmp_path / 'state'}",
             "--provisioner-env", "MEMTRIAL_PROVISIONER_SERVE=ro"]
     assert main(argv) == 1

@@ -20,7 +20,7 @@ TASK = "logship-partial-exit"
 
 
 def _paired(root: Path) -> tuple[str, Path]:
-    assert main(["paired", "--tasks", TASK, "--conditions", "off,on", "--trials", "2", "--artifacts", str(root)]) == 0
+    assert main(["paired", "--embedder", "hashed", "--tasks", TASK, "--conditions", "off,on", "--trials", "2", "--artifacts", str(root)]) == 0
     (run_dir,) = (root / "runs").iterdir()
     return run_dir.name, run_dir
 

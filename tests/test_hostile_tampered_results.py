@@ -25,7 +25,7 @@ TASK = "logship-partial-exit"
 def sealed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """One real paired run (off and on, one trial), stored under a fresh artifact root."""
     root = tmp_path_factory.mktemp("sealed") / "artifacts"
-    code = main(["paired", "--tasks", TASK, "--conditions", "off,on", "--artifacts", str(root), "--json"])
+    code = main(["paired", "--embedder", "hashed", "--tasks", TASK, "--conditions", "off,on", "--artifacts", str(root), "--json"])
     assert code == 0
     (run_dir,) = (root / "runs").iterdir()
     outcomes = {r["condition"]: r["outcome"] for r in pq.read_table(run_dir / "records.parquet").to_pylist()}

@@ -54,7 +54,7 @@ def _env(**extra: str) -> dict[str, str]:
 def _run(memtrial: Path, cwd: Path, home: Path, gates: Path) -> dict[str, Any]:
     """`memtrial suite retrieval --json` (timings dropped), which must exit 0."""
     done = subprocess.run(
-        [str(memtrial), "suite", "retrieval", "--json", "--gates", str(gates)],
+        [str(memtrial), "suite", "retrieval", "--embedder", "hashed", "--json", "--gates", str(gates)],
         cwd=cwd, env=_env(MEMTRIAL_HOME=str(home)), capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr

@@ -178,7 +178,7 @@ def test_paired_command_measures_a_provisioned_memory_system(tmp_path: Path, cap
     from flows.cli.main import main
 
     state = tmp_path / "state"
-    code = main(["paired", "--tasks", "logship-partial-exit", "--conditions", "off,on", "--artifacts", str(tmp_path / "a"),
+    code = main(["paired", "--embedder", "hashed", "--tasks", "logship-partial-exit", "--conditions", "off,on", "--artifacts", str(tmp_path / "a"),
                  "--provisioner", " ".join(REFERENCE), "--provisioner-env", f"{STATE_ENV}={state}",
                  "--provisioner-env", f"{SERVE_ENV}=ro", "--json"])
     assert code == 0

@@ -125,11 +125,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_json_and_tables_give_the_same_numbers() -> None:
-    args = ["longmemeval", "--dataset", str(LME), "--limit", "4", "--k", "1", "--k", "5"]
+    args = ["longmemeval", "--dataset", str(LME), "--embedder", "hashed", "--limit", "4", "--k", "1", "--k", "5"]
     as_json = _cli(*args, "--json")
     assert as_json.returncode == 0, as_json.stderr
     result = PublicResult.model_validate(json.loads(as_json.stdout))
-    assert result.ks == (1, 5) and result.questions == 4
+    assert result.ks == (1, 5) and result.questions == 4 and result.embedder == "hashed"  # the output names its embedder
     tables = _cli(*args)
     assert tables.returncode == 0, tables.stderr
     for s in result.slices:
@@ -139,14 +139,14 @@ def test_cli_json_and_tables_give_the_same_numbers() -> None:
                 if f" {s.name} " in line and f" {metric} " in line and line in tables.stdout.split(f": {level} level")[1].split(" level")[0]
             )
             assert f"{s.get(level, metric, 1):.3f}" in row and f"{s.get(level, metric, 5):.3f}" in row
-    assert "quirk rules:" in tables.stdout and "LLM calls 0" in tables.stdout
+    assert "quirk rules:" in tables.stdout and "LLM calls 0" in tables.stdout and "(embedder hashed)" in tables.stdout
     assert "session level (official)" in tables.stdout and "session_any_turn level (not official)" in tables.stdout
 
 
 def test_cli_locomo_runs_with_limit_and_writes_its_rankings(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    done = _cli("locomo", "--dataset", str(LOCOMO), "--limit", "1", "--json", "--rankings", str(tmp_path / "r.parquet"))
+    done = _cli("locomo", "--dataset", str(LOCOMO), "--embedder", "hashed", "--limit", "1", "--json", "--rankings", str(tmp_path / "r.parquet"))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["questions"] == 150
     assert len(set(pq.read_table(tmp_path / "r.parquet").column("question_id").to_pylist())) == 150

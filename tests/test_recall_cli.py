@@ -12,7 +12,7 @@ from tests.test_recall_sweep import small_corpus
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["suite", "recall", *args])
+    code = main(["suite", "recall", "--embedder", "hashed", *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -28,7 +28,7 @@ def test_json_and_table_report_the_same_numbers(tmp_path: Path, capsys: pytest.C
     code, table, _ = run_cli(capsys, *common)
     assert code == 0
     lines = table.splitlines()
-    names = ("recall", "retrieval_recall", "staleness", "retrieval_staleness", "miss", "false_recall", "retrieval_false_recall", "abstention")
+    names = ("recall", "retrieval_recall", "availability", "staleness", "retrieval_staleness", "miss", "false_recall", "retrieval_false_recall", "abstention")
     for length, metrics in payload["metrics_by_length"].items():
         at = next(i for i, line in enumerate(lines) if line.startswith(f"│ {length} "))
         row, intervals = ([c.strip() for c in lines[i].split("│")[2:-1]] for i in (at, at + 1))
@@ -36,7 +36,7 @@ def test_json_and_table_report_the_same_numbers(tmp_path: Path, capsys: pytest.C
             cell = metrics[name]
             assert row[column] == f"{cell['rate']:.2f} ({cell['k']}/{cell['n']})"
             assert intervals[column] == f"[{cell['lower']:.2f}, {cell['upper']:.2f}]"
-    assert "knee: between 4 and 12 turns" in table
+    assert "knee: between 4 and 12 turns" in table and "embedder hashed" in table and payload["config"]["embedder"] == "hashed"
 
 
 def test_reference_store_single_length(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

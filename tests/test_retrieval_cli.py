@@ -17,7 +17,7 @@ def test_json_report_and_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[
     gates.write_text(json.dumps({"schema_version": 1, "recall_at_5_min": 0.5, "mrr_min": 0.5}))
     root = tmp_path / "artifacts"
     report = tmp_path / "out" / "report.json"
-    args = ["suite", "retrieval", "--gates", str(gates), "--artifacts", str(root), "--report", str(report), "--json"]
+    args = ["suite", "retrieval", "--embedder", "hashed", "--gates", str(gates), "--artifacts", str(root), "--report", str(report), "--json"]
     code = main(args)
     payload = json.loads(capsys.readouterr().out)
     assert code == (0 if payload["passed"] else 1)
@@ -40,7 +40,7 @@ def test_json_report_and_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_text_output_lists_every_question_and_the_texts_of_misses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["suite", "retrieval", "--report", str(tmp_path / "r.json")])
+    code = main(["suite", "retrieval", "--embedder", "hashed", "--report", str(tmp_path / "r.json")])
     printed = capsys.readouterr()
     result = json.loads((tmp_path / "r.json").read_text())
     assert code == (0 if result["passed"] else 1)

@@ -55,7 +55,7 @@ def write_config(folder: Path) -> Path:
 def paired_run(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """(artifact root, run id) of a real calibration `memtrial paired` over one task, graded by `memtrial report`."""
     root = str(tmp_path_factory.mktemp("paired") / "artifacts")
-    assert main(["paired", "--tasks", TASK, "--conditions", "off,on", "--artifacts", root, "--plain"]) == 0
+    assert main(["paired", "--embedder", "hashed", "--tasks", TASK, "--conditions", "off,on", "--artifacts", root, "--plain"]) == 0
     (run_id,) = run_files(open_store(root))
     assert main(["report", run_id, "--artifacts", root]) == 0
     return root, run_id
@@ -160,7 +160,7 @@ def test_a_failed_paired_run_is_listed_failed_with_its_stage_and_newest_first(
     as far as its records, as complete)."""
     root, finished = paired_run
     monkeypatch.setenv(FAIL_STAGE_ENV, "run-agent")
-    assert main(["paired", "--tasks", TASK, "--conditions", "off,on", "--artifacts", root, "--plain"]) == 2
+    assert main(["paired", "--embedder", "hashed", "--tasks", TASK, "--conditions", "off,on", "--artifacts", root, "--plain"]) == 2
     assert "failed on purpose" in capsys.readouterr().err
     listed = runs_json(root, capsys)
     failed = listed[0]

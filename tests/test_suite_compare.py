@@ -18,17 +18,17 @@ LOCOMO = Path("/work/shared/data/locomo/locomo10.json")
 def test_each_cell_is_the_suites_own_number_measured_in_its_own_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The compare table shows what the suite itself reports (not a re-computation), with the process's
     own wall time and peak memory, and names the system's frozen adapter config."""
-    assert main(["suite", "retrieval", "--memory", "reference", "--json"]) in (0, 1)
+    assert main(["suite", "retrieval", "--memory", "reference", "--embedder", "hashed", "--json"]) in (0, 1)
     direct = json.loads(capsys.readouterr().out)["score"]
     table = tmp_path / "table.md"
-    code = main(["suite", "compare", "--memory", "reference", "--suites", "retrieval", "--markdown", str(table), "--json"])
+    code = main(["suite", "compare", "--memory", "reference", "--suites", "retrieval", "--embedder", "hashed", "--markdown", str(table), "--json"])
     result = json.loads(capsys.readouterr().out)
     assert code == 0
     (cell,) = result["cells"]
     assert cell["value"] == direct and cell["exit_code"] in (0, 1)
     assert cell["wall_seconds"] > 0 and 20 < cell["peak_rss_mb"] < 4096
     assert cell["adapter_config_digest"] == adapter_config("reference", "hashed").digest
-    assert f"{direct:.3f}" in table.read_text() and "load average" in table.read_text()
+    assert f"{direct:.3f}" in table.read_text() and "load average" in table.read_text() and "embedder hashed" in table.read_text()
 
 
 def test_a_suite_run_that_crashes_is_a_failed_cell_not_a_score(tmp_path: Path) -> None:

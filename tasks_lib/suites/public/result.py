@@ -74,6 +74,9 @@ class PublicResult(ContractModel):
     """SHA-256 of each file, in the same order."""
     memory: str
     """The memory system measured (registry name, or the caller's label)."""
+    embedder: str | None = None
+    """The embedder the memory system was opened with, as `memtrial suite locomo|longmemeval` records
+    it; None when the caller's adapter factory did not say (and in results written before it)."""
     ks: tuple[int, ...]
     """Cut-offs."""
     recall_depth: int = Field(ge=1)

@@ -17,6 +17,9 @@ METRICS = ("recall", "staleness", "false_recall", "abstention")
 RETRIEVAL_METRICS = ("retrieval_recall", "retrieval_staleness", "retrieval_false_recall")
 """The same failures read off the ranking itself (the memory's recall, or the ranked retained context)."""
 
+AVAILABILITY = "availability"
+"""Recall cases whose fact a reader could answer from: still in the window, or among the memory's top k."""
+
 
 class SweepConfig(ContractModel):
     """What one recall run measures and how."""
@@ -28,7 +31,9 @@ class SweepConfig(ContractModel):
     memory: str = "reference"
     """Memory system from the registry, or `none` to measure the retention policy alone."""
     embedder: str = "hashed"
-    """Embedder for memory systems that take one (`hashed` is offline and deterministic)."""
+    """Embedder of the memory system and of the offline reader (its cosine ranks what the agent reads).
+    The library default `hashed` is offline, deterministic and model-free; `memtrial suite recall`
+    passes the nightly's (`minilm`, flows.cli.common.DEFAULT_EMBEDDER) unless told otherwise."""
     policy: PolicyName = "window"
     """Retention policy of the session."""
     window: int = Field(default=20, ge=1)
@@ -74,7 +79,8 @@ class LengthMetrics(ContractModel):
     length: int
     """Filler turns between the fact and the probe."""
     recall: Rate
-    """Recall cases answered with the planted value."""
+    """Recall cases answered with the planted value (answer level: the offline reader reads the
+    window and the recalled memories together and asserts the best match; or the model's answer)."""
     staleness: Rate
     """Stale cases answered with the superseded value."""
     false_recall: Rate
@@ -90,6 +96,10 @@ class LengthMetrics(ContractModel):
     """Stale cases whose superseded value is ranked above its correction (or the correction is not recalled)."""
     retrieval_false_recall: Rate | None = None
     """False-memory cases with a recalled memory at or above the abstention threshold."""
+    availability: Rate | None = None
+    """Recall cases whose planted fact was still in the retained window or among the memory's top k
+    (without memory: in the window): what a reader that reads all of its context could answer.
+    Never below retrieval recall. None in results written before it."""
 
 
 class Knee(ContractModel):
@@ -129,7 +139,7 @@ class CaseOutcome(ContractModel):
     sample_verdicts: tuple[Verdict, ...]
     """Each sample's verdict."""
     recalled: int | None = None
-    """Turns in the ranking the reader read (the memory's recall, or the ranked retained context)."""
+    """Turns in the ranking the retrieval level reads (the memory's recall, or the ranked retained context)."""
     fact_rank: int | None = None
     """1-based rank of the turn holding the accepted value (the planted fact, or a stale case's
     correction) among the recalled memories; None when not recalled."""
@@ -137,6 +147,9 @@ class CaseOutcome(ContractModel):
     """1-based rank of a stale case's superseded turn among the recalled memories; None when not recalled."""
     top_score: float | None = None
     """The memory's own score of its first recalled memory; None when nothing was recalled."""
+    fact_in_window: bool | None = None
+    """Whether the turn holding the accepted value was still in the retained context at the probe;
+    None for false-memory cases and in results written before it."""
 
 
 class SweepResult(Document):

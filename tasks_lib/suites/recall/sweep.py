@@ -10,9 +10,12 @@ temporary folder that the run creates and deletes):
 The case's distractors go into the same conversation (and so the same store): each one right
 before or right after the planted phrasing (seeded), before the filler for a false-memory case.
 
-With a memory system the offline reader answers with the memory's first recalled memory
-(`reader.ranked_answer`), and every outcome also records where the memory ranked the fact, the
-superseded value and its own top score, so each metric is reported at the retrieval level too.
+The offline reader is an agent that keeps its context: it reads its retained window and, with a
+memory system, the memories it recalled, and answers with the best match of both
+(`reader.read_context`), so a memory-backed session reads everything the session without memory
+reads. Every outcome also records where the memory ranked the fact, the superseded value and
+its own top score (the retrieval level: the memory alone), and whether the fact was still in the
+window (with the memory's top k: availability, what any reader could have answered from).
 
 The phrasing (and correction) are chosen by a generator seeded by (seed, case id), and the filler
 order by `filler.bury_order`, so the same seed gives the same numbers and every length buries the
@@ -53,7 +56,7 @@ from tasks_lib.suites.recall.filler import (
     locomo_filler,
 )
 from tasks_lib.suites.recall.llm import ChatModelAsker, guard_model_reader
-from tasks_lib.suites.recall.reader import context_ranking, ranked_answer
+from tasks_lib.suites.recall.reader import context_ranking, ranked_answer, read_context
 from tasks_lib.suites.recall.results import (
     CaseOutcome,
     Knee,
@@ -133,6 +136,11 @@ def false_hit(outcome: CaseOutcome, abstain_below: float | None) -> bool:
     return outcome.top_score is not None and (abstain_below is None or outcome.top_score >= abstain_below)
 
 
+def available(outcome: CaseOutcome) -> bool:
+    """The accepted value was still in the window or among the memory's top k (what a reader could answer from)."""
+    return bool(outcome.fact_in_window) or outcome.fact_rank is not None
+
+
 def length_metrics(length: int, outcomes: Sequence[CaseOutcome], abstain_below: float | None = None) -> LengthMetrics:
     """The four metrics, the stale `miss` column and the retrieval-level metrics over one length's outcomes."""
     recall = [o for o in outcomes if o.kind == "recall"]
@@ -140,6 +148,7 @@ def length_metrics(length: int, outcomes: Sequence[CaseOutcome], abstain_below: 
     false = [o for o in outcomes if o.kind == "false-memory"]
     answerable = recall + stale
     ranked = all(o.recalled is not None for o in outcomes)
+    placed = all(o.fact_in_window is not None for o in recall)
     return LengthMetrics(
         length=length,
         recall=rate(sum(o.verdict == "hit" for o in recall), len(recall)),
@@ -150,6 +159,7 @@ def length_metrics(length: int, outcomes: Sequence[CaseOutcome], abstain_below: 
         retrieval_recall=rate(sum(o.fact_rank is not None for o in recall), len(recall)) if ranked else None,
         retrieval_staleness=rate(sum(superseded_first(o) for o in stale), len(stale)) if ranked else None,
         retrieval_false_recall=rate(sum(false_hit(o, abstain_below) for o in false), len(false)) if ranked else None,
+        availability=rate(sum(available(o) for o in recall), len(recall)) if ranked and placed else None,
     )
 
 
@@ -232,9 +242,10 @@ def play_case(case: RecallCase, length: int, config: SweepConfig, filler: Filler
               memory: MemoryAdapter | None, ask: Asker | None = None) -> CaseOutcome:
     """Plant, bury and probe one case at one length in `memory` (None: retention alone); score every sample.
 
-    `ask` None: the offline reader (`reader.ranked_answer`). The ranking the outcome's ranks and
-    scores read is the memory's recall, or without memory the retained context ranked by the
-    embedder (`reader.context_ranking`).
+    `ask` None: the offline reader, which reads the window and the recalled memories together
+    (`reader.read_context`) and asserts the best match. The ranking the outcome's ranks and scores
+    read is the memory's recall, or without memory the retained context ranked by the embedder
+    (`reader.context_ranking`).
     """
     played = script(case, bury_order(filler, config.seed, case.id, length), config.seed)
     policy = make_policy(config.policy, config.window, config.summary_sentences)
@@ -242,13 +253,17 @@ def play_case(case: RecallCase, length: int, config: SweepConfig, filler: Filler
     for speaker, text in played.turns:
         session.add(speaker, text)
     context = session.context(case.probe)
+    embedder = get_embedder(config.embedder)
     if memory is not None:
         ranking, scores = context.recalled, context.scores
     else:
-        ranking, scores = context_ranking(case.probe, context.retained, get_embedder(config.embedder), config.recall_k)
-    answers = ask(case.probe, context.retained, context.recalled) if ask is not None else [
-        ranked_answer(ranking, scores, config.abstain_below)
-    ]
+        ranking, scores = context_ranking(case.probe, context.retained, embedder, config.recall_k)
+    if ask is not None:
+        answers = ask(case.probe, context.retained, context.recalled)
+    else:
+        read, similarity = read_context(case.probe, context.retained, context.recalled, context.scores, embedder,
+                                        config.abstain_below)
+        answers = [ranked_answer(read, similarity)]
     if not answers or not all(isinstance(a, str) for a in answers):
         raise RecallError(f"case {case.id!r} at length {length}: the ask step must return a non-empty list of texts, got {answers!r}")
     verdicts = tuple(score_answer(a, case.accept, case.reject) for a in answers)
@@ -259,6 +274,7 @@ def play_case(case: RecallCase, length: int, config: SweepConfig, filler: Filler
         answer=answers[0][:500], sample_verdicts=verdicts,
         recalled=len(ranking), fact_rank=_rank(ranking, played.fact), stale_rank=_rank(ranking, played.superseded),
         top_score=scores[0] if scores else None,
+        fact_in_window=None if played.fact is None else any(t.index == played.fact for t in context.retained),
     )
 
 

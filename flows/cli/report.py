@@ -62,13 +62,18 @@ def report(
 ) -> None:
     """Grade a stored run again (grades, ablations, audit receipts, summary.json) and write its
     self-contained HTML report next to them; print where it is."""
+    from flows.cli.runs import agent_run
     from flows.settings import default_artifact_root
     from tasks_lib.analysis.aggregate import summary_json
-    from tasks_lib.artifacts import open_store
+    from tasks_lib.artifacts import open_store, run_key
     from tasks_lib.report import build_report
+    from tasks_lib.run.layout import RECORDS_TABLE
 
     root = artifacts or default_artifact_root()
-    built = build_report(open_store(root), run_id, out=out_file, memory_texts=bundled_memory_texts())
+    store = open_store(root)
+    if not store.exists(run_key(run_id, RECORDS_TABLE)):  # a nightly run's own id: its one agent run
+        run_id = agent_run(store, run_id, "report", "memtrial report {run}")
+    built = build_report(store, run_id, out=out_file, memory_texts=bundled_memory_texts())
     summary = built.aggregate.summary
     published: list[str] = []
     if publish_artifacts:

@@ -108,7 +108,7 @@ def recall(
     if as_json:
         emit_json({**result.model_dump(mode="json"), "gate_failures": failures, "trend": trend})
     else:
-        table = Table(title=f"recall suite: memory {memory}, policy {policy}, seed {seed} ({result.filler} filler)")
+        table = Table(title=f"recall suite: memory {memory} ({embedder} embedder), policy {policy}, seed {seed} ({result.filler} filler)")
         for column in ("length", *(name.replace("_", " ") for name in TABLE_METRICS)):
             table.add_column(column)
         for n, metrics in sorted(result.metrics_by_length.items()):

@@ -8,15 +8,29 @@ the scheduler for its workers every `WATCH_INTERVAL` seconds, and once the clust
 for `runner.no_workers_timeout` seconds it cancels its unfinished tasks and records the loss, which
 `flows.runners.cluster_loss_named` turns into one line. Imported only for `runner.kind: dask`
 (prefect-dask is the `[dask]` extra).
+
+Ctrl-C stops the flow's process (`flows.interrupt`), not the workers, which would run its arms to
+their records. So the runner registers a stop action with the interrupt: it calls `halt_on_worker`
+on every worker, which marks the runner's flow runs halted there (their next stage raises
+`StageInterrupted`, their results are refused) and, on a worker that runs nothing but halted runs'
+stages, kills every process the worker started and runs its own stop actions (containers). A worker
+that also runs another run's stages cannot tell whose processes are whose and kills none: the halted
+arm stops at its next stage (README, known limits).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from typing import Any
 
+from prefect.context import FlowRunContext
 from prefect_dask import DaskTaskRunner
+
+from flows import interrupt
+from tasks_lib.sandbox import stops
 
 WATCH_INTERVAL = 1.0
 """Seconds between two questions to the scheduler about its workers while tasks are unfinished."""
@@ -82,6 +96,19 @@ class WorkerWatch:
             self.client.cancel(pending, reason=f"memtrial: the Dask cluster had no worker for {self.timeout:g}s")
 
 
+def halt_on_worker(flow_runs: list[str], why: str, dask_worker: Any) -> dict[str, int]:
+    """Run on a Dask worker (`Client.run`, which passes the worker as `dask_worker`) by an interrupted
+    flow process: halt `flow_runs` here (see the module docstring); when every task this worker executes
+    is a halted run's, kill the processes it started and run its stop actions. Returns how many
+    processes were killed and actions run."""
+    interrupt.halt(flow_runs, why)
+    with dask_worker.active_threads_lock:
+        active = dict(dask_worker.active_threads)
+    if not interrupt.only_halted(active):
+        return {"killed": 0, "stopped": 0}
+    return {"killed": interrupt.kill_descendants(), "stopped": stops.run_all(latch=False)}
+
+
 class WatchedDaskTaskRunner(DaskTaskRunner):
     """prefect-dask's task runner whose submitted tasks are watched by a `WorkerWatch` bounded by
     `no_workers_timeout` seconds, whatever the scheduler's own settings."""
@@ -91,6 +118,10 @@ class WatchedDaskTaskRunner(DaskTaskRunner):
         self.no_workers_timeout = no_workers_timeout
         self.watch: WorkerWatch | None = None
         """The watch of this runner's tasks, started with the first submitted task."""
+        self.flow_runs: dict[str, str] = {}
+        """Flow run id -> memtrial run id (or flow name) of every flow run this runner submitted tasks for."""
+        self._stop: int | None = None
+        """The handle of the stop action that halts those flow runs on the workers (`tasks_lib.sandbox.stops`)."""
 
     def duplicate(self) -> WatchedDaskTaskRunner:
         """A runner with the same settings and a watch of its own (Prefect runs each flow run on a duplicate)."""
@@ -100,13 +131,33 @@ class WatchedDaskTaskRunner(DaskTaskRunner):
 
     def submit(self, *args: Any, **options: Any) -> Any:
         """prefect-dask's submit; the task is watched until it finishes."""
+        context = FlowRunContext.get()
+        if context is not None and context.flow_run is not None:
+            self.flow_runs[str(context.flow_run.id)] = str((context.parameters or {}).get("run_id") or context.flow_run.name)
+        if self._stop is None:
+            self._stop = stops.register(f"the arms on the Dask cluster at {self.address}", self.halt_workers)
         future = super().submit(*args, **options)
         if self.watch is None:
             self.watch = WorkerWatch(self.client, self.no_workers_timeout)
         self.watch.track(future.wrapped_future)
         return future
 
+    def halt_workers(self) -> None:
+        """Halt this runner's flow runs on every worker (the stop action an interrupt runs)."""
+        signum = interrupt.tripped()
+        why = f"its flow process got {signal.Signals(signum).name}" if signum else "its flow process was interrupted"
+        runs = ", ".join(sorted(set(self.flow_runs.values())))
+        answers = self.client.run(halt_on_worker, sorted(self.flow_runs), f"run {runs}: {why}", on_error="return")
+        for worker, answer in sorted(answers.items()):
+            if isinstance(answer, BaseException):
+                os.write(2, f"memtrial: Dask worker {worker} could not halt run {runs} ({type(answer).__name__}: {answer}); "
+                            "its arms finish on their own\n".encode())
+
     def __exit__(self, *args: Any) -> None:
+        if self._stop is not None:
+            if interrupt.tripped() is not None:
+                stops.run_all(latch=True)  # halt the workers (or wait for the interrupt doing so) before the client closes
+            stops.forget(self._stop)
         if self.watch is not None:
             self.watch.stop()
         super().__exit__(*args)

@@ -15,6 +15,13 @@ stores a cache entry and a rerun computes it again. `tripped()` does not wait fo
 handler (which runs only in the main thread, maybe late): the signal's C handler writes its number
 to a wakeup pipe at once, and `tripped()` reads that pipe, so a check killed by the same Ctrl-C is
 seen as interrupted by the thread that collects it before it can hand back a verdict.
+
+What a run started that is not a process of it (a container a Docker engine runs) registers a stop
+action (`tasks_lib.sandbox.stops`); the interrupt runs them all once, and the command does not exit
+while they run. An arm on an external Dask cluster runs in a worker this process does not own: the
+Dask task runner registers an action that halts the run on every worker (`halt`: its flow runs'
+stages raise `StageInterrupted` and their results are refused there too, see
+`flows.dask_runner.halt_on_worker`).
 """
 
 from __future__ import annotations
@@ -23,13 +30,15 @@ import faulthandler
 import os
 import select
 import signal
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
 
 from tasks_lib.errors import MemtrialError
+from tasks_lib.sandbox import stops
 from tasks_lib.sandbox.procs import all_pids, kill_all, process_info
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -84,6 +93,47 @@ def tripped() -> int | None:
         if _state.signal is None:
             _drain()
         return _state.signal
+
+
+_halted: dict[str, str] = {}
+"""Flow run id -> why: the runs halted in this process by the process that interrupted them (a Dask worker)."""
+_working: dict[int, tuple[str, object]] = {}
+"""Thread id -> (flow run id, Dask task key or None) of the last stage the thread entered."""
+
+
+def halt(flow_runs: list[str], why: str) -> None:
+    """Mark `flow_runs` interrupted in this process (a worker of a cluster whose client was interrupted):
+    `halted` names them from then on."""
+    with _state.lock:
+        _halted.update(dict.fromkeys(flow_runs, why))
+
+
+def halted(flow_run: str | None) -> str | None:
+    """Why `flow_run` was halted in this process (`halt`), or None."""
+    if flow_run is None:
+        return None
+    with _state.lock:
+        return _halted.get(flow_run)
+
+
+def working_for(flow_run: str) -> None:
+    """Note that the calling thread now runs a stage of `flow_run` (on a Dask worker, under the task key
+    it executes), for `only_halted`."""
+    worker = sys.modules.get("distributed.worker")
+    key = getattr(getattr(worker, "thread_state", None), "key", None)
+    with _state.lock:
+        _working[threading.get_ident()] = (flow_run, key)
+
+
+def only_halted(active: Mapping[int, object]) -> bool:
+    """Whether every thread of `active` (thread id -> the Dask task key it executes) runs a stage of a halted
+    flow run: then every process this one started is the halted runs'."""
+    with _state.lock:
+        for ident, key in active.items():
+            flow_run, noted = _working.get(ident, (None, None))
+            if flow_run not in _halted or noted != key:
+                return False
+        return True
 
 
 def spare(pid: int) -> None:
@@ -141,6 +191,8 @@ def _watch(main: int, pipe: tuple[int, int], done: threading.Event) -> None:
     if forward:  # the main thread may sit in a wait no signal reaches; this one does
         signal.pthread_kill(main, signal.SIGINT)
     deadline = time.monotonic() + HARD_STOP_SECONDS
+    kill_descendants()
+    stops.run_all(latch=True)  # containers, workers of a Dask cluster: what killing descendants misses
     while time.monotonic() < deadline:
         kill_descendants()
         time.sleep(KILL_INTERVAL_SECONDS)
@@ -160,6 +212,7 @@ def interruptible() -> Iterator[None]:
         return
     with _state.lock:
         _state.signal, _state.raised = None, False
+    stops.reset()
     read_end, write_end = os.pipe()
     os.set_blocking(read_end, False)
     os.set_blocking(write_end, False)
@@ -175,6 +228,7 @@ def interruptible() -> Iterator[None]:
         interrupted = tripped() is not None
         if interrupted:
             kill_descendants()
+            stops.run_all(latch=True)  # or wait for the watcher's run of them: never exit mid-removal
         signal.set_wakeup_fd(previous_fd)
         for number, handler in previous.items():  # once interrupted, a late or repeated signal is ignored
             signal.signal(number, signal.SIG_IGN if interrupted else handler)

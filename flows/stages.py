@@ -12,7 +12,8 @@ Retries: only stages that are pure or idempotent writes retry. An arm of a paid 
 retries: a retry could spend again without passing the budget guard; a failed paid arm is rerun
 only through a new flow attempt, which passes the guard first.
 
-An interrupted run stores nothing: once `flows.interrupt.tripped()`, the result storage refuses every
+An interrupted run stores nothing: once `flows.interrupt.tripped()` (or, on a Dask worker, once the
+interrupted client halted the flow run there: `interruption()`), the result storage refuses every
 write (`StageInterrupted`), so a stage cut short (or one whose check died of the same Ctrl-C) leaves no
 cache entry and never becomes a task's verdict; no stage retries then.
 
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from flows.cache import MATRIX_SEAL, describe_parameters, index_root, results_root, write_entry
-from flows.interrupt import StageInterrupted, tripped
+from flows.interrupt import StageInterrupted, halted, tripped, working_for
 from flows.settings import configure_prefect
 
 configure_prefect()
@@ -97,6 +98,21 @@ class InjectedFailure(MemtrialError):
 _trace_lock = threading.Lock()
 
 
+def _flow_run_id() -> str | None:
+    """The flow run of the task run this thread executes (None outside a task run)."""
+    context = TaskRunContext.get()
+    return str(context.task_run.flow_run_id) if context is not None and context.task_run.flow_run_id else None
+
+
+def interruption() -> str | None:
+    """Why the calling stage's run is interrupted: this process got SIGINT or SIGTERM, or (on a Dask
+    worker) the flow run's client halted it (`flows.dask_runner.halt_on_worker`); None when it is not."""
+    signum = tripped()
+    if signum is not None:
+        return signal.Signals(signum).name
+    return halted(_flow_run_id())
+
+
 def enter_stage(stage: str, label: str = "") -> None:
     """Mark one real execution of `stage` (trace file); refuse it once the run is interrupted, and fail it
     if the failure switch names it."""
@@ -104,9 +120,12 @@ def enter_stage(stage: str, label: str = "") -> None:
     if trace:
         with _trace_lock, open(trace, "a", encoding="utf-8") as handle:
             handle.write(f"{stage}\t{label}\n")
-    signum = tripped()
-    if signum is not None:
-        raise StageInterrupted(f"stage {stage!r} not started: the run was interrupted ({signal.Signals(signum).name})")
+    flow_run = _flow_run_id()
+    if flow_run is not None:
+        working_for(flow_run)
+    why = interruption()
+    if why is not None:
+        raise StageInterrupted(f"stage {stage!r} not started: the run was interrupted ({why})")
     if os.environ.get(FAIL_STAGE_ENV) != stage:
         return
     once = os.environ.get(FAIL_ONCE_ENV)
@@ -121,7 +140,7 @@ def enter_stage(stage: str, label: str = "") -> None:
 def retry_condition(_task: Any, _task_run: Any, state: Any) -> bool:
     """Prefect retry condition: retry any failure except an injected one (it exists to fail the flow run)
     and any failure of an interrupted run."""
-    if tripped() is not None:
+    if interruption() is not None:
         return False
     try:
         error = state.result(raise_on_failure=False)
@@ -149,9 +168,9 @@ class ArtifactResultStorage(WritableFileSystem):
     def write_path(self, path: str, content: bytes, _sync: bool | None = None) -> str:  # type: ignore[override]
         """Store a result and its index entry (`flows.cache`); refused (StageInterrupted) once the run is
         interrupted: what a stage computed while its processes were being killed is not a result."""
-        signum = tripped()
-        if signum is not None:
-            raise StageInterrupted(f"not caching {path}: the run was interrupted ({signal.Signals(signum).name})")
+        why = interruption()
+        if why is not None:
+            raise StageInterrupted(f"not caching {path}: the run was interrupted ({why})")
         store = artifact_store(self.root)
         store.put_bytes(path, content)
         context = TaskRunContext.get()

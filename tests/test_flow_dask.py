@@ -87,12 +87,20 @@ def start_scheduler(folder: Path, env: dict[str, str]) -> tuple[str, subprocess.
     scheduler_file = folder / "scheduler.json"
     proc = start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                   "--scheduler-file", str(scheduler_file)], folder, stock(env), folder / "scheduler.log")
-    try:
-        wait_for(scheduler_file.exists, "the Dask scheduler")
+    try:  # the scheduler writes the file in place: wait until it parses, not only until it exists
+        wait_for(lambda: _address(scheduler_file) is not None, "the Dask scheduler")
     except AssertionError:
         stop([proc])
         raise
-    return json.loads(scheduler_file.read_text())["address"], proc
+    return str(_address(scheduler_file)), proc
+
+
+def _address(scheduler_file: Path) -> str | None:
+    """The address a scheduler file holds, or None while it is missing or half-written."""
+    try:
+        return str(json.loads(scheduler_file.read_text())["address"])
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def start_worker(address: str, folder: Path, env: dict[str, str], hide: Path | None = None) -> subprocess.Popen[bytes]:

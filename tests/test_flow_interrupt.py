@@ -115,16 +115,18 @@ def _interrupt(argv: list[str], stage: str, home: Path, folder: Path, delay: flo
     return run_id
 
 
-def test_ctrl_c_in_the_invariants_the_arms_and_grading_stops_in_seconds_caches_nothing_cut_short_and_rerun_gives_the_uninterrupted_records(
+def test_ctrl_c_in_each_stage_stops_in_seconds_caches_nothing_cut_short_and_rerun_gives_the_uninterrupted_records(
         home: Path, baseline: tuple[Path, list[dict[str, Any]]], tmp_path: Path) -> None:
     """The failures prevented: a Ctrl-C cached as a task's verdict (an invariants check killed by the
     signal excluded the task from every later run on the root), a run that went on for minutes after
     the signal with Prefect dumps and 'Connection refused' instead of one line, processes of the run
     left running, and a marker that did not say the run was interrupted. One run, interrupted in the
-    corpus invariants, resumed and interrupted in its arms, resumed and interrupted in grading, then
-    resumed to the end: the records of an uninterrupted run."""
-    run_id = _interrupt(["run", "--config", str(_config(tmp_path))], "corpus-invariants", home, tmp_path, delay=0.5)
+    fixtures' preparation, resumed and interrupted in the corpus invariants, in its arms, in storing
+    its records and in grading, then resumed to the end: the records of an uninterrupted run."""
+    run_id = _interrupt(["run", "--config", str(_config(tmp_path))], "prepare", home, tmp_path)
+    assert _interrupt(["rerun", run_id], "corpus-invariants", home, tmp_path, delay=0.5) == run_id
     assert _interrupt(["rerun", run_id], "run-agent", home, tmp_path) == run_id
+    assert _interrupt(["rerun", run_id], "store-records", home, tmp_path) == run_id
     assert _interrupt(["rerun", run_id], "aggregate", home, tmp_path) == run_id
 
     rerun = subprocess.run([*CLI, "rerun", run_id, "--plain"], env=_env(home), cwd=tmp_path,

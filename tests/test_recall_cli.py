@@ -48,6 +48,14 @@ def test_reference_store_single_length(tmp_path: Path, capsys: pytest.CaptureFix
     assert payload["metrics_by_length"]["30"]["recall"]["k"] == 1
 
 
+def test_the_table_names_the_embedder_the_figures_come_from(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression (#35): after `make demo` (minilm) the suite's default (hashed) showed recall 0.17 where the
+    demo showed 0.46, and nothing in the output said the embedder differed."""
+    code, table, _ = run_cli(capsys, "--length", "30", "--cases", str(small_corpus(tmp_path / "corpus")))
+    assert code == 0
+    assert "recall suite: memory reference, embedder hashed," in " ".join(table.split()), table
+
+
 def test_gate_below_the_bar_exits_1_naming_metric_and_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     corpus = small_corpus(tmp_path / "corpus")
     code, _, err = run_cli(capsys, "--length", "40", "--memory", "none", "--cases", str(corpus), "--min-score", "0.9")

@@ -4,9 +4,10 @@ Before, the memory-backed offline reader answered only from the memory's first r
 the reader without memory read its window, and the suite commands defaulted to the `hashed` embedder,
 which cannot bridge the bundled paraphrased probes: with MiniLM the reference store answered 0.46 of
 fresh facts at length 10 where no memory answered 0.67, and with the default every system scored 0.
-This runs `memtrial suite recall --sweep` with its defaults (the nightly's embedder, lengths
-10,40,100,250, window 20, k 5, seed 0) on the bundled recall cases (all 24 of them: the stale and
-false-memory cases measure other things) and the bundled filler.
+This runs `memtrial suite recall --sweep` with its defaults (the nightly's embedder, window 20, k 5,
+seed 0) at lengths 10 and 40 (every fact in the window, then every fact past it; the default 100 and
+250 only repeat the second reading and took 5 of the test's 7 minutes) on the bundled recall cases
+(all 24 of them: the stale and false-memory cases measure other things) and the bundled filler.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ pytestmark = [
     pytest.mark.skipif(embedder_available(DEFAULT_EMBEDDER) is not None, reason=f"{DEFAULT_EMBEDDER}: {embedder_available(DEFAULT_EMBEDDER)}"),
 ]
 
-RUNS: dict[str, list[str]] = {"reference": [], "reference, k = 1": ["--recall-k", "1"], "no memory": ["--memory", "none"]}
+LENGTHS = ["--lengths", "10,40"]
+RUNS: dict[str, list[str]] = {"reference": LENGTHS, "reference, k = 1": [*LENGTHS, "--recall-k", "1"],
+                              "no memory": [*LENGTHS, "--memory", "none"]}
 """The three sessions the issue asks the default sweep to separate, as CLI options over the defaults."""
 
 
@@ -60,7 +63,7 @@ def test_default_sweep_separates_reference_k1_and_no_memory_and_memory_never_fal
     cases = recall_cases(tmp_path / "cases")
     runs = {name: sweep(capsys, cases, options) for name, options in RUNS.items()}
     for result in runs.values():
-        assert result["config"]["embedder"] == DEFAULT_EMBEDDER and result["config"]["lengths"] == [10, 40, 100, 250]
+        assert result["config"]["embedder"] == DEFAULT_EMBEDDER and result["config"]["lengths"] == [10, 40]
     reference, k1, none = runs["reference"], runs["reference, k = 1"], runs["no memory"]
     # length 10: every fact is still in the 20-turn window; the memory-backed agent never does worse, case by case
     alone = {o["case_id"]: o["verdict"] for o in none["outcomes"] if o["length"] == 10}
@@ -70,8 +73,6 @@ def test_default_sweep_separates_reference_k1_and_no_memory_and_memory_never_fal
         assert lost == [], f"{result['config']['recall_k']}: answered worse than no memory with the fact in the window: {lost}"
         assert recall_at(result, 10) >= recall_at(none, 10) > 0
     # past the window no memory knows nothing; the reference store separates from it, and k = 5 from k = 1
-    for length in (40, 100, 250):
-        assert recall_at(none, length, "availability") == 0.0 and recall_at(none, length) == 0.0
-        assert recall_at(reference, length, "availability") > recall_at(k1, length, "availability") > 0.0, length
-        assert recall_at(reference, length) >= recall_at(k1, length) > 0.0, length
-    assert sum(recall_at(reference, n) for n in (40, 100, 250)) > sum(recall_at(k1, n) for n in (40, 100, 250))
+    assert recall_at(none, 40, "availability") == 0.0 and recall_at(none, 40) == 0.0
+    assert recall_at(reference, 40, "availability") > recall_at(k1, 40, "availability") > 0.0
+    assert recall_at(reference, 40) > recall_at(k1, 40) > 0.0

@@ -302,6 +302,11 @@ def test_the_nightly_flow_run_is_named_tagged_and_publishes_its_headline(
     assert main(["show", run_id, TASK, "on", "0", "--artifacts", root]) == 0
     attempt = capsys.readouterr()
     assert f"attempt of {run_id}-calibration" in attempt.err and TASK in attempt.out
+    # and `report` (it refused the nightly run's id: "no records.parquet under runs/<id>/")
+    assert main(["report", run_id, "--artifacts", root]) == 0
+    reported = capsys.readouterr()
+    assert f"report of {run_id}-calibration" in reported.err and reported.out.startswith("success on - off: "), reported
+    assert f"report: {root}/runs/{run_id}-calibration/report.html" in reported.out
 
 
 def test_a_failed_nightly_run_is_listed_failed_and_its_flow_run_still_named(

@@ -1,11 +1,13 @@
 """`memtrial report RUN`: regenerate a run's grading tables and HTML report from stored artifacts.
 
 A thin edge over `tasks_lib.report`; an unknown run or a bad table is a `MemtrialError` (one line,
-exit 2). Warnings in the report are also printed on stderr, so a low delivery rate is seen twice.
+exit 2). A nightly run's own id (no records of its own) names its one agent run, as in `memtrial show`.
+Warnings in the report are also printed on stderr, so a low delivery rate is seen twice.
 """
 
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -62,13 +64,20 @@ def report(
 ) -> None:
     """Grade a stored run again (grades, ablations, audit receipts, summary.json) and write its
     self-contained HTML report next to them; print where it is."""
+    from flows.cli.runs import agent_run
     from flows.settings import default_artifact_root
     from tasks_lib.analysis.aggregate import summary_json
-    from tasks_lib.artifacts import open_store
+    from tasks_lib.artifacts import open_store, run_key
     from tasks_lib.report import build_report
+    from tasks_lib.run.layout import RECORDS_TABLE
+    from tasks_lib.runs import UnknownRunError, UnreadableRunError
 
     root = artifacts or default_artifact_root()
-    built = build_report(open_store(root), run_id, out=out_file, memory_texts=bundled_memory_texts())
+    store = open_store(root)
+    if not store.exists(run_key(run_id, RECORDS_TABLE)):  # a nightly run's own id: its one agent run
+        with suppress(UnknownRunError, UnreadableRunError):  # the report names what is missing or damaged itself
+            run_id = agent_run(store, run_id, "report", "memtrial report {run}")
+    built = build_report(store, run_id, out=out_file, memory_texts=bundled_memory_texts())
     summary = built.aggregate.summary
     published: list[str] = []
     if publish_artifacts:

@@ -203,6 +203,13 @@ def _print_attempt(view: AttemptView) -> None:
 def _attempt_run(store: ArtifactStore, run_id: str) -> str:
     """The run holding `run_id`'s attempts: itself, or a nightly run's one agent run (named on stderr).
     Raises MemtrialError listing the agent runs when a nightly run has several."""
+    return agent_run(store, run_id, "attempt", "memtrial show {run} TASK CONDITION TRIAL")
+
+
+def agent_run(store: ArtifactStore, run_id: str, what: str, example: str) -> str:
+    """The run holding `run_id`'s records: itself, or a nightly run's one agent run (stderr says '<what> of
+    it'). Raises MemtrialError listing the agent runs, with `example` (a command, `{run}` for the run),
+    when a nightly run has several."""
     from tasks_lib.errors import MemtrialError
     from tasks_lib.runs import show_run
 
@@ -211,8 +218,8 @@ def _attempt_run(store: ArtifactStore, run_id: str) -> str:
         return run_id
     if len(view.agent_runs) > 1:
         raise MemtrialError(f"run {run_id} holds its attempts in its agents' runs: {', '.join(view.agent_runs)}; "
-                            "name one of them, e.g. 'memtrial show " + view.agent_runs[0] + " TASK CONDITION TRIAL'")
-    err.print(f"attempt of {view.agent_runs[0]}, the agent run of {run_id}")
+                            f"name one of them, e.g. '{example.format(run=view.agent_runs[0])}'")
+    err.print(f"{what} of {view.agent_runs[0]}, the agent run of {run_id}")
     return view.agent_runs[0]
 
 

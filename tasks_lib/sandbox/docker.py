@@ -7,7 +7,9 @@ workspace or a mount is covered by an empty tmpfs). CPUs, memory (memory+swap eq
 swap), process count and file size come from the limits; all capabilities are dropped and the
 command never runs as root: a root runner lends the workspace to a uid of its own for the run
 (see `identity`), any other runner runs it as itself. On timeout the container is killed, which
-kills every process in it. Isolation is `container`.
+kills every process in it. Isolation is `container`. A container is the engine's child, not this
+process's, so each one is registered with a stop action (`tasks_lib.sandbox.stops`) from its creation
+to its removal: a Ctrl-C of the run removes it (`flows.interrupt`).
 
 The engine is the one the caller names (`base_url`, e.g. a private dockerd's socket in the tests), else
 the user's own: `DOCKER_HOST` (with `DOCKER_TLS_VERIFY` / `DOCKER_CERT_PATH`, as the docker CLI reads
@@ -36,6 +38,7 @@ from tasks_lib.sandbox.capture import BoundedSink, drain_chunks
 from tasks_lib.sandbox.errors import SandboxError, SandboxUnavailable, SandboxUnsupported
 from tasks_lib.sandbox.identity import RunIdentity, lent_workspace, run_identity
 from tasks_lib.sandbox.rootfs import ensure_image
+from tasks_lib.sandbox.stops import forget, register
 
 WORKSPACE_INSIDE = "/workspace"
 TMPFS_OPTIONS = "rw,nosuid,nodev,size=512m,mode=1777"
@@ -203,16 +206,22 @@ class DockerSandbox(Sandbox):
             raise SandboxUnavailable(f"image {self.image!r} disappeared from the daemon") from error
         except self._api_errors as error:
             raise SandboxError(f"docker could not create a container for {request.argv[0]!r}: {error}") from error
+        stop = register(f"container {container.short_id} on {self.base_url}", lambda: self._remove(container))
         try:
             result = self._run_container(container, request)
         finally:
-            try:
-                container.remove(force=True)
-            except self._api_errors:
-                pass  # already gone; nothing of the run depends on it
+            self._remove(container)
+            forget(stop)
         if os.geteuid() != 0:
             return result  # the runner's own uid: removing the container is the proof
         return result.model_copy(update={"survivors": len(identity.survivors())})
+
+    def _remove(self, container: object) -> None:
+        """Kill and remove `container` (what an interrupt does too); one already gone is fine."""
+        try:
+            container.remove(force=True)  # type: ignore[attr-defined]
+        except self._api_errors:
+            pass  # already gone (or being removed by the interrupt); nothing of the run depends on it
 
     def _run_container(self, container: object, request: SandboxRequest) -> SandboxResult:
         limits = request.limits

@@ -54,7 +54,7 @@ def suite_retrieval(
     cases, graph, policy = bundled_cases()
     get_memory_system(memory)  # an unknown name fails here, listing the known ones
     result = run_retrieval_suite(
-        lambda folder: open_memory_system(memory, folder, embedder=embedder), cases, gates,
+        lambda folder: open_memory_system(memory, folder, embedder=embedder, scratch=True), cases, gates,
         graph_cases=graph, policy=policy, adapter_name=memory, embedder=embedder,
     )
     if report:

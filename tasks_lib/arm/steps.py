@@ -392,7 +392,7 @@ def _provision(attempt: Attempt, realm: str, root: Path, embedder: str, provisio
         live = restore_arm(provisioner, attempt.task.task_id, memories, realm, root)
         return witnessed_provisioner(live, attempt.condition, realm, root, build, texts, lane)
     store_path = root / MEMORY_FILE
-    store = SqliteMemoryStore(store_path, embedder)
+    store = SqliteMemoryStore(store_path, embedder, durable=False)  # the attempt's own: gone at teardown
     try:
         store.create_realm(realm)
         ids = plant(store, realm, memories)
@@ -444,7 +444,7 @@ def provision_feed(attempt: Attempt, realm: str, root: Path, embedder: str, prov
         live = restore_feed(provisioner, attempt.task.task_id, sessions, realm, root)
         return witnessed_provisioner(live, "feed", realm, root, build, [t.text for _, turns in sessions for t in turns], None)
     store_path = root / MEMORY_FILE
-    store = SqliteMemoryStore(store_path, embedder)
+    store = SqliteMemoryStore(store_path, embedder, durable=False)  # the attempt's own: gone at teardown
     try:
         store.create_realm(realm)
         ids = ingest_feed(store, realm, attempt.task)

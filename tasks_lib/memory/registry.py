@@ -46,11 +46,19 @@ class MemorySystem:
     """None when it can run here, else why not."""
     abstention: str | None = None
     """The system's own abstention rule (its adapter's ABSTENTION), None when it has none."""
+    scratch_opener: Callable[[Path, str], MemoryAdapter] | None = None
+    """Build an adapter whose data is disposable (a suite's scratch): no sync to disk per commit. None:
+    the system has no such mode, and `opener` serves."""
 
 
 def _open_reference(folder: Path, embedder: str) -> MemoryAdapter:
     folder.mkdir(parents=True, exist_ok=True)
     return SqliteMemoryStore(folder / "memory.sqlite", embedder)
+
+
+def _open_reference_scratch(folder: Path, embedder: str) -> MemoryAdapter:
+    folder.mkdir(parents=True, exist_ok=True)
+    return SqliteMemoryStore(folder / "memory.sqlite", embedder, durable=False)
 
 
 def _open_mcp_memory(folder: Path, embedder: str) -> MemoryAdapter:
@@ -72,6 +80,7 @@ MEMORY_SYSTEMS: dict[str, MemorySystem] = {
             _open_reference,
             lambda: None,
             SqliteMemoryStore.ABSTENTION,
+            _open_reference_scratch,
         ),
         MemorySystem(
             "chroma",
@@ -156,8 +165,10 @@ def memory_system_unavailable(name: str) -> str | None:
     return get_memory_system(name).unavailable()
 
 
-def open_memory_system(name: str, folder: Path | str, *, embedder: str = "hashed") -> MemoryAdapter:
-    """A new adapter of memory system `name` keeping its data under `folder`.
+def open_memory_system(name: str, folder: Path | str, *, embedder: str = "hashed", scratch: bool = False) -> MemoryAdapter:
+    """A new adapter of memory system `name` keeping its data under `folder`; with `scratch`, data only
+    this process reads and then throws away (a suite's scratch store): not synced to disk per commit
+    where the system has that mode (`MemorySystem.scratch_opener`).
 
     Raises UnknownMemorySystemError, AdapterUnavailableError (with the install command), and the
     adapter's own errors (UnknownEmbedderError, EmbedderUnavailableError, MemoryStoreError).
@@ -166,4 +177,5 @@ def open_memory_system(name: str, folder: Path | str, *, embedder: str = "hashed
     reason = system.unavailable()
     if reason:
         raise AdapterUnavailableError(reason)
-    return system.opener(Path(folder), embedder)
+    opener = system.scratch_opener if scratch and system.scratch_opener is not None else system.opener
+    return opener(Path(folder), embedder)

@@ -118,14 +118,17 @@ class SqliteMemoryStore(MemoryAdapter):
     ABSTENTION: ClassVar[str | None] = "keyword and graph lanes need a shared term or entity; semantic drops cosine below the embedder's min_similarity"
 
     def __init__(
-        self, path: Path | str, embedder: Embedder | str | None = None, *, create: bool = True, read_only: bool = False
+        self, path: Path | str, embedder: Embedder | str | None = None, *, create: bool = True, read_only: bool = False,
+        durable: bool = True,
     ) -> None:
         """Open (or with `create`, make) the store at `path`.
 
         `embedder` defaults to the one the store was built with, or DEFAULT_EMBEDDER for a new
         store. With `read_only` the file is opened by SQLite in read-only mode (it must exist;
         nothing is ever written, so it can sit on a read-only mount) and every write raises
-        MemoryStoreError. Raises MemoryStoreError when `path` is missing (create=False or
+        MemoryStoreError. Without `durable` (a disposable store: a suite's scratch store, an arm's
+        per-attempt store) a commit is not synced to disk and the rollback journal stays in memory, so
+        a crash of the machine may lose or damage the file; what it stores and serves is the same. Raises MemoryStoreError when `path` is missing (create=False or
         read_only) or is not a store, EmbedderMismatchError when the store was built with another
         embedder, and UnknownEmbedderError / EmbedderUnavailableError from the embedder registry.
         """
@@ -137,6 +140,9 @@ class SqliteMemoryStore(MemoryAdapter):
             self._conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
         else:
             self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        if not durable and not read_only:  # the sync per commit was most of a scratch store's cost on ext4
+            self._conn.execute("PRAGMA synchronous=OFF")
+            self._conn.execute("PRAGMA journal_mode=MEMORY")
         self._counts = {"calls": 0, "texts": 0, "tokens": 0}
         self._cache: dict[tuple[str, str], object] = {}  # (what, realm) -> value; cleared on every write
         existing_only = read_only or not create

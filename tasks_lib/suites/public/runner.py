@@ -54,7 +54,7 @@ DEFAULT_DEPTH = 50
 
 def registry_factory(name: str, embedder: str = "hashed") -> AdapterFactory:
     """A factory opening registered memory system `name` (see `tasks_lib.memory.registry`)."""
-    return lambda folder: open_memory_system(name, folder, embedder=embedder)
+    return lambda folder: open_memory_system(name, folder, embedder=embedder, scratch=True)
 
 
 def _realm(group_id: str) -> str:

@@ -227,7 +227,7 @@ def _open_memory(config: SweepConfig, folder: Path) -> MemoryAdapter | None:
         return None
     if config.memory in RECALL_VARIANTS:
         return RECALL_VARIANTS[config.memory](folder, config.embedder)
-    return open_memory_system(config.memory, folder, embedder=config.embedder)
+    return open_memory_system(config.memory, folder, embedder=config.embedder, scratch=True)
 
 
 def _load(config: SweepConfig) -> tuple[tuple[RecallCase, ...], FillerSource]:

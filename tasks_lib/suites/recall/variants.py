@@ -31,7 +31,7 @@ class FirstHeardStore(SqliteMemoryStore):
 
 def _open_first_heard(folder: Path, embedder: str) -> MemoryAdapter:
     folder.mkdir(parents=True, exist_ok=True)
-    return FirstHeardStore(folder / "memory.sqlite", embedder)
+    return FirstHeardStore(folder / "memory.sqlite", embedder, durable=False)
 
 
 RECALL_VARIANTS: dict[str, Callable[[Path, str], MemoryAdapter]] = {"reference-first-heard": _open_first_heard}

@@ -52,7 +52,7 @@ from flows.runners import task_runner
 from tasks_lib.arm.steps import run_attempt
 from tasks_lib.artifacts import new_run_id
 from tasks_lib.corpus.tasks import load_tasks
-from tasks_lib.runconfig import RunConfig, RunnerSpec
+from tasks_lib.run.config import RunConfig, RunnerSpec
 
 LAST_RERUN: tuple[Path, str] | None = None
 """(artifact root, agent run id) of the last rerun measurement, for the re-render."""

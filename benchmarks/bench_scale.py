@@ -76,7 +76,7 @@ def child(size: int, tasks: int, root: str) -> None:
     from flows.runners import ready_task_runner
     from tasks_lib.artifacts import new_run_id
     from tasks_lib.corpus.tasks import load_tasks
-    from tasks_lib.runconfig import RunConfig, RunnerSpec
+    from tasks_lib.run.config import RunConfig, RunnerSpec
 
     chosen = [t.task_id for t in load_tasks(PROJECT_ROOT / "corpora" / "tasks")][:tasks]
     trials = max(1, size // (2 * tasks))

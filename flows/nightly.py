@@ -43,9 +43,9 @@ from tasks_lib.analysis.grading import GradingSummary
 from tasks_lib.artifacts import new_run_id, open_store, run_key
 from tasks_lib.contracts import RunRecord, dump_document
 from tasks_lib.corpus.tasks import scan_tasks
-from tasks_lib.preflight import preflight
+from tasks_lib.run.config import RUN_CONFIG_JSON, RunConfig, load_run_config, provisioner_warnings
 from tasks_lib.run.layout import NIGHTLY_JSON
-from tasks_lib.runconfig import RUN_CONFIG_JSON, RunConfig, load_run_config, provisioner_warnings
+from tasks_lib.run.preflight import preflight
 from tasks_lib.trees import write_atomically
 
 DEFAULT_CONFIG = "configs/default.yaml"

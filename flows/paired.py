@@ -44,8 +44,8 @@ from tasks_lib.corpus.tasks import (
 from tasks_lib.errors import MemtrialError
 from tasks_lib.memory.realms import ensure_run_secret
 from tasks_lib.memory.reference.lanes import LANES
-from tasks_lib.provenance import run_provenance, write_provenance
-from tasks_lib.runconfig import RUN_CONFIG_JSON, AgentSpec, ArmSpec, RunConfig
+from tasks_lib.run.config import RUN_CONFIG_JSON, AgentSpec, ArmSpec, RunConfig
+from tasks_lib.run.provenance import run_provenance, write_provenance
 from tasks_lib.trees import sha256_bytes
 
 PREPARE, INVARIANTS = "prepare", "corpus invariants"
@@ -252,7 +252,7 @@ def paid_arms(specs: list[ArmSpec], arm: Task, guard: PairGuard, workers: int, s
 
 def record_provenance(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_id: str, artifact_root: str,
                       parent_run_id: str | None = None) -> str:
-    """Store the run's provenance (`tasks_lib.provenance`) beside its records; return its key. With
+    """Store the run's provenance (`tasks_lib.run.provenance`) beside its records; return its key. With
     `parent_run_id`, the run is one agent's matrix of that nightly run, whose config it names."""
     provenance = run_provenance(
         run_id, agent=agent.name, conditions=config.conditions, trials=config.trials, corpus_commit=tasks.commit,

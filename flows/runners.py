@@ -26,7 +26,7 @@ from typing import Any
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from tasks_lib.errors import MemtrialError
-from tasks_lib.runconfig import RunnerSpec
+from tasks_lib.run.config import RunnerSpec
 
 WORKER_TIMEOUT_ENV = "MEMTRIAL_DASK_WORKER_TIMEOUT"
 NO_WORKERS_TIMEOUT = "distributed.scheduler.no-workers-timeout"

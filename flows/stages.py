@@ -56,9 +56,9 @@ from tasks_lib.corpus.packs import CorpusPack, open_corpus_pack
 from tasks_lib.corpus.prepare import prepare_packed_task
 from tasks_lib.corpus.tasks import CorpusCheckReport, check_packed_corpus, load_task
 from tasks_lib.errors import MemtrialError
-from tasks_lib.manifest import seal_run
+from tasks_lib.run.config import ArmSpec
 from tasks_lib.run.layout import RECORDS_TABLE
-from tasks_lib.runconfig import ArmSpec
+from tasks_lib.run.seal import seal_run
 
 TRACE_ENV = "MEMTRIAL_STAGE_TRACE"
 FAIL_STAGE_ENV = "MEMTRIAL_FAIL_STAGE"

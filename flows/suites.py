@@ -32,7 +32,7 @@ from tasks_lib.artifacts import suite_key, suite_rankings_key
 from tasks_lib.contracts import ContractModel
 from tasks_lib.errors import MemtrialError
 from tasks_lib.resources import bundled_folder
-from tasks_lib.runconfig import RunConfig
+from tasks_lib.run.config import RunConfig
 from tasks_lib.suites.options import ExternalOptions, RecallOptions, RetrievalOptions
 from tasks_lib.trees import sha256_file
 

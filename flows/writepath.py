@@ -38,7 +38,7 @@ from tasks_lib.corpus.build import resolve_commit
 from tasks_lib.corpus.packs import publish_corpus_pack
 from tasks_lib.corpus.tasks import committed_folders, load_task, uncommitted_folders
 from tasks_lib.memory.realms import ensure_run_secret
-from tasks_lib.runconfig import RunConfig
+from tasks_lib.run.config import RunConfig
 from tasks_lib.suites.options import SEQUENCES_ROOT, WritePathOptions, bundled_sequences
 from tasks_lib.suites.writepath import (
     ARMS,

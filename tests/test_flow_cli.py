@@ -10,7 +10,7 @@ import pytest
 from flows.cli.main import main
 from flows.paired import pair_guard
 from tasks_lib.errors import MemtrialError
-from tasks_lib.runconfig import AgentSpec, RunConfig
+from tasks_lib.run.config import AgentSpec, RunConfig
 
 
 def test_run_with_a_bad_config_exits_2_naming_file_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,7 @@ from flows.progress import (
     reporting,
 )
 from flows.runners import RunnerError, task_runner
-from tasks_lib.runconfig import RunnerSpec
+from tasks_lib.run.config import RunnerSpec
 
 
 def drive(stages_reporter) -> None:  # type: ignore[no-untyped-def]

@@ -26,6 +26,12 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 }
 """Import cycles that exist today; the test requires exactly these, so a new one fails and a removed one must be deleted here."""
 
+SPANNING = {"tasks_lib.run"}
+"""Packages whose modules sit at different levels of the pipeline, so their parent's cycle check takes
+each module as a node of its own rather than the package whole: `tasks_lib.run` holds the names every
+stage writes under (`layout`, `records`, `seal`, `provenance`) and the readers over every stage
+(`index`, `preflight`). An import cycle through one of its modules still fails."""
+
 
 def find_modules(package: str) -> dict[str, Path]:
     """Dotted module name -> file, for every module of `package` (a package is its `__init__.py`)."""
@@ -70,7 +76,12 @@ def cycles_under(package: str) -> set[frozenset[str]]:
     def child(module: str) -> str | None:
         if module == package:
             return f"{package}.__init__"
-        return f"{package}.{module[len(package) + 1:].split('.')[0]}" if within(module, package) else None
+        if not within(module, package):
+            return None
+        head = f"{package}.{module[len(package) + 1:].split('.')[0]}"
+        if head in SPANNING and module != head:  # its modules are nodes of their own at this level
+            return f"{head}.{module[len(head) + 1:].split('.')[0]}"
+        return head
 
     graph: dict[str, set[str]] = {}
     for source, targets in IMPORTS.items():
@@ -123,7 +134,7 @@ def test_the_scan_reads_every_module_and_imports_inside_functions() -> None:
     """A scan that found nothing would pass every rule below: it must see the lazy imports the CLI is made of."""
     assert len(MODULES) > 100 and "tasks_lib.memory.delivery" in PACKAGES
     lazy = {target for target, _ in IMPORTS["flows.cli.run"]}  # run.py imports these only inside its commands
-    assert {"flows.nightly", "flows.paired", "tasks_lib.runconfig"} <= lazy
+    assert {"flows.nightly", "flows.paired", "tasks_lib.run.config"} <= lazy
     assert "tasks_lib.memory.delivery.socket_recall" in {target for target, _ in IMPORTS["tasks_lib.memory.delivery.hook"]}  # inside run_hook
 
 

@@ -263,9 +263,9 @@ def real_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[LocalStore, P
     from tasks_lib.arm.steps import run_matrix, schedule, select_tasks
     from tasks_lib.artifacts import suite_key
     from tasks_lib.corpus.tasks import load_tasks
-    from tasks_lib.manifest import seal_run
     from tasks_lib.memory.reference.store import SqliteMemoryStore
     from tasks_lib.run.layout import RECORDS_TABLE
+    from tasks_lib.run.seal import seal_run
     from tasks_lib.suites.retrieval import bundled_cases, run_retrieval_suite
 
     where = tmp_path_factory.mktemp("real-report")

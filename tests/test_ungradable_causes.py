@@ -16,9 +16,9 @@ from tasks_lib.arm.steps import run_matrix, schedule, select_tasks
 from tasks_lib.artifacts import LocalStore, run_key
 from tasks_lib.contracts import RunRecord
 from tasks_lib.corpus.tasks import load_tasks
-from tasks_lib.manifest import seal_run
 from tasks_lib.report.html import ablation_section
 from tasks_lib.run.layout import RECORDS_TABLE
+from tasks_lib.run.seal import seal_run
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = ["pagekit-last-page", "paybridge-tenant-header"]

@@ -77,7 +77,7 @@ def _stop_if_interrupted(artifact_root: str, run_id: str, resume: str) -> None:
     from flows.interrupt import EXIT_STATUS, tripped
     from tasks_lib.artifacts import open_store
     from tasks_lib.errors import ArtifactError, ContractError
-    from tasks_lib.runs import read_status
+    from tasks_lib.run.index import read_status
 
     signum = tripped()
     if signum is None:
@@ -143,12 +143,12 @@ def _preflight_file(config_path: str, artifacts: str | None, command: str) -> No
     would use when a preflight check finds a problem (a bad name, option or list, a root that cannot be
     written, a sandbox that cannot run the check here), before Prefect starts; print its notes."""
     from flows.settings import PROJECT_ROOT, config_file
-    from tasks_lib.runconfig import load_run_config
+    from tasks_lib.run.config import load_run_config
 
     path = config_file(config_path)
     config = load_run_config(path)  # a typo is refused here, before any check imports what it probes
     _check_root(artifacts or (None if config.artifact_root else _default_root()), "--artifacts" if artifacts else None, command)
-    from tasks_lib.preflight import preflight
+    from tasks_lib.run.preflight import preflight
 
     _print_notes(preflight(config.model_copy(update={"artifact_root": None}) if artifacts else config, PROJECT_ROOT, str(path)))
 
@@ -168,7 +168,7 @@ def _check_root(root: str | None, option: str | None, command: str, base: Path |
         return
     from flows.settings import PROJECT_ROOT
     from tasks_lib.errors import ContractError
-    from tasks_lib.preflight import root_violation
+    from tasks_lib.run.preflight import root_violation
 
     violation = root_violation(root, option, command, base or PROJECT_ROOT)
     if violation is not None:
@@ -213,7 +213,7 @@ def rerun(
     from tasks_lib.artifacts import open_store, run_key
     from tasks_lib.contracts import dump_document
     from tasks_lib.errors import ArtifactNotFound
-    from tasks_lib.runconfig import RUN_CONFIG_JSON, RunConfig
+    from tasks_lib.run.config import RUN_CONFIG_JSON, RunConfig
 
     local = local_config_copy(run_id)
     if not local.is_file():
@@ -290,7 +290,7 @@ def paired(
     from flows.settings import PROJECT_ROOT, default_artifact_root
     from tasks_lib.artifacts import new_run_id
     from tasks_lib.contracts import ContractError
-    from tasks_lib.runconfig import AgentSpec, RunConfig, RunnerSpec
+    from tasks_lib.run.config import AgentSpec, RunConfig, RunnerSpec
 
     memory = _provisioner_option(provisioner, provisioner_env or [])
     try:
@@ -305,7 +305,7 @@ def paired(
         from tasks_lib.contracts import violations_of
 
         raise ContractError(violations_of(error, PAIRED)) from None  # type: ignore[arg-type]
-    from tasks_lib.preflight import preflight
+    from tasks_lib.run.preflight import preflight
 
     _check_root(artifacts or default_artifact_root(), "--artifacts" if artifacts else None, PAIRED, Path.cwd())
     _print_notes(preflight(config, PROJECT_ROOT, PAIRED))

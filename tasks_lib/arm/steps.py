@@ -93,7 +93,6 @@ from tasks_lib.corpus.packs import pack_cache_root
 from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
 from tasks_lib.corpus.upstream import fixture_origin
 from tasks_lib.errors import MemtrialError
-from tasks_lib.manifest import seal_run
 from tasks_lib.memory.delivery.notes import NOTES_PATHS, NotesDelivery
 from tasks_lib.memory.delivery.witness import DeliveryWitness, ServedSystem
 from tasks_lib.memory.env import HISTORY_ENV, REALM_ENV, SOCKET_ENV, STORE_ENV, STORE_PATHS
@@ -102,7 +101,6 @@ from tasks_lib.memory.provisioner.client import ProvisionerSpec
 from tasks_lib.memory.realms import ensure_run_secret, new_run_secret, trial_realm
 from tasks_lib.memory.reference.replica import strip_lanes
 from tasks_lib.memory.reference.store import SqliteMemoryStore
-from tasks_lib.provenance import run_provenance, write_provenance
 from tasks_lib.run.layout import (
     AUDIT_JSON,
     CHECK_TXT,
@@ -111,6 +109,8 @@ from tasks_lib.run.layout import (
     TRANSCRIPT_JSON,
     attempt_parts,
 )
+from tasks_lib.run.provenance import run_provenance, write_provenance
+from tasks_lib.run.seal import seal_run
 from tasks_lib.sandbox.fstree import remove_tree
 
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
@@ -927,8 +927,8 @@ def run_matrix(
     """Run every attempt; return the records in schedule order (each is also stored as it ends).
 
     Each task's fixture is built once into a template for the matrix and copied per attempt; when every
-    attempt has ended, the run's evidence is sealed with its manifest (`tasks_lib.manifest`).
-    Its provenance (`tasks_lib.provenance`, no run config) is stored beside the records.
+    attempt has ended, the run's evidence is sealed with its manifest (`tasks_lib.run.seal`).
+    Its provenance (`tasks_lib.run.provenance`, no run config) is stored beside the records.
     With `workers` > 1, that many attempts run at once on threads (each has its own scratch root,
     store and realm); they start in schedule order, and `progress` is called as each one ends.
     """

@@ -6,7 +6,7 @@ A run that the nightly flow or `memtrial paired` starts writes `runs/<run_id>/st
 stage and a one-line error) when it ends, `interrupted` (with the stage and the signal) when a SIGINT or SIGTERM
 stopped it; a run whose process on this host is gone while its marker
 still says `running` is listed `stopped`. The marker is not evidence: it lives beside the sealed `attempts/` folder,
-never in it, and `tasks_lib.manifest` seals only the records table and `attempts/`, so a marker
+never in it, and `tasks_lib.run.seal` seals only the records table and `attempts/`, so a marker
 written after the seal (every `complete`) never breaks `verify_run`.
 
 The agents' runs of a nightly run `R` are `R-<agent>`; they carry no marker of their own and take
@@ -46,11 +46,11 @@ from tasks_lib.contracts import (
     parse_document,
 )
 from tasks_lib.errors import ArtifactError, ArtifactNotFound, ContractError, MemtrialError
-from tasks_lib.manifest import TamperedRunError, verify_run
 from tasks_lib.memory.delivery.witness import DeliveryReceipt
 from tasks_lib.run.layout import MANIFEST_JSON, RECORDS_TABLE, RUN_CONFIG_JSON, RUNS, SUMMARY_JSON
 from tasks_lib.run.layout import STATUS_JSON as RUN_STATUS_JSON
 from tasks_lib.run.records import read_records
+from tasks_lib.run.seal import TamperedRunError, verify_run
 
 ERROR_WIDTH = 300
 """Longest error line a marker keeps."""

@@ -1,5 +1,5 @@
 """What a flow run leaves behind about itself: the status marker (`runs/<run_id>/status.json`, see
-`tasks_lib.run.index`) and, in Prefect, the flow run's name and tags.
+`tasks_lib.run.status`) and, in Prefect, the flow run's name and tags.
 
 `run_marker` wraps the body of the nightly and paired flows: `running` when it starts, `complete`
 when it returns, `failed` with the stage and the error in one line when it raises (the error is
@@ -17,7 +17,7 @@ from flows.progress import tracking_stages
 from flows.settings import build_under_test
 from tasks_lib.artifacts import ArtifactStore, open_store
 from tasks_lib.errors import ArtifactError
-from tasks_lib.run.index import RunStatus, mark_ended, mark_running
+from tasks_lib.run.status import RunStatus, mark_ended, mark_running
 
 
 @contextmanager

@@ -77,7 +77,7 @@ def _stop_if_interrupted(artifact_root: str, run_id: str, resume: str) -> None:
     from flows.interrupt import EXIT_STATUS, tripped
     from tasks_lib.artifacts import open_store
     from tasks_lib.errors import ArtifactError, ContractError
-    from tasks_lib.run.index import read_status
+    from tasks_lib.run.status import read_status
 
     signum = tripped()
     if signum is None:

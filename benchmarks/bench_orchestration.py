@@ -39,7 +39,7 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
 os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flows.settings import PROJECT_ROOT, configure_prefect
+from flows.runtime.settings import PROJECT_ROOT, configure_prefect
 
 configure_prefect()
 

@@ -5,7 +5,7 @@ Deployment entrypoint: `flows/nightly.py:nightly`, parameterized by a config pat
 project root, or absolute). `memtrial run` calls the same flow. A nightly run `R` keeps its resolved
 config at `runs/R/run-config.json` (and a local copy under `$MEMTRIAL_HOME/runs/R/`), so
 `memtrial rerun R` re-runs it with the same parameters and every completed stage comes from cache.
-It also leaves `runs/R/status.json` (running, then complete or failed; `flows/status.py`); its
+It also leaves `runs/R/status.json` (running, then complete or failed; `flows/runtime/status.py`); its
 Prefect flow run is named R, tagged `agent:<name>` and `memory:<system>`, and publishes the
 headline of each agent's run as Prefect artifacts (`flows/report_artifacts.py`).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flows.settings import configure_prefect
+from flows.runtime.settings import configure_prefect
 
 configure_prefect()
 
@@ -23,12 +23,17 @@ from pydantic import BaseModel
 
 from flows import stages
 from flows.paired import INVARIANTS, PREPARE, arm_stage, matrix_flow, records_stage
-from flows.progress import counted, reporter
 from flows.report_artifacts import publish_headline
 from flows.runners import ready_task_runner
-from flows.secrets import resolve_secret_references
-from flows.settings import PROJECT_ROOT, config_file, default_artifact_root, local_config_copy
-from flows.status import label_flow_run, run_marker, run_tags
+from flows.runtime.progress import counted, reporter
+from flows.runtime.secrets import resolve_secret_references
+from flows.runtime.settings import (
+    PROJECT_ROOT,
+    config_file,
+    default_artifact_root,
+    local_config_copy,
+)
+from flows.runtime.status import label_flow_run, run_marker, run_tags
 from flows.suites import (
     TREND,
     TREND_SUITES,

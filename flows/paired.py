@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from flows.settings import configure_prefect
+from flows.runtime.settings import configure_prefect
 
 configure_prefect()
 
@@ -23,9 +23,9 @@ from pydantic import BaseModel
 
 from flows import stages
 from flows.budget import PairGuard
-from flows.progress import counted, reporter
 from flows.runners import cluster_loss_named
-from flows.status import run_marker
+from flows.runtime.progress import counted, reporter
+from flows.runtime.status import run_marker
 from tasks_lib.arm.comparability import source_commit_of
 from tasks_lib.arm.pinned import committed_manifest
 from tasks_lib.arm.steps import check_conditions, schedule, skipped_cells, task_subdir_of

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flows.settings import configure_prefect
+from flows.runtime.settings import configure_prefect
 
 configure_prefect()
 

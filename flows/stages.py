@@ -6,13 +6,13 @@ code, and for arms the run id (a new run is a new measurement; a rerun of the sa
 every completed arm; once all arms of a matrix completed, the matrix is sealed as one entry so a
 rerun reads it once). Results persist in the configured result storage (`ArtifactResultStorage`:
 a local folder or an S3-compatible bucket, same settings as the artifact store), so a rerun in a
-new process still finds them, each with an index entry saying what it is (`flows.cache`, `memtrial cache`).
+new process still finds them, each with an index entry saying what it is (`flows.runtime.cache`, `memtrial cache`).
 
 Retries: only stages that are pure or idempotent writes retry. An arm of a paid agent never
 retries: a retry could spend again without passing the budget guard; a failed paid arm is rerun
 only through a new flow attempt, which passes the guard first.
 
-An interrupted run stores nothing: once `flows.interrupt.tripped()`, the result storage refuses every
+An interrupted run stores nothing: once `flows.runtime.interrupt.tripped()`, the result storage refuses every
 write (`StageInterrupted`), so a stage cut short (or one whose check died of the same Ctrl-C) leaves no
 cache entry and never becomes a task's verdict; no stage retries then.
 
@@ -35,9 +35,15 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
-from flows.cache import MATRIX_SEAL, describe_parameters, index_root, results_root, write_entry
-from flows.interrupt import StageInterrupted, tripped
-from flows.settings import configure_prefect
+from flows.runtime.cache import (
+    MATRIX_SEAL,
+    describe_parameters,
+    index_root,
+    results_root,
+    write_entry,
+)
+from flows.runtime.interrupt import StageInterrupted, tripped
+from flows.runtime.settings import configure_prefect
 
 configure_prefect()
 
@@ -143,7 +149,7 @@ class ArtifactResultStorage(WritableFileSystem):
         return artifact_store(self.root).get_bytes(path)
 
     def write_path(self, path: str, content: bytes, _sync: bool | None = None) -> str:  # type: ignore[override]
-        """Store a result and its index entry (`flows.cache`); refused (StageInterrupted) once the run is
+        """Store a result and its index entry (`flows.runtime.cache`); refused (StageInterrupted) once the run is
         interrupted: what a stage computed while its processes were being killed is not a result."""
         signum = tripped()
         if signum is not None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from flows.settings import configure_prefect
+from flows.runtime.settings import configure_prefect
 
 configure_prefect()
 
@@ -26,8 +26,8 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.futures import PrefectFuture
 
 from flows import stages
-from flows.progress import counted, reporter
-from flows.settings import PROJECT_ROOT, build_under_test
+from flows.runtime.progress import counted, reporter
+from flows.runtime.settings import PROJECT_ROOT, build_under_test
 from tasks_lib.artifacts import suite_key, suite_rankings_key
 from tasks_lib.contracts import ContractModel
 from tasks_lib.errors import MemtrialError

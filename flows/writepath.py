@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flows.settings import configure_prefect
+from flows.runtime.settings import configure_prefect
 
 configure_prefect()
 
@@ -28,8 +28,8 @@ from prefect.cache_policies import TASK_SOURCE, CacheKeyFnPolicy
 from prefect.context import TaskRunContext
 
 from flows import stages
-from flows.progress import reporter
-from flows.settings import PROJECT_ROOT
+from flows.runtime.progress import reporter
+from flows.runtime.settings import PROJECT_ROOT
 from flows.suites import folder_digest, suite_stage
 from tasks_lib.arm.steps import ArmSetup, TaskSource
 from tasks_lib.artifacts import run_key, suite_key

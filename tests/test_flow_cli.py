@@ -57,7 +57,7 @@ def test_run_on_the_smoke_config_says_where_the_report_is(prefect_harness: None,
     """The main job end to end on the bundled smoke config: records, graded tables and the report."""
     import json
 
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.artifacts import open_store
 
     root = tmp_path / "artifacts"

@@ -125,7 +125,7 @@ def test_an_arm_runs_its_steps_as_nested_task_runs_of_run_arm(prefect_harness: N
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     from flows.paired import paired_flow
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.run.config import RunConfig
 
     trace = tmp_path / "trace.tsv"

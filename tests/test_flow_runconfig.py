@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.settings import PROJECT_ROOT
+from flows.runtime.settings import PROJECT_ROOT
 from tasks_lib.errors import ContractError
 from tasks_lib.run.config import AgentSpec, RunConfig, RunnerSpec, load_run_config
 

@@ -126,7 +126,7 @@ def violations(rule: str) -> list[str]:
             if rule == "library-is-pure" and within(name, "tasks_lib") and (top == "flows" or top.startswith("prefect")):
                 problems.append(f"{where}:{line}: imports {target}; tasks_lib holds pure stage logic, wrap it in flows/ instead")
             if rule == "cli-is-an-edge" and within(target, "flows.cli") and not within(name, "flows.cli"):
-                problems.append(f"{where}:{line}: imports {target}; move what it needs out of the CLI (flows/settings.py or tasks_lib)")
+                problems.append(f"{where}:{line}: imports {target}; move what it needs out of the CLI (flows/runtime/settings.py or tasks_lib)")
     return problems
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flows.cli.main import main
-from flows.settings import PROJECT_ROOT
+from flows.runtime.settings import PROJECT_ROOT
 from tasks_lib.run.config import load_run_config
 from tasks_lib.run.preflight import EMBEDDER_EXTRAS
 

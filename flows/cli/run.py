@@ -1,10 +1,10 @@
 """`memtrial run`, `memtrial paired` and `memtrial rerun`: the commands that run Prefect flows.
 
-Each uses one Prefect API (`flows.localserver.ensure_api`: PREFECT_API_URL, else a running
+Each uses one Prefect API (`flows.runtime.localserver.ensure_api`: PREFECT_API_URL, else a running
 `memtrial server`, else a local server it starts and that dies with it; analytics off),
 shows a live progress bar with stage and task counts on a terminal (plain lines otherwise), and
 ends by saying where the records and reports are. A failed run names the command that reruns it
-from cache; an interrupted one (SIGINT, SIGTERM: `flows.interrupt`) stops within seconds, says the stage
+from cache; an interrupted one (SIGINT, SIGTERM: `flows.runtime.interrupt`) stops within seconds, says the stage
 it was in and how to resume in one line, and exits 130.
 """
 
@@ -39,10 +39,10 @@ def _start_prefect() -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
     # The embedded ephemeral server logs a harmless shutdown race as an ERROR traceback.
     os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
-    from flows.settings import configure_prefect
+    from flows.runtime.settings import configure_prefect
 
     configure_prefect()
-    from flows.localserver import ensure_api
+    from flows.runtime.localserver import ensure_api
 
     ensure_api()  # an owned server starts now, while the command checks its input; `_api_ready` waits for it
     logging.getLogger("prefect").setLevel(os.environ["PREFECT_LOGGING_LEVEL"])
@@ -54,7 +54,7 @@ def _start_prefect() -> None:
 
 def _api_ready() -> None:
     """Wait for the Prefect API (an owned server's start) and say which one it is."""
-    from flows.localserver import ready
+    from flows.runtime.localserver import ready
 
     line = ready()
     if line:
@@ -74,7 +74,7 @@ def _failed(run_id: str, error: BaseException, *, paired: bool = False) -> Memtr
 
 def _stop_if_interrupted(artifact_root: str, run_id: str, resume: str) -> None:
     """When a SIGINT or SIGTERM stopped the run: one line (the stage it was in, how to resume) and exit 130."""
-    from flows.interrupt import EXIT_STATUS, tripped
+    from flows.runtime.interrupt import EXIT_STATUS, tripped
     from tasks_lib.artifacts import open_store
     from tasks_lib.errors import ArtifactError, ContractError
     from tasks_lib.run.status import read_status
@@ -93,9 +93,9 @@ def _stop_if_interrupted(artifact_root: str, run_id: str, resume: str) -> None:
 
 
 def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bool, as_json: bool) -> None:
-    from flows.interrupt import interruptible, tripped
     from flows.nightly import nightly, resolve_config
-    from flows.progress import reporting
+    from flows.runtime.interrupt import interruptible, tripped
+    from flows.runtime.progress import reporting
 
     config, _ = resolve_config(config_path, artifacts)
     _api_ready()
@@ -142,7 +142,7 @@ def _preflight_file(config_path: str, artifacts: str | None, command: str) -> No
     """Refuse the run config at `config_path` (relative: from the project root) and the artifact root it
     would use when a preflight check finds a problem (a bad name, option or list, a root that cannot be
     written, a sandbox that cannot run the check here), before Prefect starts; print its notes."""
-    from flows.settings import PROJECT_ROOT, config_file
+    from flows.runtime.settings import PROJECT_ROOT, config_file
     from tasks_lib.run.config import load_run_config
 
     path = config_file(config_path)
@@ -155,7 +155,7 @@ def _preflight_file(config_path: str, artifacts: str | None, command: str) -> No
 
 def _default_root() -> str:
     """$MEMTRIAL_ARTIFACT_ROOT, else the artifact root under $MEMTRIAL_HOME."""
-    from flows.settings import default_artifact_root
+    from flows.runtime.settings import default_artifact_root
 
     return default_artifact_root()
 
@@ -166,7 +166,7 @@ def _check_root(root: str | None, option: str | None, command: str, base: Path |
     the project root, as `run` reads it)."""
     if root is None:
         return
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.errors import ContractError
     from tasks_lib.run.preflight import root_violation
 
@@ -209,7 +209,7 @@ def rerun(
     as_json: JsonFlag = False,
 ) -> None:
     """Re-run RUN_ID with its stored config: completed stages come from cache, only failed ones run."""
-    from flows.settings import local_config_copy
+    from flows.runtime.settings import local_config_copy
     from tasks_lib.artifacts import open_store, run_key
     from tasks_lib.contracts import dump_document
     from tasks_lib.errors import ArtifactNotFound
@@ -287,7 +287,7 @@ def paired(
 ) -> None:
     """Run the paired matrix of one agent as a Prefect flow: every task under every condition,
     several trials, conditions interleaved; prints passes, injection and tokens per cell."""
-    from flows.settings import PROJECT_ROOT, default_artifact_root
+    from flows.runtime.settings import PROJECT_ROOT, default_artifact_root
     from tasks_lib.artifacts import new_run_id
     from tasks_lib.contracts import ContractError
     from tasks_lib.run.config import AgentSpec, RunConfig, RunnerSpec
@@ -310,11 +310,11 @@ def paired(
     _check_root(artifacts or default_artifact_root(), "--artifacts" if artifacts else None, PAIRED, Path.cwd())
     _print_notes(preflight(config, PROJECT_ROOT, PAIRED))
     _start_prefect()
-    from flows.interrupt import interruptible, tripped
     from flows.nightly import cells_of
     from flows.paired import paired_flow
-    from flows.progress import reporting
     from flows.runners import ready_task_runner
+    from flows.runtime.interrupt import interruptible, tripped
+    from flows.runtime.progress import reporting
 
     root = artifacts or default_artifact_root()
     run_id = new_run_id("paired")

@@ -32,7 +32,7 @@ STEP_WIDTH = 160
 def _store(root: str | None, command: str = "memtrial runs") -> ArtifactStore:
     """The store of the artifact root to read; a root that cannot be one (a file) is refused in one
     line naming where it was given, never listed as a root with no runs."""
-    from flows.settings import default_artifact_root
+    from flows.runtime.settings import default_artifact_root
     from tasks_lib.artifacts import open_store
     from tasks_lib.errors import ContractError
     from tasks_lib.run.preflight import root_violation

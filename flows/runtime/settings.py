@@ -10,7 +10,7 @@ import os
 import subprocess
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 """The memtrial checkout (holds corpora/, configs/, deployments/)."""
 
 

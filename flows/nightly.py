@@ -34,13 +34,13 @@ from flows.runtime.settings import (
     local_config_copy,
 )
 from flows.runtime.status import label_flow_run, run_marker, run_tags
+from flows.stages import suite_stage
 from flows.suites import (
     TREND,
     TREND_SUITES,
     collect_suites,
     submit_suites,
     suite_failures,
-    suite_stage,
     trend_snapshots,
 )
 from tasks_lib.analysis.aggregate import SUMMARY_JSON

@@ -13,6 +13,10 @@ has had no worker for `runner.no_workers_timeout` seconds it cancels those tasks
 turns that (or Dask's own error, from a scheduler with `distributed.scheduler.no-workers-timeout`
 set) into one line naming the scheduler and what to do; the arms already finished keep their records
 and cached results, so a rerun with workers back runs only the rest.
+
+This module sits beside the flows, not in `flows.runtime`: the cluster check asks every worker for
+the digest of the arm code (`worker_code_digest`, from `flows.stages`), and the runtime builds on no
+stage wrapper.
 """
 
 from __future__ import annotations

@@ -65,6 +65,7 @@ from tasks_lib.errors import MemtrialError
 from tasks_lib.run.config import ArmSpec
 from tasks_lib.run.layout import RECORDS_TABLE
 from tasks_lib.run.seal import seal_run
+from tasks_lib.trees import sha256_file
 
 TRACE_ENV = "MEMTRIAL_STAGE_TRACE"
 FAIL_STAGE_ENV = "MEMTRIAL_FAIL_STAGE"
@@ -253,6 +254,19 @@ def package_modules(package: str) -> tuple[str, ...]:
     base = Path(tasks_lib.__file__).parent
     folder = base.joinpath(*package.split(".")[1:])
     return tuple(sorted("tasks_lib." + ".".join(p.relative_to(base).with_suffix("").parts) for p in folder.rglob("*.py")))
+
+
+def suite_stage(name: str) -> str:
+    """Progress label of a suite."""
+    return f"suite: {name}"
+
+
+def folder_digest(folder: Path) -> str:
+    """SHA-256 over every file of `folder` (relative path and content digest), sorted."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + bytes.fromhex(sha256_file(path)))
+    return digest.hexdigest()
 
 
 PREPARE_CODE = ("tasks_lib.corpus.prepare", "tasks_lib.corpus.upstream", "tasks_lib.corpus.packs")

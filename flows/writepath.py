@@ -30,7 +30,7 @@ from prefect.context import TaskRunContext
 from flows import stages
 from flows.runtime.progress import reporter
 from flows.runtime.settings import PROJECT_ROOT
-from flows.suites import folder_digest, suite_stage
+from flows.stages import folder_digest, suite_stage
 from tasks_lib.arm.steps import ArmSetup, TaskSource
 from tasks_lib.artifacts import run_key, suite_key
 from tasks_lib.contracts import ContractModel

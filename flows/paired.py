@@ -28,7 +28,13 @@ from flows.runtime.progress import counted, reporter
 from flows.runtime.status import run_marker
 from tasks_lib.arm.comparability import source_commit_of
 from tasks_lib.arm.pinned import committed_manifest
-from tasks_lib.arm.steps import check_conditions, schedule, skipped_cells, task_subdir_of
+from tasks_lib.arm.steps import (
+    check_conditions,
+    schedule,
+    skipped_cells,
+    start_matrix,
+    task_subdir_of,
+)
 from tasks_lib.artifacts import run_key
 from tasks_lib.contracts import PreparedCorpus, RunRecord
 from tasks_lib.corpus.build import resolve_commit
@@ -42,7 +48,6 @@ from tasks_lib.corpus.tasks import (
     uncommitted_folders,
 )
 from tasks_lib.errors import MemtrialError
-from tasks_lib.memory.realms import ensure_run_secret
 from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.run.config import RUN_CONFIG_JSON, AgentSpec, ArmSpec, RunConfig
 from tasks_lib.run.provenance import run_provenance, write_provenance
@@ -198,7 +203,7 @@ def fan_out_arms(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_
     `paid_arms`), then its records table. Returns (records, arms from cache, records key). Call inside a flow."""
     progress = reporter()
     stage = arm_stage(agent)
-    ensure_run_secret(stages.artifact_store(artifact_root), run_id)  # before the fan-out: every arm reads this one
+    start_matrix(stages.artifact_store(artifact_root), run_id)  # before the fan-out, as run_matrix does: every arm reads the run's secret
     specs = arm_specs(config, agent, tasks, run_id=run_id, artifact_root=artifact_root)
     progress.start(stage, len(specs))
     sealed = stages.read_sealed_matrix(storage, specs)

@@ -47,7 +47,6 @@ from flows.runtime.settings import configure_prefect
 
 configure_prefect()
 
-import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE, CacheKeyFnPolicy
 from prefect.context import TaskRunContext
@@ -56,15 +55,13 @@ from prefect.filesystems import WritableFileSystem
 import tasks_lib
 from tasks_lib.arm import steps as arms
 from tasks_lib.arm.steps import ArmSetup, Attempt, StepName, StepWrapper, TaskSource
-from tasks_lib.artifacts import ArtifactStore, open_store, run_key
+from tasks_lib.artifacts import ArtifactStore, open_store
 from tasks_lib.contracts import PreparedCorpus, RunRecord
 from tasks_lib.corpus.packs import CorpusPack, open_corpus_pack
 from tasks_lib.corpus.prepare import prepare_packed_task
 from tasks_lib.corpus.tasks import CorpusCheckReport, check_packed_corpus, load_task
 from tasks_lib.errors import MemtrialError
 from tasks_lib.run.config import ArmSpec
-from tasks_lib.run.layout import RECORDS_TABLE
-from tasks_lib.run.seal import seal_run
 from tasks_lib.trees import sha256_file
 
 TRACE_ENV = "MEMTRIAL_STAGE_TRACE"
@@ -381,14 +378,11 @@ def _records_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:
 @task(name="store-records", cache_policy=CacheKeyFnPolicy(cache_key_fn=_records_key) + TASK_SOURCE, persist_result=True, retries=2, retry_delay_seconds=2,
       retry_condition_fn=retry_condition)
 def store_records(artifact_root: str, run_id: str, records: list[RunRecord]) -> str:
-    """Write the run's records table and seal the run's evidence with its manifest (idempotent: same key,
-    same content); return the table's key."""
+    """Write the run's records table and seal the run's evidence with its manifest
+    (`tasks_lib.arm.steps.finish_matrix`, as `run_matrix` ends; idempotent: same key, same content);
+    return the table's key."""
     enter_stage("store-records")
-    key = run_key(run_id, RECORDS_TABLE)
-    store = artifact_store(artifact_root)
-    store.put_table(key, pa.Table.from_pylist([r.model_dump(mode="json") for r in records]))
-    seal_run(store, run_id)
-    return key
+    return arms.finish_matrix(artifact_store(artifact_root), run_id, records)
 
 
 def records_digest(records: list[RunRecord]) -> str:

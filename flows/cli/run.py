@@ -333,7 +333,9 @@ def paired(
         raise _failed(run_id, error, paired=True) from None
     cells: list[dict[str, Any]] = cells_of(result.records)
     location = f"{root.rstrip('/')}/runs/{run_id}/"
-    summary = _graded_summary(root, result.run_id, result.excluded)
+    summary = _stored_summary(root, result.run_id)  # graded in the flow's cached aggregate stage, as `run` grades
+    if summary is None:
+        raise MemtrialError(f"run {run_id}: no summary.json under {location} after grading; 'memtrial report {run_id}' grades it again")
     distrust = summary.distrust
     if as_json:
         emit_json({"run_id": run_id, "artifacts": location, "records": result.records_key, "cells": cells, "excluded": result.excluded,
@@ -357,18 +359,9 @@ def _print_skipped(skipped: list[str]) -> None:
         out.print(f"skipped {len(skipped)} cell(s) whose task carries no planted state for the condition: {', '.join(skipped)}")
 
 
-def _graded_summary(root: str, run_id: str, excluded: dict[str, str]) -> GradingSummary:
-    """Grade the stored run (its summary.json is written, as `memtrial report` would) and return its
-    summary; its distrust warnings name the tasks left out of the matrix first."""
-    from tasks_lib.analysis.aggregate import aggregate_run
-    from tasks_lib.artifacts import open_store
-
-    outside = [f"task {name} left out of the matrix: {reason}" for name, reason in sorted(excluded.items())]
-    return aggregate_run(open_store(root), run_id, warnings=outside).summary
-
-
 def _stored_summary(root: str, run_id: str) -> GradingSummary | None:
-    """The grading summary a nightly run stored for one agent's run, or None when it holds none."""
+    """The grading summary a run stored (a paired run, or one agent's run of a nightly run), or None
+    when it holds none."""
     from tasks_lib.analysis.grading import GradingSummary
     from tasks_lib.artifacts import open_store, run_key
     from tasks_lib.errors import ArtifactNotFound

@@ -1,4 +1,4 @@
-"""`memtrial cache list|clear`: the cached stage results a rerun or a later run re-uses (`flows.cache`).
+"""`memtrial cache list|clear`: the cached stage results a rerun or a later run re-uses (`flows.runtime.cache`).
 
 Registered in `flows.cli.main` as the `cache` group. Neither command starts Prefect. An unknown stage
 or task, or `clear` with nothing named, is one line and exit 2.
@@ -25,8 +25,8 @@ COLUMNS = ["stage", "tasks", "run", "label", "stored (UTC)", "key"]
 
 
 def _stores(root: str | None, result_root: str | None) -> tuple[str, ArtifactStore, ArtifactStore]:
-    from flows.cache import index_root, results_root
-    from flows.settings import default_artifact_root
+    from flows.runtime.cache import index_root, results_root
+    from flows.runtime.settings import default_artifact_root
     from tasks_lib.artifacts import open_store
 
     results = results_root(root or default_artifact_root(), result_root)
@@ -36,7 +36,7 @@ def _stores(root: str | None, result_root: str | None) -> tuple[str, ArtifactSto
 @cache_app.command("list")
 def cache_list(root: RootOpt = None, result_root: ResultRootOpt = None, as_json: JsonFlag = False) -> None:
     """List the cached stage results: stage, tasks, run, when; a rerun re-uses each of them."""
-    from flows.cache import list_entries
+    from flows.runtime.cache import list_entries
 
     where, results, index = _stores(root, result_root)
     entries = list_entries(results, index)
@@ -61,7 +61,7 @@ def cache_clear(
     task: Annotated[str | None, typer.Option("--task", help="Clear only the results that cover this task id.")] = None,
 ) -> None:
     """Clear cached stage results (whole, per stage, per task, or a stage of one task): the next run computes them."""
-    from flows.cache import clear, list_entries, select
+    from flows.runtime.cache import clear, list_entries, select
 
     if everything == (stage is not None or task is not None):
         raise MemtrialError("memtrial cache clear: name what to clear: --all, or --stage NAME and/or --task ID "

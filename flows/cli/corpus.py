@@ -64,7 +64,7 @@ def corpus_check(
     unreachable, no answer leaked, certified clean, digests match. The tasks are built from the
     commit's git objects (what every arm runs); a task folder the working tree holds uncommitted or
     edited since is a failure too, since a run would refuse or leave it out. Exit 1 on any failure."""
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.corpus.tasks import INVARIANTS, check_corpus, check_split, edited_folders
 
     root = (tasks_root or PROJECT_ROOT / "corpora" / "tasks").resolve()
@@ -112,7 +112,7 @@ def corpus_fetch(
     """Set-up: fetch, verify and cache the pinned upstream source of every real-project task (PyPI sdist,
     npm tarball or git commit) in this machine's cache and compose its fixture; nothing is fetched twice,
     and runs never download. Exit 1 on any failure."""
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.corpus.prepare import fetch_upstream_sources
     from tasks_lib.corpus.upstream import upstream_cache_root
 

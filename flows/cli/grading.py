@@ -21,7 +21,7 @@ ArtifactsOpt = Annotated[str | None, typer.Option("--artifacts", help="Artifact 
 
 
 def _store(artifacts: str | None) -> ArtifactStore:
-    from flows.settings import default_artifact_root
+    from flows.runtime.settings import default_artifact_root
     from tasks_lib.artifacts import open_store
 
     return open_store(artifacts or default_artifact_root())
@@ -45,7 +45,7 @@ def prereg(
     as_json: JsonFlag = False,
 ) -> None:
     """Freeze prompts, verifier, model, budget and analysis plan as one digest, before any paid run."""
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.analysis.admission import apply_correction
     from tasks_lib.analysis.prereg import create_prereg, load_prereg, prereg_digest, prereg_key
     from tasks_lib.arm.comparability import model_label

@@ -43,7 +43,7 @@ app = typer.Typer(
 
 def _version(show: bool) -> None:
     if show:
-        from flows.settings import build_under_test
+        from flows.runtime.settings import build_under_test
 
         print(build_under_test())
         raise typer.Exit(0)

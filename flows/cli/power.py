@@ -30,9 +30,9 @@ def power(
         detectable_difference,
         run_detectable_difference,
     )
-    from tasks_lib.manifest import verify_run
+    from tasks_lib.run.index import require_run
     from tasks_lib.run.records import read_records
-    from tasks_lib.runs import require_run
+    from tasks_lib.run.seal import verify_run
 
     if (baseline is None) == (run is None):
         raise PowerError("give exactly one baseline: --baseline P (a stated off rate) or --run RUN_ID (observed off rates)")

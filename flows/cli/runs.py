@@ -1,6 +1,6 @@
 """`memtrial runs` and `memtrial show`: finding and reading the runs under an artifact root.
 
-A thin edge over `tasks_lib.runs`: an unknown run or attempt is a `MemtrialError` (one line naming
+A thin edge over `tasks_lib.run.index`: an unknown run or attempt is a `MemtrialError` (one line naming
 what exists, exit 2). Neither command starts Prefect or writes anything.
 """
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from tasks_lib.agents.base import TranscriptStep
     from tasks_lib.analysis.grading import GradingSummary
     from tasks_lib.artifacts import ArtifactStore
-    from tasks_lib.runs import AttemptView, RunEntry, RunView
+    from tasks_lib.run.index import AttemptView, RunEntry, RunView
 
 RootOpt = Annotated[str | None, typer.Option("--artifact-root", "--artifacts", help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")]
 COLUMNS = ["run", "status", "agents", "memory system", "started (UTC)", "headline"]
@@ -32,10 +32,10 @@ STEP_WIDTH = 160
 def _store(root: str | None, command: str = "memtrial runs") -> ArtifactStore:
     """The store of the artifact root to read; a root that cannot be one (a file) is refused in one
     line naming where it was given, never listed as a root with no runs."""
-    from flows.settings import default_artifact_root
+    from flows.runtime.settings import default_artifact_root
     from tasks_lib.artifacts import open_store
     from tasks_lib.errors import ContractError
-    from tasks_lib.preflight import root_violation
+    from tasks_lib.run.preflight import root_violation
 
     chosen = root or default_artifact_root()
     violation = root_violation(chosen, "--artifact-root" if root else None, command, Path.cwd(), write=False)
@@ -75,7 +75,7 @@ def _row(entry: RunEntry, parents: set[str]) -> dict[str, Any]:
 def runs(root: RootOpt = None, as_json: JsonFlag = False) -> None:
     """List the runs under the artifact root, newest first: status, agents, memory system, when, headline
     (a run whose records cannot be read is listed `unreadable`, with why, and the listing exits 0)."""
-    from tasks_lib.runs import list_runs
+    from tasks_lib.run.index import list_runs
 
     store = _store(root)
     entries = list_runs(store)
@@ -141,7 +141,7 @@ def _print_run(view: RunView, run_id: str, children: Sequence[tuple[str, Grading
 
 
 def _print_attempt(view: AttemptView) -> None:
-    from tasks_lib.runs import abbreviate
+    from tasks_lib.run.index import abbreviate
 
     r = view.record
     out.print(f"attempt:          {r.task_id} {r.condition} trial {r.trial} of run {r.run_id} ({r.agent})")
@@ -211,7 +211,7 @@ def agent_run(store: ArtifactStore, run_id: str, what: str, example: str) -> str
     it'). Raises MemtrialError listing the agent runs, with `example` (a command, `{run}` for the run),
     when a nightly run has several."""
     from tasks_lib.errors import MemtrialError
-    from tasks_lib.runs import show_run
+    from tasks_lib.run.index import show_run
 
     view = show_run(store, run_id)
     if view.attempts or not view.agent_runs:
@@ -234,7 +234,7 @@ def show(
     """Show a run (status, headline, delivery per condition, warnings), or one attempt of it (record,
     transcript steps, audit verdict, check)."""
     from tasks_lib.errors import MemtrialError
-    from tasks_lib.runs import show_attempt, show_run
+    from tasks_lib.run.index import show_attempt, show_run
 
     store = _store(root, "memtrial show")
     if task is None:

@@ -100,7 +100,7 @@ def recall(
     failures = gate_failures(result, min_recall=min_score, max_staleness=max_staleness, max_false_recall=max_false_recall)
     trend = None
     if artifacts:
-        from flows.settings import build_under_test
+        from flows.runtime.settings import build_under_test
         from tasks_lib.analysis.trend import append_snapshot, now
         from tasks_lib.artifacts import open_store
         from tasks_lib.suites.recall.snapshot import recall_snapshot

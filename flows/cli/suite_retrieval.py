@@ -36,7 +36,7 @@ def suite_retrieval(
 ) -> None:
     """Run the deterministic offline retrieval suite in a disposable store; exit 1 when a gate or --min-score fails.
     Embeds with the nightly default's embedder unless --embedder says otherwise."""
-    from flows.settings import build_under_test
+    from flows.runtime.settings import build_under_test
     from tasks_lib.analysis.trend import append_snapshot, now
     from tasks_lib.artifacts import open_store, write_atomically
     from tasks_lib.memory.registry import get_memory_system, open_memory_system

@@ -24,7 +24,7 @@ RevisionOpt = Annotated[str | None, typer.Option(help="Commit to build the task 
 
 def _roots(tasks_root: Path | None) -> tuple[Path, Path, str]:
     """(corpus folder, repository root, corpus folder relative to the repository)."""
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.corpus.tasks import TaskCorpusError
 
     root = (tasks_root or PROJECT_ROOT / "corpora" / "tasks").resolve()

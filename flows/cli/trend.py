@@ -22,7 +22,7 @@ def trend(
     as_json: JsonFlag = False,
 ) -> None:
     """Show a suite's scores over time; exit 1 when the latest snapshot regresses against the previous one."""
-    from flows.settings import default_artifact_root
+    from flows.runtime.settings import default_artifact_root
     from tasks_lib.analysis.trend import (
         TREND_PREFIX,
         curve_folder,

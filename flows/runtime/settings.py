@@ -10,7 +10,7 @@ import os
 import subprocess
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 """The memtrial checkout (holds corpora/, configs/, deployments/)."""
 
 
@@ -32,7 +32,7 @@ def config_file(config_path: str) -> Path:
 
 def local_config_copy(run_id: str) -> Path:
     """Where the resolved config of `run_id` is kept locally, for `memtrial rerun`."""
-    from tasks_lib.runconfig import RUN_CONFIG_JSON
+    from tasks_lib.run.config import RUN_CONFIG_JSON
 
     return memtrial_home() / "runs" / run_id / RUN_CONFIG_JSON
 

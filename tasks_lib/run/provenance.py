@@ -40,7 +40,7 @@ from tasks_lib.contracts import (
 from tasks_lib.memory.adapter_config import AdapterConfig
 from tasks_lib.run.layout import PROVENANCE_JSON
 
-CODE_ROOT = Path(__file__).resolve().parents[1]
+CODE_ROOT = Path(__file__).resolve().parents[2]
 """The checkout (or installed tree) memtrial's own code runs from."""
 
 

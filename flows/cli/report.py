@@ -64,7 +64,7 @@ def report(
 ) -> None:
     """Grade a stored run again (grades, ablations, audit receipts, summary.json) and write its
     self-contained HTML report next to them; print where it is."""
-    from flows.cli.runs import agent_run
+    from flows.cli.common import agent_run
     from flows.runtime.settings import default_artifact_root
     from tasks_lib.analysis.aggregate import summary_json
     from tasks_lib.artifacts import open_store, run_key

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from flows.cli.common import JsonFlag, emit_json, err, out, summary_table
+from flows.cli.common import JsonFlag, agent_run, emit_json, err, out, summary_table
 from flows.cli.report import headline_lines
 
 if TYPE_CHECKING:
@@ -204,23 +204,6 @@ def _attempt_run(store: ArtifactStore, run_id: str) -> str:
     """The run holding `run_id`'s attempts: itself, or a nightly run's one agent run (named on stderr).
     Raises MemtrialError listing the agent runs when a nightly run has several."""
     return agent_run(store, run_id, "attempt", "memtrial show {run} TASK CONDITION TRIAL")
-
-
-def agent_run(store: ArtifactStore, run_id: str, what: str, example: str) -> str:
-    """The run holding `run_id`'s records: itself, or a nightly run's one agent run (stderr says '<what> of
-    it'). Raises MemtrialError listing the agent runs, with `example` (a command, `{run}` for the run),
-    when a nightly run has several."""
-    from tasks_lib.errors import MemtrialError
-    from tasks_lib.run.index import show_run
-
-    view = show_run(store, run_id)
-    if view.attempts or not view.agent_runs:
-        return run_id
-    if len(view.agent_runs) > 1:
-        raise MemtrialError(f"run {run_id} holds its attempts in its agents' runs: {', '.join(view.agent_runs)}; "
-                            f"name one of them, e.g. '{example.format(run=view.agent_runs[0])}'")
-    err.print(f"{what} of {view.agent_runs[0]}, the agent run of {run_id}")
-    return view.agent_runs[0]
 
 
 def show(

@@ -27,7 +27,6 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
-import os
 import signal
 import threading
 from collections.abc import Callable
@@ -59,10 +58,9 @@ from tasks_lib.errors import MemtrialError
 from tasks_lib.manifest import seal_run
 from tasks_lib.run.layout import RECORDS_TABLE
 from tasks_lib.runconfig import ArmSpec
+from tasks_lib.settings import FAIL_ONCE, FAIL_STAGE, STAGE_TRACE
 
-TRACE_ENV = "MEMTRIAL_STAGE_TRACE"
-FAIL_STAGE_ENV = "MEMTRIAL_FAIL_STAGE"
-FAIL_ONCE_ENV = "MEMTRIAL_FAIL_ONCE"
+TRACE_ENV, FAIL_STAGE_ENV, FAIL_ONCE_ENV = STAGE_TRACE.name, FAIL_STAGE.name, FAIL_ONCE.name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -96,16 +94,16 @@ _trace_lock = threading.Lock()
 def enter_stage(stage: str, label: str = "") -> None:
     """Mark one real execution of `stage` (trace file); refuse it once the run is interrupted, and fail it
     if the failure switch names it."""
-    trace = os.environ.get(TRACE_ENV)
+    trace = STAGE_TRACE.text()
     if trace:
         with _trace_lock, open(trace, "a", encoding="utf-8") as handle:
             handle.write(f"{stage}\t{label}\n")
     signum = tripped()
     if signum is not None:
         raise StageInterrupted(f"stage {stage!r} not started: the run was interrupted ({signal.Signals(signum).name})")
-    if os.environ.get(FAIL_STAGE_ENV) != stage:
+    if FAIL_STAGE.text() != stage:
         return
-    once = os.environ.get(FAIL_ONCE_ENV)
+    once = FAIL_ONCE.text()
     if once:
         marker = Path(once)
         if marker.exists():

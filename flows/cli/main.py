@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
@@ -40,7 +41,7 @@ from tasks_lib.errors import MemtrialError
 class _DayOrder(TyperGroup):
     """Lists commands and groups together in COMMANDS' order (typer would list every group after every command)."""
 
-    def list_commands(self, ctx: typer.Context) -> list[str]:
+    def list_commands(self, ctx: Any) -> list[str]:  # typer's vendored click Context
         order = [name for name, _, _ in COMMANDS]
         return sorted(self.commands, key=lambda name: order.index(name) if name in order else len(order))
 

@@ -131,9 +131,9 @@ def prefect_harness() -> Iterator[None]:
 
 # --------------------------------------------------------------------------- `make test-fast`
 
-INTEGRATION_FILES = ("test_flow_*.py", "test_deployment_*.py", "test_hostile_*.py", "test_*provisioner*.py")
-"""Test files of the flows, the deployments, the attacks (each drives real arms end to end) and the provisioners
-(real provisioner processes and memory servers)."""
+INTEGRATION_FILES = ("test_flow_*.py", "test_deployment_*.py", "test_hostile_*.py", "test_*provision*.py", "test_arms.py")
+"""Test files of the flows, the deployments, the attacks and the arms (each drives real arms end to end) and the
+provisioners (real provisioner processes and memory servers)."""
 INTEGRATION_FIXTURES = frozenset({"prefect_harness", "private_docker"})
 """Fixtures that start a Prefect API or a private dockerd."""
 INTEGRATION_IMPORTS = ("prefect", "flows.nightly", "flows.paired", "flows.suites", "flows.writepath", "flows.stages",

@@ -21,7 +21,6 @@ stage wrapper.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
 from contextlib import contextmanager
@@ -31,8 +30,9 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from tasks_lib.errors import MemtrialError
 from tasks_lib.run.config import RunnerSpec
+from tasks_lib.settings import DASK_WORKER_TIMEOUT
 
-WORKER_TIMEOUT_ENV = "MEMTRIAL_DASK_WORKER_TIMEOUT"
+WORKER_TIMEOUT_ENV = DASK_WORKER_TIMEOUT.name
 NO_WORKERS_TIMEOUT = "distributed.scheduler.no-workers-timeout"
 """Dask's setting that fails a task left without any worker for that long (default: wait forever)."""
 NO_WORKER_ERRORS = frozenset({"NoWorkerError", "NoValidWorkerError"})
@@ -66,7 +66,7 @@ def ready_task_runner(spec: RunnerSpec) -> Any:
     """`task_runner(spec)`, after checking an external Dask cluster can run the arms (`check_cluster`)."""
     runner = task_runner(spec)
     if spec.kind == "dask" and spec.address:
-        check_cluster(spec.address, float(os.environ.get(WORKER_TIMEOUT_ENV) or 60))
+        check_cluster(spec.address, float(DASK_WORKER_TIMEOUT.text(default="60")))
     return runner
 
 

@@ -29,7 +29,6 @@ import ast
 import atexit
 import functools
 import hashlib
-import os
 import shutil
 import signal
 import tempfile
@@ -67,11 +66,10 @@ from tasks_lib.corpus.prepare import prepare_packed_task
 from tasks_lib.corpus.tasks import CorpusCheckReport, check_packed_corpus, load_task
 from tasks_lib.errors import MemtrialError
 from tasks_lib.run.config import ArmSpec
+from tasks_lib.settings import FAIL_ONCE, FAIL_STAGE, STAGE_TRACE
 from tasks_lib.trees import sha256_file
 
-TRACE_ENV = "MEMTRIAL_STAGE_TRACE"
-FAIL_STAGE_ENV = "MEMTRIAL_FAIL_STAGE"
-FAIL_ONCE_ENV = "MEMTRIAL_FAIL_ONCE"
+TRACE_ENV, FAIL_STAGE_ENV, FAIL_ONCE_ENV = STAGE_TRACE.name, FAIL_STAGE.name, FAIL_ONCE.name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -120,7 +118,7 @@ def interruption() -> str | None:
 def enter_stage(stage: str, label: str = "") -> None:
     """Mark one real execution of `stage` (trace file); refuse it once the run is interrupted, and fail it
     if the failure switch names it."""
-    trace = os.environ.get(TRACE_ENV)
+    trace = STAGE_TRACE.text()
     if trace:
         with _trace_lock, open(trace, "a", encoding="utf-8") as handle:
             handle.write(f"{stage}\t{label}\n")
@@ -130,9 +128,9 @@ def enter_stage(stage: str, label: str = "") -> None:
     why = interruption()
     if why is not None:
         raise StageInterrupted(f"stage {stage!r} not started: the run was interrupted ({why})")
-    if os.environ.get(FAIL_STAGE_ENV) != stage:
+    if FAIL_STAGE.text() != stage:
         return
-    once = os.environ.get(FAIL_ONCE_ENV)
+    once = FAIL_ONCE.text()
     if once:
         marker = Path(once)
         if marker.exists():

@@ -362,6 +362,7 @@ def test_surface_echo_counts_only_the_agents_own_words() -> None:
 CALIBRATION_TASKS = ["logship-partial-exit", "tabmill-delimiter", "rotlog-keep-count"]
 
 
+@pytest.mark.integration  # a real calibration run of three tasks
 def test_calibration_agent_scenario_grades_exactly(tmp_path: Path) -> None:
     """From the corpus: memory decides logship (a success lift), halves tabmill's tokens (a cost
     saving) and only adds context on rotlog (no credit). Lanes overlap for the calibration agent,

@@ -34,6 +34,8 @@ from tasks_lib.artifacts import LocalStore, open_store, run_key
 from tasks_lib.report import REPORT_HTML, build_report
 from test_grading import scenario_records, store_scenario
 
+pytestmark = pytest.mark.integration  # real runs, rendered in headless chromium
+
 RUN = "scenario-run"
 ON_BLUE = (0x1F, 0x77, 0xB4)
 """The `on` bars of the pass-rate plot and the cost-saving bars (only plots use this colour)."""

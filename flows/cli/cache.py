@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from flows.cli.common import JsonFlag, emit_json, out, summary_table
+from flows.cli.options import ArtifactRootOpt
 from tasks_lib.errors import MemtrialError
 
 if TYPE_CHECKING:
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
 cache_app = typer.Typer(help="The cached stage results a rerun re-uses: list them, clear them whole, per task or per stage.",
                         no_args_is_help=True)
 
-RootOpt = Annotated[str | None, typer.Option("--artifact-root", "--artifacts", help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")]
 ResultRootOpt = Annotated[str | None, typer.Option("--result-root", help="The run config's result_root, when it names one (default: <artifact root>/prefect-results).")]
 COLUMNS = ["stage", "tasks", "run", "label", "stored (UTC)", "key"]
 
@@ -34,7 +34,7 @@ def _stores(root: str | None, result_root: str | None) -> tuple[str, ArtifactSto
 
 
 @cache_app.command("list")
-def cache_list(root: RootOpt = None, result_root: ResultRootOpt = None, as_json: JsonFlag = False) -> None:
+def cache_list(root: ArtifactRootOpt = None, result_root: ResultRootOpt = None, as_json: JsonFlag = False) -> None:
     """List the cached stage results: stage, tasks, run, when; a rerun re-uses each of them."""
     from flows.runtime.cache import list_entries
 
@@ -54,7 +54,7 @@ def cache_list(root: RootOpt = None, result_root: ResultRootOpt = None, as_json:
 
 @cache_app.command("clear")
 def cache_clear(
-    root: RootOpt = None,
+    root: ArtifactRootOpt = None,
     result_root: ResultRootOpt = None,
     everything: Annotated[bool, typer.Option("--all", help="Clear every cached stage result.")] = False,
     stage: Annotated[str | None, typer.Option("--stage", help="Clear only this stage's results (a name 'memtrial cache list' shows, e.g. corpus-invariants).")] = None,

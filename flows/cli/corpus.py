@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from flows.cli.common import JsonFlag, emit_json, err, out, summary_table
+from flows.cli.options import RevisionOpt, TasksRootOpt
 
 corpus_app = typer.Typer(help="Build, redact and check task corpora.", no_args_is_help=True)
 
@@ -56,8 +57,8 @@ def corpus_redact(
 
 @corpus_app.command("check")
 def corpus_check(
-    tasks_root: Annotated[Path | None, typer.Option(help="Task corpus folder inside this checkout (default: the bundled corpora/tasks).")] = None,
-    revision: Annotated[str, typer.Option(help="Commit whose git objects the tasks are built from.")] = "HEAD",
+    tasks_root: TasksRootOpt = None,
+    revision: RevisionOpt = "HEAD",
     as_json: JsonFlag = False,
 ) -> None:
     """Prove every task's invariants: fails untouched, passes with its solution, hidden tests
@@ -105,8 +106,8 @@ def corpus_check(
 
 @corpus_app.command("fetch")
 def corpus_fetch(
-    tasks_root: Annotated[Path | None, typer.Option(help="Task corpus folder inside this checkout (default: the bundled corpora/tasks).")] = None,
-    revision: Annotated[str, typer.Option(help="Commit whose task manifests and overlays are used.")] = "HEAD",
+    tasks_root: TasksRootOpt = None,
+    revision: RevisionOpt = "HEAD",
     as_json: JsonFlag = False,
 ) -> None:
     """Set-up: fetch, verify and cache the pinned upstream source of every real-project task (PyPI sdist,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from flows.cli.common import JsonFlag, emit_json, err, out
+from flows.cli.options import ArtifactRootOpt
 
 if TYPE_CHECKING:
     from tasks_lib.analysis.grading import GradingSummary
@@ -57,7 +58,7 @@ def headline_lines(summary: GradingSummary) -> list[str]:
 
 def report(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, as printed by 'memtrial paired' (runs/<RUN>/records.parquet).")],
-    artifacts: Annotated[str | None, typer.Option(help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")] = None,
+    artifacts: ArtifactRootOpt = None,
     out_file: Annotated[Path | None, typer.Option("--out", help="Also write the HTML report to this local file.")] = None,
     publish_artifacts: Annotated[bool, typer.Option("--prefect-artifacts", help="Also publish the report's tables as Prefect artifacts (starts Prefect).")] = False,
     as_json: JsonFlag = False,

@@ -20,14 +20,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from flows.cli.common import (
-    DEFAULT_EMBEDDER,
-    EMBEDDER_CHOICES,
-    JsonFlag,
-    emit_json,
-    err,
-    out,
-    summary_table,
+from flows.cli.common import DEFAULT_EMBEDDER, JsonFlag, emit_json, err, out, summary_table
+from flows.cli.options import (
+    AgentOpt,
+    ArtifactRootOpt,
+    BudgetOpt,
+    ConditionsOpt,
+    EmbedderOpt,
+    OptionalTasksOpt,
+    PlainOpt,
+    RevisionOpt,
+    TrialsOpt,
 )
 from tasks_lib.errors import MemtrialError
 
@@ -36,8 +39,6 @@ if TYPE_CHECKING:
 
 COLUMNS = ["task", "condition", "passes", "runs", "injected", "mean_tokens"]
 
-ArtifactsOpt = Annotated[str | None, typer.Option("--artifacts", help="Artifact root: a folder or s3://bucket/prefix (default: the config's, else $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")]
-PlainOpt = Annotated[bool, typer.Option("--plain", help="Plain progress lines instead of the live progress bar.")]
 
 
 def _start_prefect() -> None:
@@ -197,7 +198,7 @@ def _print_distrust(agent: str, lines: Sequence[str]) -> None:
 
 def run(
     config: Annotated[Path | None, typer.Option("--config", help="Run config (YAML/JSON; default configs/default.yaml: the embedded default).")] = None,
-    artifacts: ArtifactsOpt = None,
+    artifacts: ArtifactRootOpt = None,
     plain: PlainOpt = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -212,7 +213,7 @@ def run(
 
 def rerun(
     run_id: Annotated[str, typer.Argument(help="Id of the run to re-run with its stored parameters.")],
-    artifacts: ArtifactsOpt = None,
+    artifacts: ArtifactRootOpt = None,
     plain: PlainOpt = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -276,20 +277,18 @@ def _names(text: str, option: str) -> list[str]:
 
 
 def paired(
-    agent: Annotated[str, typer.Option(help="Agent adapter: calibration, claude-code, openai-chat, command.")] = "calibration",
-    tasks: Annotated[str | None, typer.Option(help="Comma-separated task ids (default: every bundled task).")] = None,
-    conditions: Annotated[str, typer.Option(help="Comma-separated conditions: off, on, notes, placebo, harm:absent, harm:superseded, "
-                                                 "harm:contradictory, harm:adjacent, feed, grep, "
-                                                 "ablate:<lane>, ablate:all (docs/ARMS.md, docs/FEED.md).")] = "off,on",
-    trials: Annotated[int, typer.Option(help="Trials per task and condition.")] = 1,
+    agent: AgentOpt = "calibration",
+    tasks: OptionalTasksOpt = None,
+    conditions: ConditionsOpt = "off,on",
+    trials: TrialsOpt = 1,
     sandbox: Annotated[str, typer.Option(help="Sandbox the agent's commands run in: local or docker.")] = "local",
-    embedder: Annotated[str, typer.Option(help=f"Embedder of the reference memory system: {EMBEDDER_CHOICES}.")] = DEFAULT_EMBEDDER,
+    embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     provisioner: Annotated[str | None, typer.Option(help="Measure the memory system this provisioner command reaches (restore, snapshot, destroy) instead of the embedded store, e.g. 'memtrial-reference-provisioner'.")] = None,
     provisioner_env: Annotated[list[str] | None, typer.Option("--provisioner-env", help="KEY=VALUE for the provisioner's environment (repeatable).")] = None,
-    budget: Annotated[Path | None, typer.Option(help="Budget guard config; required for any agent but calibration.")] = None,
+    budget: BudgetOpt = None,
     workers: Annotated[int, typer.Option(help="Arms run in parallel (thread pool).")] = 2,
-    artifacts: ArtifactsOpt = None,
-    revision: Annotated[str, typer.Option(help="Commit of this checkout whose git objects the fixtures are built from.")] = "HEAD",
+    artifacts: ArtifactRootOpt = None,
+    revision: RevisionOpt = "HEAD",
     plain: PlainOpt = False,
     as_json: JsonFlag = False,
 ) -> None:

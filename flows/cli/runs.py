@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from flows.cli.common import JsonFlag, agent_run, emit_json, err, out, summary_table
+from flows.cli.options import ArtifactRootOpt
 from flows.cli.report import headline_lines
 
 if TYPE_CHECKING:
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from tasks_lib.artifacts import ArtifactStore
     from tasks_lib.run.index import AttemptView, RunEntry, RunView
 
-RootOpt = Annotated[str | None, typer.Option("--artifact-root", "--artifacts", help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")]
 COLUMNS = ["run", "status", "agents", "memory system", "started (UTC)", "headline"]
 STEPS_SHOWN = 40
 """Transcript steps `memtrial show` prints before it elides the middle."""
@@ -72,7 +72,7 @@ def _row(entry: RunEntry, parents: set[str]) -> dict[str, Any]:
     }
 
 
-def runs(root: RootOpt = None, as_json: JsonFlag = False) -> None:
+def runs(root: ArtifactRootOpt = None, as_json: JsonFlag = False) -> None:
     """List the runs under the artifact root, newest first: status, agents, memory system, when, headline
     (a run whose records cannot be read is listed `unreadable`, with why, and the listing exits 0)."""
     from tasks_lib.run.index import list_runs
@@ -211,7 +211,7 @@ def show(
     task: Annotated[str | None, typer.Argument(help="Task id of one attempt (give CONDITION and TRIAL too).")] = None,
     condition: Annotated[str | None, typer.Argument(help="Condition of the attempt: off, on, ablate:<lane>, ablate:all.")] = None,
     trial: Annotated[str | None, typer.Argument(help="Trial of the attempt: 0, 1, ... (or t0, t1, ...).")] = None,
-    root: RootOpt = None,
+    root: ArtifactRootOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Show a run (status, headline, delivery per condition, warnings), or one attempt of it (record,

@@ -115,6 +115,7 @@ from tasks_lib.run.layout import (
 from tasks_lib.run.provenance import run_provenance, write_provenance
 from tasks_lib.run.seal import seal_run
 from tasks_lib.sandbox.fstree import remove_tree
+from tasks_lib.settings import RUNNER_STATE
 
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
 """The memory delivery hook every agent's prompt/session hooks call."""
@@ -530,8 +531,8 @@ def runner_owned_paths(task: LoadedTask) -> tuple[Path, ...]:
         paths.append(checkout)
     if pack_cache_root().exists():
         paths.append(pack_cache_root())
-    for name in ("MEMTRIAL_HOME", "MEMTRIAL_ARTIFACT_ROOT"):
-        value = os.environ.get(name, "")
+    for setting in RUNNER_STATE:
+        value = setting.text()
         if value and "://" not in value:
             paths.append(Path(value))
     return tuple(dict.fromkeys(p.absolute() for p in paths))

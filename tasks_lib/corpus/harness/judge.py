@@ -31,8 +31,7 @@ import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import pyunit  # noqa: E402 (the harness folder is only on the path from here)
-from driver import _digest, _lines  # noqa: E402
+from driver import _digest, _lines  # noqa: E402 (the harness folder is only on the path from here)
 
 SCRATCH = os.environ.get("JAIL_SCRATCH", "/scratch")
 """The folder the judge shares with the jail (both see it at this path)."""
@@ -175,6 +174,8 @@ def _run_unittest(path: str, report: str, env: dict[str, str]) -> None:
     put both back after. The judge's own pinned test code runs here; the code under test never
     does (it stays in the jail, reached through the relay), so no interpreter starts per file. A
     file that raises or exits while it loads leaves no report: its cases are missing, so they fail."""
+    import pyunit  # here, not at the top: it imports unittest, which a shell task's judge never needs (10-15 ms)
+
     saved, here = dict(os.environ), os.getcwd()
     os.environ.clear()
     os.environ.update(env)

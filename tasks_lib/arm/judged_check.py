@@ -18,10 +18,12 @@ runner is root:
 
 The two ends are joined directly: a socket carries only bytes, and the judge parses them as JSON,
 so no runner thread needs to sit between them. The runner reads the verdict from the judge's stdout
-alone (with the attempt's nonce, `post_turn.verdict`). Beside the two, the task's verifier, which
-runs the fixture's own suite (the workspace's code and visible tests only, never the post-turn
-tests), runs in a third sandbox of the jail's uid; its exit status is the check's, as before. The
-three start together, so the judge apart costs one more sandbox start, not a second check.
+alone (with the attempt's nonce, `post_turn.verdict`). The task's verifier, which runs the
+fixture's own suite (the workspace's code and visible tests only, never the post-turn tests), runs
+inside the jail's sandbox beside the shim (its uid and view: nothing there it could not reach from
+the workspace already), with stdout and stderr pipes of its own to the runner; the jail's launcher
+exits with its status, which is the check's, as before. The two sandboxes start together, so the
+judge apart costs one more sandbox start, not a second check.
 
 Different uids and PID namespaces put the judge out of the jail's reach: no /proc entry, no
 ptrace or pidfd_getfd, no shared descriptor but the socket. A runner that is not root gets no
@@ -32,6 +34,7 @@ hide each from the other, and the record says so in `unenforced`.
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import tempfile
 import threading
@@ -99,10 +102,21 @@ def _exit_code(proc: PartyProcess, finished: bool) -> int | None:
     return proc.returncode if finished else None
 
 
+def _jail_and_verifier(jail: tuple[str, ...], verifier: tuple[str, ...], out: int, err: int) -> tuple[str, ...]:
+    """The jail's argv: a `sh` that starts the verifier (`verifier`, stdin empty, stdout and stderr the
+    runner's pipes `out` and `err`, reopened through /proc: dash names no descriptor above 9) in the
+    background, runs the shim (`jail`) on the channel, then exits with the verifier's status. The
+    verifier runs the workspace's code and visible tests with the jail's uid and view, so it may
+    share the jail's sandbox; the judge's tests, nonce and verdict channel are in neither."""
+    script = (f'"$@" </dev/null >/proc/self/fd/{out} 2>/proc/self/fd/{err} & verifier=$!\n'
+              f"{shlex.join(jail)}\nwait \"$verifier\"\n")
+    return ("sh", "-c", script, "verifier", *verifier)
+
+
 def judge_apart(task: LoadedTask, workspace: Path, limits: SandboxLimits) -> SandboxedCheck:
     """The whole check of a judged-apart task: the judge over the pinned post-turn tests, driving a
-    jail over `workspace`, and beside them the task's verifier in a sandbox of the jail's uid (the
-    fixture's own suite: the workspace's code and visible tests only). Raises JudgeUnavailable
+    jail over `workspace`, and the task's verifier inside the jail's sandbox (the fixture's own
+    suite: the workspace's code and visible tests only). Raises JudgeUnavailable
     without a working bwrap, SandboxError when a party cannot start."""
     sandbox = LocalSandbox()
     if sandbox.capabilities().isolation != "namespace":
@@ -115,19 +129,25 @@ def judge_apart(task: LoadedTask, workspace: Path, limits: SandboxLimits) -> San
     harness = ReadOnlyMount(source=HARNESS_DIR, target=HARNESS_TARGET)
     jail_end, judge_end = socket.socketpair()
     channel = judge_end.fileno()
-    jail_request = SandboxRequest(argv=jail_argv(task.manifest.jail), workspace=workspace.resolve(),
-                                  env=dict(CHECK_ENV), limits=limits, mounts=(harness,))
+    verifier_out, verifier_out_w = os.pipe()
+    verifier_err, verifier_err_w = os.pipe()
+    if jail_identity is not None:  # the verifier reopens its ends through /proc as the jail's uid
+        for end in (verifier_out_w, verifier_err_w):
+            os.fchown(end, jail_identity.uid, jail_identity.gid)
+    verifier = check_request(task, workspace, nonce, post_turn=False)
+    jail_request = SandboxRequest(argv=_jail_and_verifier(jail_argv(task.manifest.jail), verifier.argv, verifier_out_w, verifier_err_w),
+                                  workspace=workspace.resolve(), env=dict(CHECK_ENV), limits=limits,
+                                  mounts=(harness, *verifier.mounts))
     judge_request = SandboxRequest(argv=("python3", "-I", "-B", "-S", f"{HARNESS_TARGET}/judge.py", nonce, *test_files(task.hidden_dir)),
                                    workspace=empty, env={**CHECK_ENV, "JAIL_FD": str(channel)}, limits=limits,
                                    mounts=(harness, ReadOnlyMount(source=task.hidden_dir.resolve(), target=JUDGE_DIR)))
-    verifier_request = check_request(task, workspace, nonce, post_turn=False)
     shared = ((scratch, SCRATCH_INSIDE),)
-    parties = (Party(jail_request, jail_identity, shared=shared, stdin=jail_end.fileno(), stdout=jail_end.fileno()),
-               Party(judge_request, judge_identity, chdir=JUDGE_DIR, shared=shared, pass_fds=(channel,)),
-               Party(verifier_request, jail_identity))
+    parties = (Party(jail_request, jail_identity, shared=shared, stdin=jail_end.fileno(), stdout=jail_end.fileno(),
+                     pass_fds=(verifier_out_w, verifier_err_w)),
+               Party(judge_request, judge_identity, chdir=JUDGE_DIR, shared=shared, pass_fds=(channel,)))
     # one cgroup holds the whole check (jail, judge and verifier): its memory, processes and CPU are the attempt's
     cgroup = make_run_cgroup(limits.memory_mb << 20, limits.max_processes, limits.cpus)
-    unenforced = tuple(sandbox.unenforced(verifier_request, cgroup)) + (() if jail_identity is not None else (
+    unenforced = tuple(sandbox.unenforced(jail_request, cgroup)) + (() if jail_identity is not None else (
         "judge uid: the runner is not root, so judge and jail share its uid (each in its own PID and user namespace)",))
     sinks = {name: BoundedSink(MAX_OUTPUT_BYTES) for name in ("judge", "judge_err", "jail_err", "verifier", "verifier_err")}
     started: list[PartyProcess] = []
@@ -137,15 +157,20 @@ def judge_apart(task: LoadedTask, workspace: Path, limits: SandboxLimits) -> San
             try:
                 for party in parties:  # started together: the check pays the slowest start, not their sum
                     started.append(sandbox.start(party, cgroup))
-                jail, judge, verifier = started
+                jail, judge = started
                 jail_end.close()  # the parties hold the channel now; the runner keeps no end of it
                 judge_end.close()
+                for end in (verifier_out_w, verifier_err_w):
+                    os.close(end)
+                verifier_out_w = verifier_err_w = -1
                 readers = [drain_file(judge.stdout, sinks["judge"]), drain_file(judge.stderr, sinks["judge_err"]),  # type: ignore[arg-type]
-                           drain_file(jail.stderr, sinks["jail_err"]), drain_file(verifier.stdout, sinks["verifier"]),  # type: ignore[arg-type]
-                           drain_file(verifier.stderr, sinks["verifier_err"])]  # type: ignore[arg-type]
+                           drain_file(jail.stderr, sinks["jail_err"]),  # type: ignore[arg-type]
+                           drain_file(os.fdopen(verifier_out, "rb"), sinks["verifier"]),
+                           drain_file(os.fdopen(verifier_err, "rb"), sinks["verifier_err"])]
+                verifier_out = verifier_err = -1  # the readers own them now
                 deadline = time.monotonic() + limits.timeout_seconds
                 judged = judge.wait(deadline)
-                verified = verifier.wait(deadline)
+                verified = jail.wait(deadline)  # the jail's launcher ends with the verifier's status, after the shim
             finally:
                 cgroup.kill()
                 for proc in started:
@@ -157,6 +182,9 @@ def judge_apart(task: LoadedTask, workspace: Path, limits: SandboxLimits) -> San
     finally:
         jail_end.close()
         judge_end.close()
+        for end in (verifier_out, verifier_err, verifier_out_w, verifier_err_w):
+            if end >= 0:
+                os.close(end)
         cgroup.remove()
         for folder in (scratch, empty):  # whatever uid wrote in it: the runner removes it, by descriptor (any depth)
             try:
@@ -168,7 +196,7 @@ def judge_apart(task: LoadedTask, workspace: Path, limits: SandboxLimits) -> San
             + "\n--- jail ---\n" + text["jail_err"] + "\n--- verifier ---\n" + text["verifier_err"]
             + ("" if verified else "\n[timed out]")
             + ("\n[out of memory: the check's cgroup killed it]" if out_of_memory else ""))[-STORED_TAIL_CHARS:]
-    return SandboxedCheck(exit_code=_exit_code(verifier, verified), ran=True, output_tail=tail,
+    return SandboxedCheck(exit_code=_exit_code(jail, verified), ran=True, output_tail=tail,
                           stdout_tail=(text["verifier"] + text["judge"])[-STORED_TAIL_CHARS:],
                           sandbox=f"local/namespace ({JUDGED_APART})", unenforced=unenforced,
                           problem=f"{survivors} process(es) of the judged check outlived its kill" if survivors else None,

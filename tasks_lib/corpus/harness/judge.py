@@ -10,7 +10,8 @@ The judge relays requests from the tests to the jail over a Unix socket private 
 shell script: a test may make many calls, and an interpreter start per call cost more than the
 call) leaves its call in that private folder (`JAIL_CALLS`, see `Calls`) and the judge makes the
 same request for it. It runs every post-turn FILE in
-its own process (`test*.py`: unittest through `pyunit.py` with `jail.py` importable; `*.sh`: `sh
+its turn (`test*.py`: unittest through `pyunit.main` in this process, with `jail.py` importable: the
+tests are the judge's own code, and an interpreter start per file cost more than the file; `*.sh`: `sh
 FILE` with the `jail` command first on PATH, cwd a fresh folder of the shared scratch, and
 `JAIL_WORKSPACE` naming where the jail sees the workspace) and prints
 one JSON object on stdout: the nonce, each case's outcome, each file's SHA-256 before and after,
@@ -164,9 +165,30 @@ def _run_file(path: str, index: int, report: str, env: dict[str, str]) -> list[d
         code = subprocess.run(["sh", os.path.abspath(path)], cwd=folder, env=case_env, stdin=subprocess.DEVNULL,
                               stdout=sys.stderr, check=False).returncode
         return [{"case": path, "outcome": "pass" if code == 0 else "fail"}]
-    subprocess.run([sys.executable, "-I", "-B", "-S", os.path.join(HERE, "pyunit.py"), report, path], env=case_env,
-                   stdin=subprocess.DEVNULL, stdout=sys.stderr, check=False)
+    _run_unittest(path, report, case_env)
     return [{"case": line.get("case"), "outcome": line.get("outcome")} for line in _lines(report) if "case" in line]
+
+
+def _run_unittest(path: str, report: str, env: dict[str, str]) -> None:
+    """Run one unittest file in this process (`pyunit.main`), under `env` and the judge's cwd, and
+    put both back after. The judge's own pinned test code runs here; the code under test never
+    does (it stays in the jail, reached through the relay), so no interpreter starts per file. A
+    file that raises or exits while it loads leaves no report: its cases are missing, so they fail."""
+    import pyunit  # here, not at the top: it imports unittest, which a shell task's judge never needs (10-15 ms)
+
+    saved, here = dict(os.environ), os.getcwd()
+    os.environ.clear()
+    os.environ.update(env)
+    tempfile.tempdir = None  # TMPDIR is the case's folder now
+    try:
+        pyunit.main(report, path)
+    except BaseException as error:  # noqa: BLE001 (a test file may raise anything, even SystemExit, while it loads)
+        sys.stderr.write(f"{path}: {type(error).__name__}: {error}\n")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        os.chdir(here)
+        tempfile.tempdir = None
 
 
 SHORT_TMPDIR_BYTES = 60

@@ -254,7 +254,7 @@ def test_mcp_memories_are_plain_graph_entities_other_clients_can_read(tmp_path: 
 
 
 def test_unknown_memory_system_lists_the_known_ones() -> None:
-    with pytest.raises(UnknownMemorySystemError, match="chroma, chroma\\+memtrial-keyword, lancedb, mcp-memory, mcp-memory\\+memtrial-terms, mem0, reference, txtai"):
+    with pytest.raises(UnknownMemorySystemError, match="chroma, chroma\\+memtrial-keyword, lancedb, mcp-memory, mcp-memory\\+memtrial-terms, mem0, qdrant, reference, sqlite-vec, txtai"):
         get_memory_system("mem-zero")
 
 

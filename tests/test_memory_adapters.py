@@ -321,3 +321,27 @@ def test_speaker_timestamp_and_session_are_stored_by_the_system(name: str, tmp_p
         (mem_id,) = adapter.remember(REALM, [item, "The office closes at six."])[:1]
         hit = next(h for h in adapter.recall(REALM, "Caroline support group", 2) if h.id == mem_id)
         assert (hit.speaker, hit.timestamp, hit.session) == ("Caroline", "1:56 pm on 8 May, 2023", "session_1")
+
+
+def test_every_memory_option_help_that_lists_systems_lists_every_registered_one() -> None:
+    """A `--memory` help that names the systems names all of them: a system registered but left out of
+    the help is one a user never learns to ask for (sqlite-vec and qdrant were missing when added)."""
+    import typer
+
+    from flows.cli.main import app
+
+    helps: dict[str, str] = {}
+
+    def walk(prefix: str, command: object) -> None:
+        for param in getattr(command, "params", ()):
+            help_text = getattr(param, "help", None) or ""
+            if "--memory" in getattr(param, "opts", ()) and "chroma" in help_text:
+                helps[prefix] = help_text
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(f"{prefix} {name}".strip(), sub)
+
+    walk("", typer.main.get_command(app))
+    assert len(helps) >= 4, f"expected the suite commands' --memory helps, found {sorted(helps)}"
+    for command, help_text in sorted(helps.items()):
+        missing = [name for name in MEMORY_SYSTEMS if name.split("+")[0] not in help_text]
+        assert not missing, f"'memtrial {command}' --memory help does not list {missing}"

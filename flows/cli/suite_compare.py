@@ -12,7 +12,7 @@ from tasks_lib.errors import MemtrialError
 
 
 def compare(
-    memory: Annotated[str, typer.Option("--memory", help="Comma-separated registry names, e.g. reference,chroma,mcp-memory,mem0,txtai,lancedb.")],
+    memory: Annotated[str, typer.Option("--memory", help="Comma-separated registry names, e.g. reference,chroma,lancedb,sqlite-vec,qdrant,txtai,mem0,mcp-memory.")],
     embedder: Annotated[str, typer.Option("--embedder", help=f"Embedder for every system that embeds: {EMBEDDER_CHOICES}.")] = DEFAULT_EMBEDDER,
     suites: Annotated[str, typer.Option("--suites", help="Comma-separated suites: retrieval, recall, locomo, longmemeval.")] = "retrieval,recall,locomo,longmemeval",
     locomo: Annotated[Path | None, typer.Option("--locomo", help="LoCoMo's locomo10.json (without it, LoCoMo is not run).")] = None,

@@ -41,7 +41,7 @@ def recall(
     lengths: Annotated[str, typer.Option(help="Comma-separated burial lengths (filler turns) for --sweep.")] = "10,40,100,250",
     length: Annotated[int, typer.Option(help="The single burial length when --sweep is not given.")] = 40,
     seed: Annotated[int, typer.Option(help="Chooses phrasings and filler order; same seed, same numbers.")] = 0,
-    memory: Annotated[str, typer.Option(help="Memory system: reference, chroma, lancedb, txtai, mem0, mcp-memory, a named variant, reference-first-heard (a store that never resolves corrections), or none (retention policy alone).")] = "reference",
+    memory: Annotated[str, typer.Option(help="Memory system: reference, chroma, lancedb, sqlite-vec, qdrant, txtai, mem0, mcp-memory, a named variant, reference-first-heard (a store that never resolves corrections), or none (retention policy alone).")] = "reference",
     embedder: Annotated[str, typer.Option(help=f"Embedder of the memory system and the offline reader: {EMBEDDER_CHOICES}.")] = DEFAULT_EMBEDDER,
     policy: Annotated[str, typer.Option(help="Retention policy: window (last --window turns) or summary (window + rolling extractive summary).")] = "window",
     window: Annotated[int, typer.Option(help="Turns the retention policy keeps verbatim.")] = 20,

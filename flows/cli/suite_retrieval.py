@@ -25,7 +25,7 @@ def _pct(value: float | None) -> str:
 
 
 def suite_retrieval(
-    memory: Annotated[str, typer.Option("--memory", help="Memory system from the registry: reference, chroma, lancedb, txtai, mem0, mcp-memory, or a named variant (chroma+memtrial-keyword, mcp-memory+memtrial-terms).")] = "reference",
+    memory: Annotated[str, typer.Option("--memory", help="Memory system from the registry: reference, chroma, lancedb, sqlite-vec, qdrant, txtai, mem0, mcp-memory, or a named variant (chroma+memtrial-keyword, mcp-memory+memtrial-terms).")] = "reference",
     embedder: Annotated[str, typer.Option(help=f"Embedder the memory system is opened with: {EMBEDDER_CHOICES}.")] = DEFAULT_EMBEDDER,
     min_score: Annotated[float | None, typer.Option("--min-score", help="Exit 1 when Recall@5 (the headline score, 0-1) is below this bar.")] = None,
     gates_file: Annotated[Path | None, typer.Option("--gates", help="JSON gates file overriding seed 002's thresholds (schema_version 1 plus any fields).")] = None,

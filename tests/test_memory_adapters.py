@@ -273,8 +273,8 @@ def test_sqlite_vec_and_qdrant_refuse_a_realm_built_with_another_embedder(name: 
 
 @pytest.mark.parametrize("name", ["sqlite-vec", "qdrant"])
 def test_a_write_failing_midway_leaves_nothing_half_written(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A store call that fails after part of a batch is written (failure injected into the system's own
-    write call) leaves the realm as it was: no new memory served, the superseded one still live, ids unchanged."""
+    """A store call that fails after part of a batch is written (sqlite-vec: vec0 refuses the second row's
+    vector, cut short; Qdrant: the call marking the superseded memory fails, injected) leaves the realm as it was: no new memory served, the superseded one still live, ids unchanged."""
     require(name)
     with switched(**{MEMORY_OFF_ENV: None, ABLATE_LANES_ENV: None}), open_memory_system(name, tmp_path / "s") as adapter:
         adapter.create_realm(REALM)
@@ -283,10 +283,9 @@ def test_a_write_failing_midway_leaves_nothing_half_written(name: str, tmp_path:
         if name == "sqlite-vec":
             real_serialize = adapter._serialize  # type: ignore[attr-defined]
 
-            def serialize(vector: list[float]) -> bytes:
-                if next(calls) == 1:
-                    raise OSError("injected: disk full on the second row")
-                return real_serialize(vector)
+            def serialize(vector: list[float]) -> bytes:  # the second row's vector is cut short: vec0 refuses it
+                blob: bytes = real_serialize(vector)  # after the first row is in
+                return blob[:-4] if next(calls) == 1 else blob
 
             monkeypatch.setattr(adapter, "_serialize", serialize)
         else:

@@ -15,7 +15,7 @@ TORCH_VERSION := 2.13.0
 # Test processes; each test file runs whole on one of them (its module fixtures are built once).
 TEST_WORKERS ?= 2
 
-.PHONY: demo demo-deps test test-deps lint bench clean-venv
+.PHONY: demo demo-deps test test-fast test-deps lint bench clean-venv
 
 $(VENV)/.created:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "memtrial needs Python >= 3.11; set PYTHON=python3.11")'
@@ -57,6 +57,12 @@ lint: $(VENV)/.test-installed
 
 test: $(VENV)/.test-installed test-deps lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The inner loop: every test but the `integration` ones, by the rule in tests/conftest.py (a test marked slow,
+# one using the Prefect or docker fixture, one in a file that imports Prefect, a flow module, the Claude Code
+# agent or dockerd, or marked integration itself). No lint, no test-deps. CI runs everything (`make test`).
+test-fast: $(VENV)/.test-installed
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not integration"
 
 bench: $(VENV)/.test-installed
 	command -v rg >/dev/null || apt-get install -y ripgrep

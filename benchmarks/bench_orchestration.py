@@ -39,7 +39,7 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
 os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flows.settings import PROJECT_ROOT, configure_prefect
+from flows.runtime.settings import PROJECT_ROOT, configure_prefect
 
 configure_prefect()
 
@@ -52,7 +52,7 @@ from flows.runners import task_runner
 from tasks_lib.arm.steps import run_attempt
 from tasks_lib.artifacts import new_run_id
 from tasks_lib.corpus.tasks import load_tasks
-from tasks_lib.runconfig import RunConfig, RunnerSpec
+from tasks_lib.run.config import RunConfig, RunnerSpec
 
 LAST_RERUN: tuple[Path, str] | None = None
 """(artifact root, agent run id) of the last rerun measurement, for the re-render."""

@@ -69,14 +69,14 @@ async def arm_intervals(flow_run_name: str) -> list[tuple[float, float]]:
 
 def child(size: int, tasks: int, root: str) -> None:
     """One size: run the paired flow, print one JSON line of figures."""
-    from flows.settings import PROJECT_ROOT, configure_prefect
+    from flows.runtime.settings import PROJECT_ROOT, configure_prefect
 
     configure_prefect()
     from flows.paired import paired_flow
     from flows.runners import ready_task_runner
     from tasks_lib.artifacts import new_run_id
     from tasks_lib.corpus.tasks import load_tasks
-    from tasks_lib.runconfig import RunConfig, RunnerSpec
+    from tasks_lib.run.config import RunConfig, RunnerSpec
 
     chosen = [t.task_id for t in load_tasks(PROJECT_ROOT / "corpora" / "tasks")][:tasks]
     trials = max(1, size // (2 * tasks))
@@ -108,7 +108,7 @@ def main() -> None:
     env.update({"MEMTRIAL_HOME": str(home), "PREFECT_HOME": str(home / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                 "PREFECT_LOGGING_LEVEL": "CRITICAL", "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL", "DASK_LOGGING__DISTRIBUTED": "error"})
     sys.path.insert(0, str(ROOT))
-    from flows.localserver import free_port, running_server
+    from flows.runtime.localserver import free_port, running_server
 
     port = free_port()
     server = subprocess.Popen([*MEMTRIAL, "server", "--port", str(port)], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,

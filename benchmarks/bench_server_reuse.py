@@ -50,7 +50,7 @@ def main() -> None:
     print(f"cores: {os.cpu_count()}; load average at start: {os.getloadavg()[0]:.1f}")
     server_down = {**env, "PREFECT_HOME": str(home / "prefect-own")}  # no server recorded here: each run starts its own
     print(f"warm-up run (preparation into the cache): {timed(smoke, server_down):.1f} s")
-    from flows.localserver import free_port, running_server
+    from flows.runtime.localserver import free_port, running_server
 
     port = args.port or free_port()
     server = subprocess.Popen([*MEMTRIAL, "server", "--port", str(port)], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,

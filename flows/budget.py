@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
-from flows.settings import configure_prefect
+from flows.runtime.settings import configure_prefect
 
 configure_prefect()
 

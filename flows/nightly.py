@@ -5,7 +5,7 @@ Deployment entrypoint: `flows/nightly.py:nightly`, parameterized by a config pat
 project root, or absolute). `memtrial run` calls the same flow. A nightly run `R` keeps its resolved
 config at `runs/R/run-config.json` (and a local copy under `$MEMTRIAL_HOME/runs/R/`), so
 `memtrial rerun R` re-runs it with the same parameters and every completed stage comes from cache.
-It also leaves `runs/R/status.json` (running, then complete or failed; `flows/status.py`); its
+It also leaves `runs/R/status.json` (running, then complete or failed; `flows/runtime/status.py`); its
 Prefect flow run is named R, tagged `agent:<name>` and `memory:<system>`, and publishes the
 headline of each agent's run as Prefect artifacts (`flows/report_artifacts.py`).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flows.settings import configure_prefect
+from flows.runtime.settings import configure_prefect
 
 configure_prefect()
 
@@ -22,34 +22,48 @@ from prefect import flow
 from pydantic import BaseModel
 
 from flows import stages
-from flows.paired import INVARIANTS, PREPARE, arm_stage, matrix_flow, records_stage
-from flows.progress import counted, reporter
+from flows.paired import (
+    GRADE,
+    INVARIANTS,
+    PREPARE,
+    arm_stage,
+    grade_run,
+    matrix_flow,
+    memory_texts_of,
+    outside_warnings,
+    records_stage,
+)
 from flows.report_artifacts import publish_headline
 from flows.runners import ready_task_runner
-from flows.secrets import resolve_secret_references
-from flows.settings import PROJECT_ROOT, config_file, default_artifact_root, local_config_copy
-from flows.status import label_flow_run, run_marker, run_tags
+from flows.runtime.progress import counted, reporter
+from flows.runtime.secrets import resolve_secret_references
+from flows.runtime.settings import (
+    PROJECT_ROOT,
+    config_file,
+    default_artifact_root,
+    local_config_copy,
+)
+from flows.runtime.status import label_flow_run, run_marker, run_tags
+from flows.stages import suite_stage
 from flows.suites import (
     TREND,
     TREND_SUITES,
     collect_suites,
     submit_suites,
     suite_failures,
-    suite_stage,
     trend_snapshots,
 )
 from tasks_lib.analysis.aggregate import SUMMARY_JSON
 from tasks_lib.analysis.grading import GradingSummary
 from tasks_lib.artifacts import new_run_id, open_store, run_key
 from tasks_lib.contracts import RunRecord, dump_document
-from tasks_lib.corpus.tasks import scan_tasks
-from tasks_lib.preflight import preflight
+from tasks_lib.run.config import RUN_CONFIG_JSON, RunConfig, load_run_config
 from tasks_lib.run.layout import NIGHTLY_JSON
-from tasks_lib.runconfig import RUN_CONFIG_JSON, RunConfig, load_run_config, provisioner_warnings
+from tasks_lib.run.preflight import preflight
 from tasks_lib.trees import write_atomically
 
 DEFAULT_CONFIG = "configs/default.yaml"
-GRADE, REPORT = "grade + aggregate", "report"
+REPORT = "report"
 
 
 class AgentOutcome(BaseModel):
@@ -174,20 +188,16 @@ def _nightly(config: RunConfig, run_id: str, artifact_root: str) -> tuple[Nightl
     trend = trend_snapshots(config, run_id, artifact_root, suite_keys) if set(suite_keys) & set(TREND_SUITES) else {}
 
     excluded = paired[0].excluded if paired else {}
-    outside = [*(f"task {name} left out of the matrix: {reason}" for name, reason in sorted(excluded.items())),
-               *(line for name, key in suite_keys.items() for line in suite_failures(name, artifact_root, key)),
-               *provisioner_warnings(config)]
-    memory_texts = {t.task_id: [m.text for m in t.manifest.memories] for t in scan_tasks(PROJECT_ROOT / config.tasks_root).tasks}
-    grading_code, report_code = stages.code_digest(*stages.GRADING_CODE), stages.code_digest(*stages.REPORT_CODE)
-    aggregate = stages.aggregate.with_options(result_storage=storage)
+    suite_lines = [line for name, key in suite_keys.items() for line in suite_failures(name, artifact_root, key)]
+    outside = outside_warnings(config, excluded, suite_lines)
+    memory_texts = memory_texts_of(config, str(PROJECT_ROOT))
+    report_code = stages.code_digest(*stages.REPORT_CODE)
     render = stages.report.with_options(result_storage=storage)
     outcomes = []
     progress.start(GRADE, len(paired))
     graded = []
     for result in paired:
-        digest = stages.records_digest(result.records)
-        texts = {k: v for k, v in memory_texts.items() if any(r.task_id == k for r in result.records)}
-        graded.append((result, digest, texts, counted(aggregate, GRADE, artifact_root, result.run_id, digest, grading_code, texts, outside)))
+        graded.append((result, *grade_run(result, artifact_root, storage, memory_texts, outside)))
     progress.finish(GRADE)
     store = open_store(artifact_root)
     progress.start(REPORT, len(graded))

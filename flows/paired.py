@@ -10,10 +10,11 @@ flight reserving the arm ceiling against the pair cap (`paid_arms`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from flows.settings import configure_prefect
+from flows.runtime.settings import configure_prefect
 
 configure_prefect()
 
@@ -23,12 +24,18 @@ from pydantic import BaseModel
 
 from flows import stages
 from flows.budget import PairGuard
-from flows.progress import counted, reporter
 from flows.runners import cluster_loss_named
-from flows.status import run_marker
+from flows.runtime.progress import counted, reporter
+from flows.runtime.status import run_marker
 from tasks_lib.arm.comparability import source_commit_of
 from tasks_lib.arm.pinned import committed_manifest
-from tasks_lib.arm.steps import check_conditions, schedule, skipped_cells, task_subdir_of
+from tasks_lib.arm.steps import (
+    check_conditions,
+    schedule,
+    skipped_cells,
+    start_matrix,
+    task_subdir_of,
+)
 from tasks_lib.artifacts import run_key
 from tasks_lib.contracts import PreparedCorpus, RunRecord
 from tasks_lib.corpus.build import resolve_commit
@@ -42,13 +49,18 @@ from tasks_lib.corpus.tasks import (
     uncommitted_folders,
 )
 from tasks_lib.errors import MemtrialError
-from tasks_lib.memory.realms import ensure_run_secret
 from tasks_lib.memory.reference.lanes import LANES
-from tasks_lib.provenance import run_provenance, write_provenance
-from tasks_lib.runconfig import RUN_CONFIG_JSON, AgentSpec, ArmSpec, RunConfig
+from tasks_lib.run.config import (
+    RUN_CONFIG_JSON,
+    AgentSpec,
+    ArmSpec,
+    RunConfig,
+    provisioner_warnings,
+)
+from tasks_lib.run.provenance import run_provenance, write_provenance
 from tasks_lib.trees import sha256_bytes
 
-PREPARE, INVARIANTS = "prepare", "corpus invariants"
+PREPARE, INVARIANTS, GRADE = "prepare", "corpus invariants", "grade + aggregate"
 
 
 class PairedResult(BaseModel):
@@ -64,6 +76,9 @@ class PairedResult(BaseModel):
     """Arms whose record came from cache (not re-run)."""
     skipped: list[str] = []
     """Cells the matrix skipped, `<task> <condition>`: the task carries no planted state for the condition."""
+    tables: dict[str, str] = {}
+    """The graded run's tables and summary, table -> key (`grade_run`); empty for an agent's run of a
+    nightly run, which the nightly flow grades."""
 
 
 def arm_stage(agent: AgentSpec) -> str:
@@ -198,7 +213,7 @@ def fan_out_arms(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_
     `paid_arms`), then its records table. Returns (records, arms from cache, records key). Call inside a flow."""
     progress = reporter()
     stage = arm_stage(agent)
-    ensure_run_secret(stages.artifact_store(artifact_root), run_id)  # before the fan-out: every arm reads this one
+    start_matrix(stages.artifact_store(artifact_root), run_id)  # before the fan-out, as run_matrix does: every arm reads the run's secret
     specs = arm_specs(config, agent, tasks, run_id=run_id, artifact_root=artifact_root)
     progress.start(stage, len(specs))
     sealed = stages.read_sealed_matrix(storage, specs)
@@ -252,7 +267,7 @@ def paid_arms(specs: list[ArmSpec], arm: Task, guard: PairGuard, workers: int, s
 
 def record_provenance(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks, run_id: str, artifact_root: str,
                       parent_run_id: str | None = None) -> str:
-    """Store the run's provenance (`tasks_lib.provenance`) beside its records; return its key. With
+    """Store the run's provenance (`tasks_lib.run.provenance`) beside its records; return its key. With
     `parent_run_id`, the run is one agent's matrix of that nightly run, whose config it names."""
     provenance = run_provenance(
         run_id, agent=agent.name, conditions=config.conditions, trials=config.trials, corpus_commit=tasks.commit,
@@ -264,6 +279,30 @@ def record_provenance(config: RunConfig, agent: AgentSpec, tasks: PreparedTasks,
         config_key=run_key(parent_run_id, RUN_CONFIG_JSON) if parent_run_id else None,
     )
     return write_provenance(stages.artifact_store(artifact_root), provenance)
+
+
+def outside_warnings(config: RunConfig, excluded: dict[str, str], suite_lines: Sequence[str] = ()) -> list[str]:
+    """Distrust warnings from outside the records: the tasks left out of the matrix, the suites' failed
+    gates (a nightly run's) and the run config's provisioner warnings."""
+    return [*(f"task {name} left out of the matrix: {reason}" for name, reason in sorted(excluded.items())),
+            *suite_lines, *provisioner_warnings(config)]
+
+
+def memory_texts_of(config: RunConfig, repo_root: str) -> dict[str, list[str]]:
+    """Each task's memory texts, from the corpus the run config names (the graders' leak check)."""
+    return {t.task_id: [m.text for m in t.manifest.memories] for t in scan_tasks(Path(repo_root) / config.tasks_root).tasks}
+
+
+def grade_run(result: PairedResult, artifact_root: str, storage: stages.ArtifactResultStorage,
+              memory_texts: dict[str, list[str]], outside: list[str]) -> tuple[str, dict[str, list[str]], dict[str, str]]:
+    """The cached aggregate stage over one agent's run, as both `memtrial paired` and the nightly flow
+    grade: returns (its records' digest, its tasks' memory texts, table -> key). Call inside a flow,
+    with the progress stage GRADE started."""
+    digest = stages.records_digest(result.records)
+    texts = {k: v for k, v in memory_texts.items() if any(r.task_id == k for r in result.records)}
+    aggregate = stages.aggregate.with_options(result_storage=storage)
+    return digest, texts, counted(aggregate, GRADE, artifact_root, result.run_id, digest, stages.code_digest(*stages.GRADING_CODE),
+                                  texts, outside)
 
 
 def _store_records(agent: AgentSpec, artifact_root: str, run_id: str, records: list[RunRecord],
@@ -285,17 +324,24 @@ def paired_run_name() -> str:
 @flow(name="paired", flow_run_name=paired_run_name, log_prints=False)
 def paired_flow(config: RunConfig, run_id: str, repo_root: str, artifact_root: str, agent: AgentSpec | None = None) -> PairedResult:
     """Run the paired matrix of one agent (default: the calibration agent) on the checkout at
-    `repo_root`; its arms, records and receipts go under runs/<run_id>/, with its status marker
-    (`runs/<run_id>/status.json`: complete, or failed with the stage)."""
+    `repo_root`, then grade it in the cached aggregate stage, as the nightly flow grades each agent's
+    run (`grade_run`); its arms, records, receipts and grades go under runs/<run_id>/, with its status
+    marker (`runs/<run_id>/status.json`: complete, or failed with the stage)."""
     agent = agent or config.all_agents[0]
     with run_marker(artifact_root, run_id, agents=[agent.name], memory_system=config.memory_system):
+        progress = reporter()
         storage = stages.result_storage(artifact_root, config.result_root)
-        reporter().plan([PREPARE, INVARIANTS, arm_stage(agent), records_stage(agent)])
+        progress.plan([PREPARE, INVARIANTS, arm_stage(agent), records_stage(agent), GRADE])
         tasks = prepare_tasks(config, repo_root, artifact_root, storage)
         records, cached, key = fan_out_arms(config, agent, tasks, run_id, artifact_root, storage)
         record_provenance(config, agent, tasks, run_id, artifact_root)
-    return PairedResult(run_id=run_id, artifact_root=artifact_root, records_key=key, records=records,
-                        excluded=tasks.excluded, arms_cached=cached, skipped=skipped_of(config, tasks))
+        result = PairedResult(run_id=run_id, artifact_root=artifact_root, records_key=key, records=records,
+                              excluded=tasks.excluded, arms_cached=cached, skipped=skipped_of(config, tasks))
+        progress.start(GRADE, 1)
+        _, _, tables = grade_run(result, artifact_root, storage, memory_texts_of(config, repo_root),
+                                 outside_warnings(config, tasks.excluded))
+        progress.finish(GRADE)
+    return result.model_copy(update={"tables": tables})
 
 
 def agent_run_id(run_id: str, agent: AgentSpec) -> str:

@@ -19,7 +19,7 @@ from tasks_lib.artifacts import open_store, run_key
 from tasks_lib.errors import ArtifactNotFound
 from tasks_lib.report import REPORT_HTML
 from tasks_lib.report.markdown import summary_markdown, table_rows
-from tasks_lib.runs import headline_of
+from tasks_lib.run.index import headline_of
 
 
 def artifact_key(run_id: str, table: str) -> str:

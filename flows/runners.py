@@ -7,17 +7,20 @@ arm code as the flow. Each failure is one line naming the worker and the fix, in
 hangs on tasks no worker can unpickle, or arms graded by other code than their cache key names. The
 scheduler needs no setting of its own: a stock `dask scheduler` is fine.
 
-memtrial bounds its own wait for workers, on the client side (`flows.dask_runner.WatchedDaskTaskRunner`): while tasks
+memtrial bounds its own wait for workers, on the client side (`flows.runtime.dask_runner.WatchedDaskTaskRunner`): while tasks
 it submitted are unfinished, it asks the scheduler for its workers every second, and once the cluster
 has had no worker for `runner.no_workers_timeout` seconds it cancels those tasks. `cluster_loss_named`
 turns that (or Dask's own error, from a scheduler with `distributed.scheduler.no-workers-timeout`
 set) into one line naming the scheduler and what to do; the arms already finished keep their records
 and cached results, so a rerun with workers back runs only the rest.
+
+This module sits beside the flows, not in `flows.runtime`: the cluster check asks every worker for
+the digest of the arm code (`worker_code_digest`, from `flows.stages`), and the runtime builds on no
+stage wrapper.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
 from contextlib import contextmanager
@@ -26,9 +29,10 @@ from typing import Any
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from tasks_lib.errors import MemtrialError
-from tasks_lib.runconfig import RunnerSpec
+from tasks_lib.run.config import RunnerSpec
+from tasks_lib.settings import DASK_WORKER_TIMEOUT
 
-WORKER_TIMEOUT_ENV = "MEMTRIAL_DASK_WORKER_TIMEOUT"
+WORKER_TIMEOUT_ENV = DASK_WORKER_TIMEOUT.name
 NO_WORKERS_TIMEOUT = "distributed.scheduler.no-workers-timeout"
 """Dask's setting that fails a task left without any worker for that long (default: wait forever)."""
 NO_WORKER_ERRORS = frozenset({"NoWorkerError", "NoValidWorkerError"})
@@ -46,7 +50,7 @@ def task_runner(spec: RunnerSpec) -> Any:
             raise RunnerError("runner.address is only for runner.kind dask; remove it or set kind: dask")
         return ThreadPoolTaskRunner(max_workers=spec.workers)
     try:
-        from flows.dask_runner import WatchedDaskTaskRunner
+        from flows.runtime.dask_runner import WatchedDaskTaskRunner
     except ImportError:
         raise RunnerError("runner.kind dask needs prefect-dask; install memtrial with the [dask] extra") from None
     if spec.address:
@@ -62,7 +66,7 @@ def ready_task_runner(spec: RunnerSpec) -> Any:
     """`task_runner(spec)`, after checking an external Dask cluster can run the arms (`check_cluster`)."""
     runner = task_runner(spec)
     if spec.kind == "dask" and spec.address:
-        check_cluster(spec.address, float(os.environ.get(WORKER_TIMEOUT_ENV) or 60))
+        check_cluster(spec.address, float(DASK_WORKER_TIMEOUT.text(default="60")))
     return runner
 
 
@@ -126,7 +130,7 @@ def watch_lost() -> float | None:
 @contextmanager
 def cluster_loss_named(what: str) -> Iterator[None]:
     """Turn a lost cluster (every worker gone) into one RunnerError naming the scheduler, what was left
-    undone and what to do: the tasks memtrial's own watch cancelled (`flows.dask_runner.WorkerWatch`),
+    undone and what to do: the tasks memtrial's own watch cancelled (`flows.runtime.dask_runner.WorkerWatch`),
     or Dask's error from a scheduler with its own no-workers timeout. Other errors pass through."""
     try:
         yield

@@ -6,13 +6,13 @@ code, and for arms the run id (a new run is a new measurement; a rerun of the sa
 every completed arm; once all arms of a matrix completed, the matrix is sealed as one entry so a
 rerun reads it once). Results persist in the configured result storage (`ArtifactResultStorage`:
 a local folder or an S3-compatible bucket, same settings as the artifact store), so a rerun in a
-new process still finds them, each with an index entry saying what it is (`flows.cache`, `memtrial cache`).
+new process still finds them, each with an index entry saying what it is (`flows.runtime.cache`, `memtrial cache`).
 
 Retries: only stages that are pure or idempotent writes retry. An arm of a paid agent never
 retries: a retry could spend again without passing the budget guard; a failed paid arm is rerun
 only through a new flow attempt, which passes the guard first.
 
-An interrupted run stores nothing: once `flows.interrupt.tripped()` (or, on a Dask worker, once the
+An interrupted run stores nothing: once `flows.runtime.interrupt.tripped()` (or, on a Dask worker, once the
 interrupted client halted the flow run there: `interruption()`), the result storage refuses every
 write (`StageInterrupted`), so a stage cut short (or one whose check died of the same Ctrl-C) leaves no
 cache entry and never becomes a task's verdict; no stage retries then.
@@ -29,7 +29,6 @@ import ast
 import atexit
 import functools
 import hashlib
-import os
 import shutil
 import signal
 import tempfile
@@ -39,13 +38,18 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from flows.cache import MATRIX_SEAL, describe_parameters, index_root, results_root, write_entry
-from flows.interrupt import StageInterrupted, halted, tripped, working_for
-from flows.settings import configure_prefect
+from flows.runtime.cache import (
+    MATRIX_SEAL,
+    describe_parameters,
+    index_root,
+    results_root,
+    write_entry,
+)
+from flows.runtime.interrupt import StageInterrupted, halted, tripped, working_for
+from flows.runtime.settings import configure_prefect
 
 configure_prefect()
 
-import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE, CacheKeyFnPolicy
 from prefect.context import TaskRunContext
@@ -55,19 +59,17 @@ import tasks_lib
 from tasks_lib.arm import steps as arms
 from tasks_lib.arm.steps import ArmSetup, Attempt, StepName, StepWrapper, TaskSource
 from tasks_lib.arm.workspace import WorkspaceTemplates
-from tasks_lib.artifacts import ArtifactStore, open_store, run_key
+from tasks_lib.artifacts import ArtifactStore, open_store
 from tasks_lib.contracts import PreparedCorpus, RunRecord
 from tasks_lib.corpus.packs import CorpusPack, open_corpus_pack
 from tasks_lib.corpus.prepare import prepare_packed_task
 from tasks_lib.corpus.tasks import CorpusCheckReport, check_packed_corpus, load_task
 from tasks_lib.errors import MemtrialError
-from tasks_lib.manifest import seal_run
-from tasks_lib.run.layout import RECORDS_TABLE
-from tasks_lib.runconfig import ArmSpec
+from tasks_lib.run.config import ArmSpec
+from tasks_lib.settings import FAIL_ONCE, FAIL_STAGE, STAGE_TRACE
+from tasks_lib.trees import sha256_file
 
-TRACE_ENV = "MEMTRIAL_STAGE_TRACE"
-FAIL_STAGE_ENV = "MEMTRIAL_FAIL_STAGE"
-FAIL_ONCE_ENV = "MEMTRIAL_FAIL_ONCE"
+TRACE_ENV, FAIL_STAGE_ENV, FAIL_ONCE_ENV = STAGE_TRACE.name, FAIL_STAGE.name, FAIL_ONCE.name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -106,7 +108,7 @@ def _flow_run_id() -> str | None:
 
 def interruption() -> str | None:
     """Why the calling stage's run is interrupted: this process got SIGINT or SIGTERM, or (on a Dask
-    worker) the flow run's client halted it (`flows.dask_runner.halt_on_worker`); None when it is not."""
+    worker) the flow run's client halted it (`flows.runtime.dask_runner.halt_on_worker`); None when it is not."""
     signum = tripped()
     if signum is not None:
         return signal.Signals(signum).name
@@ -116,7 +118,7 @@ def interruption() -> str | None:
 def enter_stage(stage: str, label: str = "") -> None:
     """Mark one real execution of `stage` (trace file); refuse it once the run is interrupted, and fail it
     if the failure switch names it."""
-    trace = os.environ.get(TRACE_ENV)
+    trace = STAGE_TRACE.text()
     if trace:
         with _trace_lock, open(trace, "a", encoding="utf-8") as handle:
             handle.write(f"{stage}\t{label}\n")
@@ -126,9 +128,9 @@ def enter_stage(stage: str, label: str = "") -> None:
     why = interruption()
     if why is not None:
         raise StageInterrupted(f"stage {stage!r} not started: the run was interrupted ({why})")
-    if os.environ.get(FAIL_STAGE_ENV) != stage:
+    if FAIL_STAGE.text() != stage:
         return
-    once = os.environ.get(FAIL_ONCE_ENV)
+    once = FAIL_ONCE.text()
     if once:
         marker = Path(once)
         if marker.exists():
@@ -166,7 +168,7 @@ class ArtifactResultStorage(WritableFileSystem):
         return artifact_store(self.root).get_bytes(path)
 
     def write_path(self, path: str, content: bytes, _sync: bool | None = None) -> str:  # type: ignore[override]
-        """Store a result and its index entry (`flows.cache`); refused (StageInterrupted) once the run is
+        """Store a result and its index entry (`flows.runtime.cache`); refused (StageInterrupted) once the run is
         interrupted: what a stage computed while its processes were being killed is not a result."""
         why = interruption()
         if why is not None:
@@ -270,6 +272,19 @@ def package_modules(package: str) -> tuple[str, ...]:
     base = Path(tasks_lib.__file__).parent
     folder = base.joinpath(*package.split(".")[1:])
     return tuple(sorted("tasks_lib." + ".".join(p.relative_to(base).with_suffix("").parts) for p in folder.rglob("*.py")))
+
+
+def suite_stage(name: str) -> str:
+    """Progress label of a suite."""
+    return f"suite: {name}"
+
+
+def folder_digest(folder: Path) -> str:
+    """SHA-256 over every file of `folder` (relative path and content digest), sorted."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + bytes.fromhex(sha256_file(path)))
+    return digest.hexdigest()
 
 
 PREPARE_CODE = ("tasks_lib.corpus.prepare", "tasks_lib.corpus.upstream", "tasks_lib.corpus.packs")
@@ -403,14 +418,11 @@ def _records_key(_ctx: TaskRunContext, inputs: dict[str, Any]) -> str:
 @task(name="store-records", cache_policy=CacheKeyFnPolicy(cache_key_fn=_records_key) + TASK_SOURCE, persist_result=True, retries=2, retry_delay_seconds=2,
       retry_condition_fn=retry_condition)
 def store_records(artifact_root: str, run_id: str, records: list[RunRecord]) -> str:
-    """Write the run's records table and seal the run's evidence with its manifest (idempotent: same key,
-    same content); return the table's key."""
+    """Write the run's records table and seal the run's evidence with its manifest
+    (`tasks_lib.arm.steps.finish_matrix`, as `run_matrix` ends; idempotent: same key, same content);
+    return the table's key."""
     enter_stage("store-records")
-    key = run_key(run_id, RECORDS_TABLE)
-    store = artifact_store(artifact_root)
-    store.put_table(key, pa.Table.from_pylist([r.model_dump(mode="json") for r in records]))
-    seal_run(store, run_id)
-    return key
+    return arms.finish_matrix(artifact_store(artifact_root), run_id, records)
 
 
 def records_digest(records: list[RunRecord]) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from flows.settings import configure_prefect
+from flows.runtime.settings import configure_prefect
 
 configure_prefect()
 
@@ -26,13 +26,14 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.futures import PrefectFuture
 
 from flows import stages
-from flows.progress import counted, reporter
-from flows.settings import PROJECT_ROOT, build_under_test
+from flows.runtime.progress import counted, reporter
+from flows.runtime.settings import PROJECT_ROOT, build_under_test
+from flows.stages import folder_digest, suite_stage
 from tasks_lib.artifacts import suite_key, suite_rankings_key
 from tasks_lib.contracts import ContractModel
 from tasks_lib.errors import MemtrialError
 from tasks_lib.resources import bundled_folder
-from tasks_lib.runconfig import RunConfig
+from tasks_lib.run.config import RunConfig
 from tasks_lib.suites.options import ExternalOptions, RecallOptions, RetrievalOptions
 from tasks_lib.trees import sha256_file
 
@@ -45,19 +46,6 @@ REFERENCE_MEMORY = "reference"
 
 class SuiteConfigError(MemtrialError):
     """A suite's options in the run config are unusable."""
-
-
-def suite_stage(name: str) -> str:
-    """Progress label of a suite."""
-    return f"suite: {name}"
-
-
-def folder_digest(folder: Path) -> str:
-    """SHA-256 over every file of `folder` (relative path and content digest), sorted."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + bytes.fromhex(sha256_file(path)))
-    return digest.hexdigest()
 
 
 def _put(artifact_root: str, key: str, payload: str) -> str:
@@ -243,7 +231,7 @@ SUITE_TASKS: dict[str, Callable[..., str]] = {"recall": recall_sweep, "retrieval
 
 
 def write_path_suite(config: RunConfig, run_id: str, artifact_root: str) -> str:
-    """The write-path suite (`flows.writepath`, imported here on use: it builds on this module)."""
+    """The write-path suite (`flows.writepath`, imported here on use)."""
     from flows.writepath import write_path_flow
 
     return write_path_flow(config, run_id, artifact_root)

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flows.settings import configure_prefect
+from flows.runtime.settings import configure_prefect
 
 configure_prefect()
 
@@ -28,9 +28,9 @@ from prefect.cache_policies import TASK_SOURCE, CacheKeyFnPolicy
 from prefect.context import TaskRunContext
 
 from flows import stages
-from flows.progress import reporter
-from flows.settings import PROJECT_ROOT
-from flows.suites import folder_digest, suite_stage
+from flows.runtime.progress import reporter
+from flows.runtime.settings import PROJECT_ROOT
+from flows.stages import folder_digest, suite_stage
 from tasks_lib.arm.steps import ArmSetup, TaskSource
 from tasks_lib.artifacts import run_key, suite_key
 from tasks_lib.contracts import ContractModel
@@ -38,7 +38,7 @@ from tasks_lib.corpus.build import resolve_commit
 from tasks_lib.corpus.packs import publish_corpus_pack
 from tasks_lib.corpus.tasks import committed_folders, load_task, uncommitted_folders
 from tasks_lib.memory.realms import ensure_run_secret
-from tasks_lib.runconfig import RunConfig
+from tasks_lib.run.config import RunConfig
 from tasks_lib.suites.options import SEQUENCES_ROOT, WritePathOptions, bundled_sequences
 from tasks_lib.suites.writepath import (
     ARMS,

@@ -11,7 +11,7 @@ The stages, in pipeline order (the subpackages hold one each):
 5. `report`: the self-contained HTML report of a run, rebuilt from its stored artifacts.
 
 The parts the stages use: `contracts` (every artifact's model), `artifacts` (the store),
-`runconfig`, `errors`, `trees`, `memory` (adapters, the reference store, delivery, provisioners),
+`run` (a run's config, preflight, layout, records, seal, status, provenance and index), `errors`, `trees`, `memory` (adapters, the reference store, delivery, provisioners),
 `agents`, `sandbox` and `budget` (the money fence).
 
 The names below are the entry points; each is imported on first use, so `import tasks_lib` stays
@@ -27,7 +27,7 @@ from typing import Any
 _HOMES = {
     "MemtrialError": "tasks_lib.errors",
     "load_document": "tasks_lib.contracts",
-    "load_run_config": "tasks_lib.runconfig",
+    "load_run_config": "tasks_lib.run.config",
     "open_store": "tasks_lib.artifacts",
     "prepare_corpus": "tasks_lib.corpus.prepare",
     "load_tasks": "tasks_lib.corpus.tasks",

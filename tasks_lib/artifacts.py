@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tasks_lib.contracts import Document, check_rel_path, dump_document, parse_document
 from tasks_lib.errors import ArtifactError, ArtifactNotFound
+from tasks_lib.settings import S3_ENDPOINT_URL
 from tasks_lib.trees import TEMP_MARK, sha256_bytes, write_atomically
 
 if TYPE_CHECKING:  # pyarrow is imported where a table is read or written: input checks never wait on it
@@ -221,7 +222,7 @@ class S3Settings:
     def from_env(cls, env: dict[str, str] | None = None) -> S3Settings:
         """Read MEMTRIAL_S3_ENDPOINT_URL (else AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL) and the AWS variables."""
         env = dict(os.environ) if env is None else env
-        endpoint = env.get("MEMTRIAL_S3_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+        endpoint = S3_ENDPOINT_URL.text(env) or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
         region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
         return cls(endpoint, region, env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY"))
 

@@ -27,10 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from tasks_lib.contracts import MemorySpec, TaskManifest
+from typing import Literal, Protocol, TypeVar
 
 Delivery = Literal["none", "memory-system", "notes-file", "history-folder"]
 """How the arm's memory reaches the agent: not at all, through the memory system behind the runner's
@@ -52,6 +49,35 @@ class ConditionSpec:
     """Which memories make its state."""
     summary: str
     """One line for help texts and reports."""
+
+
+class PlantedMemory(Protocol):
+    """What the table reads of a memory (a `tasks_lib.contracts.MemorySpec`, which builds on this
+    module and so is not imported here): its kind and text."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+
+
+M = TypeVar("M", bound=PlantedMemory, covariant=True)
+
+
+class PlantedStates(Protocol[M]):
+    """What the table reads of a task (a `tasks_lib.contracts.TaskManifest`): its memories and the
+    planted states its conditions need."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def memories(self) -> tuple[M, ...]: ...
+    @property
+    def placebo_memories(self) -> tuple[M, ...]: ...
+    @property
+    def harm(self) -> object | None: ...
+    @property
+    def transcripts(self) -> Sequence[object]: ...
 
 
 HARM_VARIANTS = ("absent", "superseded", "contradictory", "adjacent")
@@ -81,7 +107,7 @@ NO_MEMORY_SYSTEM = ("off", "ablate:all", "notes", "grep")
 """Conditions whose arm reaches no memory system: nothing planted in a store, no witness, no socket."""
 
 
-def key_texts_of(memories: Sequence[MemorySpec]) -> list[str]:
+def key_texts_of(memories: Sequence[PlantedMemory]) -> list[str]:
     """Texts of the memories that carry the answer (any non-superseded one when none is of a key kind)."""
     return [m.text for m in memories if m.kind in KEY_MEMORY_KINDS] or [m.text for m in memories if m.kind != "superseded"]
 
@@ -117,7 +143,7 @@ def condition_summary(condition: str) -> str:
         return "unknown condition"
 
 
-def applies(manifest: TaskManifest, condition: str) -> bool:
+def applies(manifest: PlantedStates[PlantedMemory], condition: str) -> bool:
     """Whether the task has a cell for `condition`: placebo, harm and feed conditions need their
     planted state (or transcripts) in the manifest; every other condition applies to every task."""
     planted = spec_of(condition).planted
@@ -130,7 +156,7 @@ def applies(manifest: TaskManifest, condition: str) -> bool:
     return True
 
 
-def planted_memories(manifest: TaskManifest, condition: str) -> tuple[MemorySpec, ...]:
+def planted_memories(manifest: PlantedStates[M], condition: str) -> tuple[M, ...]:
     """The memories that make the arm's state under `condition` (empty where no memory is planted).
 
     Raises UnknownCondition for a task that does not carry the condition's planted state."""

@@ -23,8 +23,8 @@ from tasks_lib.arm.comparability import arm_memory_config_digest, record_fields
 from tasks_lib.artifacts import ArtifactStore, S3Settings, open_store, run_key
 from tasks_lib.contracts import RunRecord
 from tasks_lib.corpus.tasks import LoadedTask, load_tasks
-from tasks_lib.manifest import seal_run
 from tasks_lib.memory.delivery.witness import DeliveryReceipt, ServedRecall
+from tasks_lib.run.seal import seal_run
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = {t.task_id: t for t in load_tasks(REPO / "corpora" / "tasks")}

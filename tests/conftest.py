@@ -127,3 +127,48 @@ def prefect_harness() -> Iterator[None]:
 
     with prefect_test_harness(server_startup_timeout=180):
         yield
+
+
+# --------------------------------------------------------------------------- `make test-fast`
+
+INTEGRATION_FILES = ("test_flow_*.py", "test_deployment_*.py", "test_hostile_*.py", "test_*provision*.py", "test_arms.py")
+"""Test files of the flows, the deployments, the attacks and the arms (each drives real arms end to end) and the
+provisioners (real provisioner processes and memory servers)."""
+INTEGRATION_FIXTURES = frozenset({"prefect_harness", "private_docker"})
+"""Fixtures that start a Prefect API or a private dockerd."""
+INTEGRATION_IMPORTS = ("prefect", "flows.nightly", "flows.paired", "flows.suites", "flows.writepath", "flows.stages",
+                       "flows.runtime.localserver", "tasks_lib.agents.claude_code", "tasks_lib.sandbox.dockerd")
+"""Modules whose import by a test file means it drives Prefect flows, the Claude Code CLI or docker."""
+
+
+_integration_files: dict[Path, bool] = {}
+
+
+def _imports_integration(path: Path) -> bool:
+    """True when the test file at `path` imports one of INTEGRATION_IMPORTS (at any depth of its code)."""
+    cache = _integration_files
+    if path not in cache:
+        import ast
+
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+        cache[path] = any(name == root or name.startswith(root + ".") for name in names for root in INTEGRATION_IMPORTS)
+    return cache[path]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `integration` (the rule `make test-fast` leaves out; `make test` and CI run everything): a test
+    marked slow; one using a fixture that starts Prefect or docker; one in a file named in INTEGRATION_FILES
+    or that imports a Prefect flow, Prefect itself, the Claude Code agent or dockerd; and one marked
+    integration itself (a real run or the whole bundled corpus behind one test)."""
+    for item in items:
+        if item.get_closest_marker("integration"):
+            continue
+        path = Path(str(item.fspath))
+        if (item.get_closest_marker("slow") or INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or any(path.match(pattern) for pattern in INTEGRATION_FILES) or _imports_integration(path)):
+            item.add_marker(pytest.mark.integration)

@@ -34,8 +34,8 @@ def run_hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, ta
     """Run `script` as the `command` agent through the paired (or nightly) flow; return its records (schedule order)."""
     from flows.nightly import nightly, resolve_config
     from flows.paired import agent_run_id, paired_flow
-    from flows.settings import PROJECT_ROOT
-    from tasks_lib.preflight import preflight
+    from flows.runtime.settings import PROJECT_ROOT
+    from tasks_lib.run.preflight import preflight
 
     write_ledger(tmp_path / "ledger.json", Ledger(opening_balance_usd=100.0, key_ceiling_usd=40.0))
     (tmp_path / "budget.yaml").write_text(

@@ -7,7 +7,7 @@ import pytest
 from tasks_lib.memory import adapter_config as frozen
 from tasks_lib.memory.adapter_config import adapter_config
 from tasks_lib.memory.registry import MEMORY_SYSTEMS, UnknownMemorySystemError
-from tasks_lib.provenance import memory_config_digest
+from tasks_lib.run.provenance import memory_config_digest
 
 
 @pytest.mark.parametrize("name", sorted(MEMORY_SYSTEMS))
@@ -45,7 +45,7 @@ def test_a_run_names_the_config_of_the_system_it_measured() -> None:
     """The provenance of a paired run through the system provisioner carries that system's frozen config
     (so the report names it); a third party's own provisioner is 'not known', never the reference's."""
     from tasks_lib.memory.provisioner.system import SYSTEM_ENV
-    from tasks_lib.provenance import run_provenance
+    from tasks_lib.run.provenance import run_provenance
 
     common = {"agent": "calibration", "conditions": ["off", "on"], "trials": 1, "corpus_commit": "0" * 40,
               "tasks_root": "corpora/tasks", "embedder": "hashed", "sandbox": "local"}

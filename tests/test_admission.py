@@ -230,6 +230,7 @@ def test_reason_vocabulary_is_fixed_and_documented() -> None:
         assert f"`{code}`" in doc, f"docs/ADMISSION.md does not document {code}"
 
 
+@pytest.mark.integration  # a real calibration run
 def test_real_calibration_run_is_completed_but_not_admitted(store: LocalStore) -> None:
     """End to end with the real arms: the calibration agent's records are stored, then decided, never admitted."""
     prereg = make_prereg(store, model="calibration", tasks=[TASK_A], trials=1)

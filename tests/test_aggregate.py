@@ -32,9 +32,9 @@ from tasks_lib.analysis.grading import GradingSummary
 from tasks_lib.analysis.stats import adjusted_mean_interval
 from tasks_lib.artifacts import LocalStore, open_store, run_key
 from tasks_lib.errors import ArtifactError, ContractError
-from tasks_lib.manifest import TamperedRunError
 from tasks_lib.run.layout import RECORDS_TABLE
 from tasks_lib.run.records import RecordsDisagreeError, read_records
+from tasks_lib.run.seal import TamperedRunError
 from test_grading import scenario_records, store_scenario
 
 RUN = "scenario-run"

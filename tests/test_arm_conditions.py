@@ -42,7 +42,7 @@ from tasks_lib.memory.delivery.notes import NOTES_PATHS, NotesDelivery, notes_te
 from tasks_lib.memory.delivery.witness import text_digest
 from tasks_lib.memory.env import SOCKET_ENV
 from tasks_lib.memory.reference.lanes import LANES
-from tasks_lib.runconfig import RunConfig
+from tasks_lib.run.config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = load_tasks(REPO / "corpora" / "tasks")

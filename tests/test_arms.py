@@ -322,6 +322,39 @@ def test_paired_command_writes_a_records_table(tmp_path: Path, capsys: pytest.Ca
     assert sorted(table["condition"]) == ["off", "on"]
 
 
+def test_paired_grades_in_the_flows_cached_aggregate_stage_as_run_does(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (#30): `memtrial paired` graded its run in the command's process after the flow had
+    ended, outside any stage (nothing cached, no plots, no provisioner warnings), while `memtrial run`
+    grades each agent's run in the flow's cached aggregate stage; both now grade through
+    `flows.paired.grade_run`, inside the flow and its status marker."""
+    import json
+
+    from flows.cli.main import main
+    from flows.stages import TRACE_ENV
+
+    trace = tmp_path / "stages.tsv"
+    monkeypatch.setenv(TRACE_ENV, str(trace))
+    assert main(["paired", "--tasks", "tabmill-delimiter", "--conditions", "off,on", "--artifacts", str(tmp_path / "a"), "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    assert ["aggregate", run_id] in [line.split("\t") for line in trace.read_text().splitlines()]
+
+
+def test_a_matrix_run_on_threads_ends_as_a_paired_run_does_with_its_records_table_sealed(tmp_path: Path) -> None:
+    """Regression (#30): `run_matrix` (the thread pool of tests and `memtrial task try`) sealed the
+    attempts but wrote no records table, so its runs ended otherwise than the paired flow's; both now
+    end with `finish_matrix`: the table, in schedule order, agreeing with every attempt's record, sealed."""
+    from tasks_lib.artifacts import run_key
+    from tasks_lib.run.layout import RECORDS_TABLE
+    from tasks_lib.run.records import read_records
+    from tasks_lib.run.seal import verify_run
+
+    records = run(["tabmill-delimiter"], ["off", "on"], tmp_path)
+    store = LocalStore(tmp_path / "artifacts")
+    assert read_records(store, "test-run", table_required=True) == records
+    assert run_key("test-run", RECORDS_TABLE) in {f.key for f in verify_run(store, "test-run").files}
+
+
 def test_stages_called_one_by_one_give_the_composed_record(tmp_path: Path) -> None:
     """An orchestrator wrapping each stage as its own task gets what `run_attempt` gets."""
     (composed,) = run(["paybridge-tenant-header"], ["on"], tmp_path / "composed")

@@ -239,8 +239,8 @@ def test_a_broken_task_does_not_block_a_run_of_other_tasks(checkout: Path) -> No
 def test_a_broken_task_not_named_is_a_note_and_an_exclusion_not_a_refusal(checkout: Path) -> None:
     """Regression: a broken task the run did not name refused the run; preflight now returns a note
     naming it (a run of every task leaves it out and reports it)."""
-    script = ("import sys; from pathlib import Path; from tasks_lib.preflight import INPUT_CHECKS, task_notes; "
-              "from tasks_lib.runconfig import RunConfig; root = Path(sys.argv[1]); "
+    script = ("import sys; from pathlib import Path; from tasks_lib.run.preflight import INPUT_CHECKS, task_notes; "
+              "from tasks_lib.run.config import RunConfig; root = Path(sys.argv[1]); "
               "config = RunConfig(tasks=['logship-partial-exit'], artifact_root=sys.argv[2]); "
               "print([str(p) for c in INPUT_CHECKS for p in c(config, root, 'cfg')]); "
               "print('\\n'.join(task_notes(RunConfig(), root)))")

@@ -11,7 +11,7 @@ from pathlib import Path
 from flows.paired import paired_flow
 from gitrepo import git
 from tasks_lib.corpus.authoring import scaffold_task
-from tasks_lib.runconfig import RunConfig
+from tasks_lib.run.config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = "logship-partial-exit"

@@ -131,6 +131,7 @@ def test_usage_errors_exit_2_with_a_message(capsys: pytest.CaptureFixture[str]) 
     assert "Missing argument" in capsys.readouterr().err
 
 
+@pytest.mark.integration  # every bundled task's invariants: minutes
 def test_corpus_check_reports_every_bundled_task_and_invariant(capsys: pytest.CaptureFixture[str]) -> None:
     """`memtrial corpus check --json` passes on the bundled corpus, per task and invariant: every
     committed task fails untouched, passes with its solution, leaks nothing and certifies clean (the

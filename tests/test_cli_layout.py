@@ -34,7 +34,7 @@ GROUPS = {
     "task": {"new", "check", "try"},
 }
 """The command groups and their commands."""
-SHARED = {"__init__", "main", "common"}
+SHARED = {"__init__", "main", "common", "options"}
 """Modules of flows/cli that define no command."""
 
 
@@ -43,13 +43,25 @@ def tree() -> dict[str, Any]:
     return {name: set(getattr(command, "commands", {})) or None for name, command in root.commands.items()}  # type: ignore[attr-defined]
 
 
-def help_commands(*argv: str) -> set[str]:
-    """The command names `memtrial ARGV --help` lists, from the real console script."""
+def help_panels(*argv: str) -> list[tuple[str, list[str]]]:
+    """The command panels `memtrial ARGV --help` shows, in order, each with its command names in order,
+    from the real console script."""
     exe = Path(sys.executable).with_name("memtrial")
     result = subprocess.run([str(exe), *argv, "--help"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"})
     assert result.returncode == 0, result.stderr
-    panel = result.stdout.split("Commands")[1]
-    return set(re.findall(r"^│ (\S+) ", panel, flags=re.MULTILINE))
+    panels: list[tuple[str, list[str]]] = []
+    for line in result.stdout.splitlines():
+        title = re.match(r"╭─ (.+?) ─", line)
+        if title:
+            panels.append((title.group(1), []))
+        elif panels and (name := re.match(r"│ (\S+) ", line)):
+            panels[-1][1].append(name.group(1))
+    return [(title, names) for title, names in panels if title not in ("Options", "Arguments")]
+
+
+def help_commands(*argv: str) -> set[str]:
+    """The command names `memtrial ARGV --help` lists, in any panel."""
+    return {name for _, names in help_panels(*argv) for name in names}
 
 
 def test_no_command_or_group_vanishes_from_the_root() -> None:
@@ -61,6 +73,23 @@ def test_memtrial_help_lists_every_command_and_group() -> None:
     """The installed console script shows the whole tree, the suite group's commands included."""
     assert help_commands() == COMMANDS | set(GROUPS)
     assert help_commands("suite") == GROUPS["suite"]
+
+
+DAY = [
+    ("Run and read a measurement", ["run", "paired", "report", "runs", "show", "rerun"]),
+    ("Memory suites (no agent)", ["suite", "trend"]),
+    ("Author tasks and memory systems", ["task", "corpus", "certify", "validate", "memory", "provisioner"]),
+    ("Preregistered studies", ["power", "prereg", "admit", "compare", "publish"]),
+    ("Set-up and upkeep", ["budget", "cache", "server", "prune-history"]),
+]
+"""`memtrial --help` in the order of a user's day (#30 item 9)."""
+
+
+def test_memtrial_help_follows_a_users_day() -> None:
+    """A newcomer reads the help top down: running a measurement and reading it come first (they used to
+    be eighth among 23, after `validate`, `certify` and the study commands), then the suites, then
+    authoring; every command sits in a named panel, none in typer's catch-all `Commands`."""
+    assert help_panels() == DAY
 
 
 def test_console_script_is_the_cli_entry() -> None:

@@ -109,8 +109,10 @@ def test_task_check_times_every_invariant(tmp_path: Path, capsys: pytest.Capture
         (["task", "new", PROBE, "--kind", "tare"], "already exists"),
         (["task", "check", "no-such-task"], "no task folder 'no-such-task'"),
         (["task", "try", "no-such-task"], "no-such-task"),
+        (["task", "check", PROBE, "--revision", "no-such-rev"], "revision 'no-such-rev' does not resolve to a commit; check the id"),
     ],
-    ids=["bad-id", "unknown-kind", "unknown-toolchain", "existing-folder", "check-unknown-task", "try-unknown-task"],
+    ids=["bad-id", "unknown-kind", "unknown-toolchain", "existing-folder", "check-unknown-task", "try-unknown-task",
+         "check-unknown-revision"],
 )
 def test_bad_authoring_input_is_one_line_and_leaves_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
     tasks = corpus_repo(tmp_path, PROBE)

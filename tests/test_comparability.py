@@ -31,7 +31,7 @@ from tasks_lib.contracts import RunRecord, parse_document
 from tasks_lib.corpus.tasks import load_task
 from tasks_lib.memory import adapter_config as frozen
 from tasks_lib.memory.provisioner.system import SYSTEM_ENV
-from tasks_lib.provenance import load_provenance
+from tasks_lib.run.provenance import load_provenance
 
 SYSTEM_ARGV = ("python", "-m", "tasks_lib.memory.provisioner.system")
 

@@ -116,6 +116,7 @@ def test_admitted_basis_needs_decisions(store: LocalStore) -> None:
         compare_runs(store, RUN_A, RUN_B)
 
 
+@pytest.mark.integration  # two real calibration runs
 def test_two_real_calibration_runs_compare_on_completed_records_only(store: LocalStore) -> None:
     """The calibration agent's runs are never admitted, so they compare as completed records; same key, same result."""
     runs = []

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from tasks_lib.analysis.evidence import load_evidence
 from tasks_lib.artifacts import LocalStore
-from tasks_lib.manifest import TamperedRunError, verify_run
 from tasks_lib.run.records import read_records
+from tasks_lib.run.seal import TamperedRunError, verify_run
 from test_hostile_tampered_results import _copy, sealed_run  # noqa: F401 - the module-scoped real run
 
 

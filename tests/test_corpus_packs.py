@@ -29,7 +29,7 @@ from tasks_lib.corpus.packs import (
 )
 from tasks_lib.corpus.prepare import prepare_task
 from tasks_lib.corpus.tasks import load_task
-from tasks_lib.runconfig import RunConfig
+from tasks_lib.run.config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = "rotlog-keep-count"

@@ -22,10 +22,10 @@ import pytest
 
 from flows.cli.main import main
 from tasks_lib.artifacts import LocalStore
-from tasks_lib.manifest import seal_run
+from tasks_lib.run.index import run_files
 from tasks_lib.run.layout import MANIFEST_JSON, RECORD_JSON, RECORDS_TABLE, RUNS, attempt_file
 from tasks_lib.run.records import RecordsDisagreeError, read_records
-from tasks_lib.runs import run_files
+from tasks_lib.run.seal import seal_run
 
 TASKS = ("rotlog-keep-count", "logship-partial-exit")
 REPO = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import typer
 
 from flows.cli.common import DEFAULT_EMBEDDER
 from flows.cli.main import app
-from tasks_lib.runconfig import load_run_config
+from tasks_lib.run.config import load_run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from flows.settings import PROJECT_ROOT
+from flows.runtime.settings import PROJECT_ROOT
 
 DEPLOYMENTS = PROJECT_ROOT / "deployments"
 

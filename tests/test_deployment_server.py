@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from flows.settings import PROJECT_ROOT
+from flows.runtime.settings import PROJECT_ROOT
 
 PREFECT = str(Path(sys.executable).parent / "prefect")
 SERVER_START_SECONDS = 240

@@ -2,7 +2,7 @@
 killing the run's descendants misses it; the interrupt must remove it before the command exits.
 
 The command is a real process that runs a sandboxed command the way `memtrial run` does: inside
-`flows.interrupt.interruptible()`, the `docker` provider on the private dockerd the tests start, called
+`flows.runtime.interrupt.interruptible()`, the `docker` provider on the private dockerd the tests start, called
 from a worker thread (the flow's task runner runs arms in threads) while the main thread waits."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from test_flow_interrupt import EXIT_SECONDS
 COMMAND = """
 import sys, threading
 from pathlib import Path
-from flows.interrupt import EXIT_STATUS, interruptible
+from flows.runtime.interrupt import EXIT_STATUS, interruptible
 from tasks_lib.sandbox.base import SandboxRequest
 from tasks_lib.sandbox.docker import DockerSandbox
 

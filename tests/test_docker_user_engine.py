@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from flows.cli.main import main
-from tasks_lib.runconfig import DockerSpec, RunConfig
+from tasks_lib.run.config import DockerSpec, RunConfig
 
 SMOKE_TASKS = "[rotlog-keep-count, pagekit-last-page]"
 """A shell task and a Node task, both judged apart (as every bundled task is): the agent's turn runs

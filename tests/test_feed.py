@@ -37,6 +37,8 @@ from tasks_lib.memory.adapter import MemoryAdapter
 from tasks_lib.memory.env import HISTORY_ENV, REALM_ENV, SOCKET_ENV
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 
+pytestmark = pytest.mark.integration  # real provisioner runs
+
 REPO = Path(__file__).resolve().parents[1]
 TASKS = load_tasks(REPO / "corpora" / "tasks")
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()

@@ -10,7 +10,7 @@ import pytest
 from flows.cli.main import main
 from flows.paired import pair_guard
 from tasks_lib.errors import MemtrialError
-from tasks_lib.runconfig import AgentSpec, RunConfig
+from tasks_lib.run.config import AgentSpec, RunConfig
 
 
 def test_run_with_a_bad_config_exits_2_naming_file_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -57,7 +57,7 @@ def test_run_on_the_smoke_config_says_where_the_report_is(prefect_harness: None,
     """The main job end to end on the bundled smoke config: records, graded tables and the report."""
     import json
 
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.artifacts import open_store
 
     root = tmp_path / "artifacts"

@@ -261,7 +261,7 @@ def test_a_local_cluster_fails_tasks_left_without_workers_after_runner_no_worker
     import dask
 
     from flows.runners import NO_WORKERS_TIMEOUT, task_runner
-    from tasks_lib.runconfig import RunnerSpec
+    from tasks_lib.run.config import RunnerSpec
 
     before = dask.config.get(NO_WORKERS_TIMEOUT, None)
     try:
@@ -331,7 +331,7 @@ def test_workers_that_cannot_see_the_checkout_prepare_check_and_run_its_tasks_fr
 
     from flows.paired import paired_flow
     from flows.runners import ready_task_runner
-    from tasks_lib.runconfig import RunConfig, RunnerSpec
+    from tasks_lib.run.config import RunConfig, RunnerSpec
 
     address, workers = dask_cluster
     clone = tmp_path / "checkout"

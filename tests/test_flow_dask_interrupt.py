@@ -222,7 +222,7 @@ def test_ctrl_c_stops_the_arms_on_an_external_dask_cluster_caches_none_of_them_a
 
 def hold_a_process(flow_run: str, pidfile: str) -> int:
     """Run on a worker as a stage of `flow_run` would: note it, start a process, wait for it; its exit status."""
-    from flows import interrupt
+    from flows.runtime import interrupt
 
     interrupt.working_for(flow_run)
     child = subprocess.Popen(["sleep", "600"])
@@ -238,7 +238,7 @@ def test_a_halted_worker_kills_its_processes_only_when_it_runs_nothing_but_the_h
     interrupted flow process sends (`Client.run(halt_on_worker, ...)`)."""
     from distributed import Client
 
-    from flows.dask_runner import halt_on_worker
+    from flows.runtime.dask_runner import halt_on_worker
     from test_flow_dask import REPO, start
 
     folder = tmp_path / "cluster"

@@ -8,15 +8,15 @@ import pytest
 from prefect.task_runners import ThreadPoolTaskRunner
 from rich.console import Console
 
-from flows.progress import (
+from flows.runners import RunnerError, task_runner
+from flows.runtime.progress import (
     NullReporter,
     PlainReporter,
     RichReporter,
     reporter,
     reporting,
 )
-from flows.runners import RunnerError, task_runner
-from tasks_lib.runconfig import RunnerSpec
+from tasks_lib.run.config import RunnerSpec
 
 
 def drive(stages_reporter) -> None:  # type: ignore[no-untyped-def]

@@ -125,8 +125,8 @@ def test_an_arm_is_one_task_run_with_its_steps_traced_inside_it(prefect_harness:
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     from flows.paired import paired_flow
-    from flows.settings import PROJECT_ROOT
-    from tasks_lib.runconfig import RunConfig
+    from flows.runtime.settings import PROJECT_ROOT
+    from tasks_lib.run.config import RunConfig
 
     trace = tmp_path / "trace.tsv"
     monkeypatch.setenv(TRACE_ENV, str(trace))
@@ -187,9 +187,9 @@ def test_the_arms_of_one_task_in_one_process_build_its_fixture_once(prefect_harn
     """Each flow arm used to build its task's fixture from git objects (1.7x the whole bare-arm floor);
     the arms of one task in one process now copy one template, and start from the same fixture."""
     from flows.paired import paired_flow
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.arm import steps, workspace
-    from tasks_lib.runconfig import RunConfig
+    from tasks_lib.run.config import RunConfig
 
     builds: list[str] = []
     real = workspace.build_redacted

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.settings import PROJECT_ROOT
+from flows.runtime.settings import PROJECT_ROOT
 from tasks_lib.errors import ContractError
-from tasks_lib.runconfig import AgentSpec, RunConfig, RunnerSpec, load_run_config
+from tasks_lib.run.config import AgentSpec, RunConfig, RunnerSpec, load_run_config
 
 
 @pytest.mark.parametrize("name", ["default.yaml", "smoke.yaml"])

@@ -35,10 +35,10 @@ from tasks_lib.arm.steps import run_matrix, schedule, select_tasks
 from tasks_lib.artifacts import ArtifactStore, LocalStore, run_key
 from tasks_lib.contracts import RunRecord
 from tasks_lib.corpus.tasks import load_tasks
-from tasks_lib.manifest import seal_run
 from tasks_lib.memory.delivery.provenance import wrap_block
 from tasks_lib.memory.delivery.witness import DeliveryReceipt, ServedRecall, text_digest
 from tasks_lib.run.layout import RECORD_JSON, RECORDS_TABLE, attempt_file
+from tasks_lib.run.seal import seal_run
 
 REPO = Path(__file__).resolve().parents[1]
 DIGEST = "0" * 64
@@ -362,6 +362,7 @@ def test_surface_echo_counts_only_the_agents_own_words() -> None:
 CALIBRATION_TASKS = ["logship-partial-exit", "tabmill-delimiter", "rotlog-keep-count"]
 
 
+@pytest.mark.integration  # a real calibration run of three tasks
 def test_calibration_agent_scenario_grades_exactly(tmp_path: Path) -> None:
     """From the corpus: memory decides logship (a success lift), halves tabmill's tokens (a cost
     saving) and only adds context on rotlog (no credit). Lanes overlap for the calibration agent,

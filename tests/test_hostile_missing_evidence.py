@@ -14,7 +14,7 @@ import pytest
 
 from flows.cli.main import main
 from tasks_lib.artifacts import LocalStore
-from tasks_lib.manifest import seal_run
+from tasks_lib.run.seal import seal_run
 
 TASK = "logship-partial-exit"
 

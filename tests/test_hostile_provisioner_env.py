@@ -22,7 +22,7 @@ from tasks_lib.artifacts import LocalStore
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.memory.provisioner.client import BASE_ENV, ProvisionerSpec
 from tasks_lib.memory.provisioner.verbs import SERVE_ENV, STATE_ENV
-from tasks_lib.provenance import load_provenance
+from tasks_lib.run.provenance import load_provenance
 
 REPO = Path(__file__).resolve().parents[1]
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()

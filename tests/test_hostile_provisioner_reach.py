@@ -27,7 +27,7 @@ from tasks_lib.artifacts import LocalStore
 from tasks_lib.corpus.tasks import load_tasks
 from tasks_lib.memory.provisioner.client import ProvisionerSpec
 from tasks_lib.memory.provisioner.verbs import SERVE_ENV, STATE_ENV
-from tasks_lib.provenance import load_provenance
+from tasks_lib.run.provenance import load_provenance
 from tasks_lib.sandbox.local import bwrap_problem
 
 REPO = Path(__file__).resolve().parents[1]

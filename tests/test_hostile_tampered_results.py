@@ -15,7 +15,7 @@ import pytest
 from flows.cli.main import main
 from tasks_lib.artifacts import LocalStore
 from tasks_lib.contracts import load_document
-from tasks_lib.manifest import MANIFEST_JSON, RunManifest, verify_run
+from tasks_lib.run.seal import MANIFEST_JSON, RunManifest, verify_run
 
 TASK = "logship-partial-exit"
 """A convention task: the calibration agent fails it without memory and passes it with memory."""

@@ -14,7 +14,7 @@ from flows.paired import paired_flow
 from tasks_lib.arm.comparability import verifier_digest
 from tasks_lib.artifacts import open_store
 from tasks_lib.corpus.tasks import load_task
-from tasks_lib.runconfig import RunConfig
+from tasks_lib.run.config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = "logship-partial-exit"

@@ -12,7 +12,7 @@ import textwrap
 
 PROGRAM = textwrap.dedent("""
     import signal
-    from flows import interrupt
+    from flows.runtime import interrupt
     with interrupt._state.lock:  # as the first handler holds it when the second one runs
         try:
             interrupt._on_signal(signal.SIGINT, None)

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from flows.localserver import SERVER_FILE, free_port, healthy, running_server
+from flows.runtime.localserver import SERVER_FILE, free_port, healthy, running_server
 
 CLI = [sys.executable, "-c", "import sys; from flows.cli.main import main; sys.exit(main(sys.argv[1:]))"]
 PROBE = """
@@ -30,7 +30,7 @@ from prefect.runtime import flow_run
 print(flow(name="probe")(lambda: flow_run.name)())
 """
 """A process that sets up Prefect as `memtrial run` does, then runs one flow (no corpus preparation)."""
-SERVER_MARKS = ("flows.localserver", "prefect.server.api.server:create_app", "uvicorn")
+SERVER_MARKS = ("flows.runtime.localserver", "prefect.server.api.server:create_app", "uvicorn")
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:
@@ -168,7 +168,7 @@ def test_pruning_deletes_the_flow_runs_that_ended_before_the_cutoff_and_keeps_th
     )
 
     from flows.cli.main import main
-    from flows.history import prune_flow_runs
+    from flows.runtime.history import prune_flow_runs
 
     name = f"prune-probe-{uuid.uuid4().hex[:8]}"
     probe = flow(name=name)(lambda: task(name="step")(lambda: 1)())

@@ -46,6 +46,8 @@ from tasks_lib.memory.registry import (
     open_memory_system,
 )
 
+pytestmark = pytest.mark.integration  # every third-party memory system, each loaded for real
+
 SYSTEMS = tuple(MEMORY_SYSTEMS)
 REALM = "adapters:realm-a"
 OTHER = "adapters:realm-b"

@@ -1,6 +1,6 @@
 """One Prefect API: with PREFECT_API_URL set, a `memtrial` process starts no temporary server and its
 runs land in that API; without it each process starts (and stops) its own, memtrial's rather than
-Prefect's (`flows.localserver`, `tests/test_local_server.py`). Prefect's database holds only history:
+Prefect's (`flows.runtime.localserver`, `tests/test_local_server.py`). Prefect's database holds only history:
 a rerun on a fresh database still takes every completed stage from the artifact root.
 Real `memtrial` processes, a real Prefect API (the test harness) on 127.0.0.1."""
 

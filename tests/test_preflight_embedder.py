@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from flows.cli.main import main
-from flows.settings import PROJECT_ROOT
-from tasks_lib.preflight import EMBEDDER_EXTRAS
-from tasks_lib.runconfig import load_run_config
+from flows.runtime.settings import PROJECT_ROOT
+from tasks_lib.run.config import load_run_config
+from tasks_lib.run.preflight import EMBEDDER_EXTRAS
 
 
 def test_minilm_without_its_extra_is_refused_before_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

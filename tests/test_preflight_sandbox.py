@@ -19,7 +19,7 @@ import pytest
 
 from tasks_lib.arm.sandboxed_check import UNSANDBOXED_OPT_OUT
 from tasks_lib.contracts import dump_document
-from tasks_lib.runconfig import RUN_CONFIG_JSON, RunConfig
+from tasks_lib.run.config import RUN_CONFIG_JSON, RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-c", "from flows.cli.main import entry; entry()"]
@@ -114,8 +114,8 @@ def test_a_docker_engine_that_does_not_answer_is_refused_before_any_arm(tmp_path
 def test_the_named_opt_out_passes_preflight_without_bubblewrap(tmp_path: Path) -> None:
     """The refusal must not remove the documented way out: with MEMTRIAL_ALLOW_UNSANDBOXED_CHECK=1 the
     checks run unsandboxed (each record says so), so preflight lets the run through."""
-    script = ("import sys; from pathlib import Path; from tasks_lib.preflight import preflight; "
-              "from tasks_lib.runconfig import load_run_config; "
+    script = ("import sys; from pathlib import Path; from tasks_lib.run.preflight import preflight; "
+              "from tasks_lib.run.config import load_run_config; "
               "preflight(load_run_config(Path(sys.argv[1])), Path(sys.argv[2]), sys.argv[1]); print('passed')")
     env = cli_env(tmp_path)
     refused = without_bwrap([sys.executable, "-c", script, str(two_task_config(tmp_path)), str(REPO)], env)

@@ -207,7 +207,7 @@ def test_bad_provisioner_options_are_refused_in_one_line(args: list[str], messag
 
 
 def test_a_run_config_names_its_provisioner_or_none() -> None:
-    from tasks_lib.runconfig import RunConfig
+    from tasks_lib.run.config import RunConfig
 
     with pytest.raises(ValueError, match="memory_system: 'provisioner' needs a provisioner"):
         RunConfig(memory_system="provisioner")

@@ -20,8 +20,8 @@ import pytest
 
 from tasks_lib.arm.sandboxed_check import UNSANDBOXED_OPT_OUT
 from tasks_lib.errors import ContractError
-from tasks_lib.preflight import preflight
-from tasks_lib.runconfig import load_run_config, provisioner_warnings
+from tasks_lib.run.config import load_run_config, provisioner_warnings
+from tasks_lib.run.preflight import preflight
 from tasks_lib.sandbox.local import bwrap_problem
 from tests.test_preflight_sandbox import CLI, REFUSED_WITHIN_SECONDS, cli_env, without_bwrap
 
@@ -60,8 +60,8 @@ def test_a_provisioner_that_cannot_be_confined_is_refused_in_one_line_before_any
 def test_an_unconfined_provisioner_passes_preflight_only_by_name_and_is_a_distrust_warning(tmp_path: Path) -> None:
     """The refusal keeps a way out, but not a silent one: `unconfined: true` passes preflight without
     bubblewrap, and the run then carries a distrust warning naming the unconfined provisioner."""
-    script = ("import sys; from pathlib import Path; from tasks_lib.preflight import preflight; "
-              "from tasks_lib.runconfig import load_run_config; "
+    script = ("import sys; from pathlib import Path; from tasks_lib.run.preflight import preflight; "
+              "from tasks_lib.run.config import load_run_config; "
               "preflight(load_run_config(Path(sys.argv[1])), Path(sys.argv[2]), sys.argv[1]); print('passed')")
     env = {**cli_env(tmp_path), UNSANDBOXED_OPT_OUT: "1"}
     allowed = without_bwrap([sys.executable, "-c", script, str(provisioner_config(tmp_path, "unconfined: true")), str(REPO)], env)

@@ -36,7 +36,7 @@ from tasks_lib.analysis.publish import (
 from tasks_lib.arm.steps import run_matrix, schedule
 from tasks_lib.artifacts import ArtifactStore, LocalStore, new_run_id, run_key
 from tasks_lib.contracts import RunRecord, load_document
-from tasks_lib.manifest import seal_run
+from tasks_lib.run.seal import seal_run
 from tasks_lib.trees import sha256_file
 
 RUN = run_id()

@@ -17,7 +17,7 @@ from tests.test_recall_sweep import small_corpus
 def test_recall_flow_stores_the_sweep_result(tmp_path: Path) -> None:
     from flows.suites import recall_flow
     from tasks_lib.artifacts import open_store
-    from tasks_lib.runconfig import RunConfig
+    from tasks_lib.run.config import RunConfig
 
     corpus = small_corpus(tmp_path / "corpus")
     root = str(tmp_path / "artifacts")
@@ -34,7 +34,7 @@ def test_editing_a_custom_case_folder_misses_the_cache(tmp_path: Path) -> None:
     """Same run, same options, edited cases: the stage runs again instead of serving the old result."""
     from flows.suites import recall_flow
     from tasks_lib.artifacts import open_store
-    from tasks_lib.runconfig import RunConfig
+    from tasks_lib.run.config import RunConfig
 
     corpus = small_corpus(tmp_path / "corpus")
     root = str(tmp_path / "artifacts")

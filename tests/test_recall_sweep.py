@@ -184,7 +184,7 @@ def test_stale_case_plays_old_value_then_correction(tmp_path: Path) -> None:
 def test_bad_configuration_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RecallError, match="strictly increasing"):
         run_sweep(SweepConfig(lengths=(40, 10), memory="none"))
-    with pytest.raises(RecallError, match="use chroma, chroma\+memtrial-keyword, lancedb, mcp-memory, mcp-memory\+memtrial-terms, mem0, reference, reference-first-heard, txtai or none"):
+    with pytest.raises(RecallError, match=r"use chroma, chroma\+memtrial-keyword, lancedb, mcp-memory, mcp-memory\+memtrial-terms, mem0, reference, reference-first-heard, txtai or none"):
         run_sweep(SweepConfig(memory="nope"))
     corpus = small_corpus(tmp_path / "corpus", turns=12)
     with pytest.raises(RecallError, match="length 50 needs 50 filler turns"):

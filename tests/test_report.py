@@ -19,7 +19,6 @@ from pathlib import Path
 
 import boto3
 import numpy as np
-import pyarrow as pa
 import pytest
 from PIL import Image
 
@@ -34,6 +33,8 @@ from tasks_lib.analysis.stats import adjusted_mean_interval
 from tasks_lib.artifacts import LocalStore, open_store, run_key
 from tasks_lib.report import REPORT_HTML, build_report
 from test_grading import scenario_records, store_scenario
+
+pytestmark = pytest.mark.integration  # real runs, rendered in headless chromium
 
 RUN = "scenario-run"
 ON_BLUE = (0x1F, 0x77, 0xB4)
@@ -263,19 +264,15 @@ def real_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[LocalStore, P
     from tasks_lib.arm.steps import run_matrix, schedule, select_tasks
     from tasks_lib.artifacts import suite_key
     from tasks_lib.corpus.tasks import load_tasks
-    from tasks_lib.manifest import seal_run
     from tasks_lib.memory.reference.store import SqliteMemoryStore
-    from tasks_lib.run.layout import RECORDS_TABLE
     from tasks_lib.suites.retrieval import bundled_cases, run_retrieval_suite
 
     where = tmp_path_factory.mktemp("real-report")
     store = LocalStore(where / "artifacts")
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     plan = schedule(select_tasks(load_tasks(REPO / "corpora" / "tasks"), REAL_TASKS), ["off", "on", "ablate:all"], 1)
-    records = run_matrix(plan, run_id=REAL_RUN, repo_root=REPO, commit=head, tasks_subdir="corpora/tasks", agent_name="calibration",
-                         store=store)
-    store.put_table(run_key(REAL_RUN, RECORDS_TABLE), pa.Table.from_pylist([r.model_dump(mode="json") for r in records]))
-    seal_run(store, REAL_RUN)  # as the store-records stage does
+    run_matrix(plan, run_id=REAL_RUN, repo_root=REPO, commit=head, tasks_subdir="corpora/tasks", agent_name="calibration",
+               store=store)  # ends as the paired flow does: the records table, sealed
     cases, graph, policy = bundled_cases()
     def reference(folder: Path) -> SqliteMemoryStore:
         folder.mkdir(parents=True, exist_ok=True)

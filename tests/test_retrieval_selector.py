@@ -8,8 +8,9 @@ import pytest
 
 from tasks_lib.suites.retrieval.policy import run_policy_probes
 from tasks_lib.suites.retrieval.ranking import first_rank, hit_at, mean, ndcg_at, reciprocal_rank
-from tasks_lib.suites.retrieval.selector import select_automatic, stem
+from tasks_lib.suites.retrieval.selector import select_automatic
 from tasks_lib.suites.retrieval.suite import bundled_cases
+from tasks_lib.text import stem_asked_terms as stem
 
 TABLE = [
     ("ownership", "What is my blood type?", ["My blood type is O negative."], 0),

@@ -22,14 +22,13 @@ import pytest
 from flows.cli.main import main
 from flows.stages import FAIL_STAGE_ENV, InjectedFailure
 from tasks_lib.artifacts import LocalStore, new_run_id, open_store
-from tasks_lib.manifest import evidence_keys, verify_run
-from tasks_lib.runs import (
+from tasks_lib.run.index import list_runs, run_files
+from tasks_lib.run.seal import evidence_keys, verify_run
+from tasks_lib.run.status import (
     RUN_STATUS_JSON,
-    list_runs,
     mark_ended,
     process_started,
     read_status,
-    run_files,
     status_key,
 )
 
@@ -188,7 +187,7 @@ def test_a_run_stored_without_a_marker_is_complete_only_when_sealed(tmp_path: Pa
 
 def test_a_run_that_has_started_is_listed_running(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Between its start and its end a run has partial files only: its marker says it is going."""
-    from tasks_lib.runs import mark_running
+    from tasks_lib.run.status import mark_running
 
     root = str(tmp_path / "artifacts")
     mark_running(open_store(root), "paired-20990101-000000-abcdef", version="memtrial 0+test", agents=["calibration"],
@@ -204,7 +203,7 @@ def test_a_run_killed_outright_is_listed_stopped_not_running_forever(tmp_path: P
     run_id = "paired-20990101-000000-abcdef"
     child = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from tasks_lib.artifacts import open_store; from tasks_lib.runs import mark_running; "
+         "import sys, time; from tasks_lib.artifacts import open_store; from tasks_lib.run.status import mark_running; "
          f"mark_running(open_store({root!r}), {run_id!r}, version='memtrial 0+test'); print('marked', flush=True); time.sleep(600)"],
         stdout=subprocess.PIPE, text=True)
     try:
@@ -223,7 +222,7 @@ def test_a_run_killed_outright_is_listed_stopped_not_running_forever(tmp_path: P
 def test_a_rerun_keeps_when_the_run_first_started(tmp_path: Path) -> None:
     """A rerun of the same run id rewrote the marker with a new start time, so the run looked as if
     it had started at its rerun; the first start stays and the rerun is `resumed_at`."""
-    from tasks_lib.runs import mark_running
+    from tasks_lib.run.status import mark_running
 
     store = open_store(str(tmp_path / "artifacts"))
     first = mark_running(store, "paired-20990101-000000-abcdef", version="memtrial 0+test")
@@ -237,7 +236,7 @@ def test_a_rerun_keeps_when_the_run_first_started(tmp_path: Path) -> None:
 def test_a_reused_pid_or_another_hosts_run_is_not_taken_for_the_run(tmp_path: Path) -> None:
     """The PID alone could be alive again as another process; a marker from another host cannot be
     checked here. Neither may flip the listed state the wrong way."""
-    from tasks_lib.runs import RunStatus, stopped_outright
+    from tasks_lib.run.status import RunStatus, stopped_outright
 
     mine = RunStatus(run_id="r", state="running", started_at=datetime.now(UTC), memtrial_version="memtrial 0+test",
                      host=socket.gethostname(), pid=os.getpid(), pid_started=process_started(os.getpid()))

@@ -1,11 +1,11 @@
-"""Secrets as references (flows/secrets.py): the flow run reads the Secret block a deployment names,
+"""Secrets as references (flows/runtime/secrets.py): the flow run reads the Secret block a deployment names,
 against a real Prefect API (the test harness)."""
 
 from __future__ import annotations
 
 import pytest
 
-from flows.secrets import SecretReferenceError, resolve_secret_references
+from flows.runtime.secrets import SecretReferenceError, resolve_secret_references
 
 
 def test_a_named_secret_block_is_read_at_run_time(prefect_harness: None) -> None:

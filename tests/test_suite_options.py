@@ -3,7 +3,7 @@ reach the suite's stage as the typed model (never an untyped dict read after the
 
 from __future__ import annotations
 
-from tasks_lib.runconfig import RunConfig
+from tasks_lib.run.config import RunConfig
 from tasks_lib.suites.options import SUITE_OPTION_MODELS, RecallOptions, SuiteOptions
 from tasks_lib.suites.recall import SweepConfig
 

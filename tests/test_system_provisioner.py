@@ -36,7 +36,7 @@ from tasks_lib.memory.provisioner.client import (
 from tasks_lib.memory.provisioner.system import HOLDS, SYSTEM_ENV
 from tasks_lib.memory.provisioner.verbs import SERVE_ENV, SERVE_FILE, STATE_ENV
 from tasks_lib.memory.registry import MEMORY_SYSTEMS
-from tasks_lib.provenance import load_provenance
+from tasks_lib.run.provenance import load_provenance
 from tests.test_memory_adapters import alive, require
 
 REPO = Path(__file__).resolve().parents[1]

@@ -32,6 +32,8 @@ from tasks_lib.corpus.tasks import (
 )
 from tasks_lib.trees import sha256_file
 
+pytestmark = pytest.mark.integration  # each test copies the corpus and proves its invariants
+
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "corpora" / "tasks"
 PROBE_TASK = "diskwatch-critical-default"

@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from flows.cli.main import main
-from flows.settings import build_under_test
+from flows.runtime.settings import build_under_test
 from gitrepo import MakeRepo, write_files
 from tasks_lib.analysis.trend import (
     Snapshot,

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from flows.settings import PROJECT_ROOT
+from flows.runtime.settings import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from tasks_lib.arm.steps import ArmSetup, TaskSource
 from tasks_lib.artifacts import LocalStore, open_store
 from tasks_lib.corpus.tasks import check_corpus
 from tasks_lib.memory.reference.store import SqliteMemoryStore
-from tasks_lib.runconfig import RunConfig
+from tasks_lib.run.config import RunConfig
 from tasks_lib.suites.writepath import (
     WritePathError,
     WritePathResult,

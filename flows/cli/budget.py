@@ -15,8 +15,9 @@ import typer
 
 from flows.cli.common import JsonFlag, emit_json, out
 from tasks_lib.errors import MemtrialError
+from tasks_lib.settings import BUDGET_CONFIG
 
-CONFIG_ENV = "MEMTRIAL_BUDGET_CONFIG"
+CONFIG_ENV = BUDGET_CONFIG.name
 
 budget_app = typer.Typer(help="The budget guard (money fence): check a key and its headroom before paying.", no_args_is_help=True)
 
@@ -29,7 +30,7 @@ def budget_check(
     """Run steps 1-3 (key identity, per-key ceiling, shared headroom) now; exit 1 when a paid pair could not start."""
     from tasks_lib.budget import load_budget_config, open_source, preflight
 
-    path = config or (Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None)
+    path = config or (Path(BUDGET_CONFIG.text()) if BUDGET_CONFIG.text() else None)
     if path is None:
         raise MemtrialError(f"--config: missing; give a budget config file (or set ${CONFIG_ENV})")
     settings = load_budget_config(path)

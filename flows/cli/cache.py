@@ -1,4 +1,4 @@
-"""`memtrial cache list|clear`: the cached stage results a rerun or a later run re-uses (`flows.cache`).
+"""`memtrial cache list|clear`: the cached stage results a rerun or a later run re-uses (`flows.runtime.cache`).
 
 Registered in `flows.cli.main` as the `cache` group. Neither command starts Prefect. An unknown stage
 or task, or `clear` with nothing named, is one line and exit 2.
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from flows.cli.common import JsonFlag, emit_json, out, summary_table
+from flows.cli.options import ArtifactRootOpt
 from tasks_lib.errors import MemtrialError
 
 if TYPE_CHECKING:
@@ -19,14 +20,13 @@ if TYPE_CHECKING:
 cache_app = typer.Typer(help="The cached stage results a rerun re-uses: list them, clear them whole, per task or per stage.",
                         no_args_is_help=True)
 
-RootOpt = Annotated[str | None, typer.Option("--artifact-root", "--artifacts", help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")]
 ResultRootOpt = Annotated[str | None, typer.Option("--result-root", help="The run config's result_root, when it names one (default: <artifact root>/prefect-results).")]
 COLUMNS = ["stage", "tasks", "run", "label", "stored (UTC)", "key"]
 
 
 def _stores(root: str | None, result_root: str | None) -> tuple[str, ArtifactStore, ArtifactStore]:
-    from flows.cache import index_root, results_root
-    from flows.settings import default_artifact_root
+    from flows.runtime.cache import index_root, results_root
+    from flows.runtime.settings import default_artifact_root
     from tasks_lib.artifacts import open_store
 
     results = results_root(root or default_artifact_root(), result_root)
@@ -34,9 +34,9 @@ def _stores(root: str | None, result_root: str | None) -> tuple[str, ArtifactSto
 
 
 @cache_app.command("list")
-def cache_list(root: RootOpt = None, result_root: ResultRootOpt = None, as_json: JsonFlag = False) -> None:
+def cache_list(root: ArtifactRootOpt = None, result_root: ResultRootOpt = None, as_json: JsonFlag = False) -> None:
     """List the cached stage results: stage, tasks, run, when; a rerun re-uses each of them."""
-    from flows.cache import list_entries
+    from flows.runtime.cache import list_entries
 
     where, results, index = _stores(root, result_root)
     entries = list_entries(results, index)
@@ -54,14 +54,14 @@ def cache_list(root: RootOpt = None, result_root: ResultRootOpt = None, as_json:
 
 @cache_app.command("clear")
 def cache_clear(
-    root: RootOpt = None,
+    root: ArtifactRootOpt = None,
     result_root: ResultRootOpt = None,
     everything: Annotated[bool, typer.Option("--all", help="Clear every cached stage result.")] = False,
     stage: Annotated[str | None, typer.Option("--stage", help="Clear only this stage's results (a name 'memtrial cache list' shows, e.g. corpus-invariants).")] = None,
     task: Annotated[str | None, typer.Option("--task", help="Clear only the results that cover this task id.")] = None,
 ) -> None:
     """Clear cached stage results (whole, per stage, per task, or a stage of one task): the next run computes them."""
-    from flows.cache import clear, list_entries, select
+    from flows.runtime.cache import clear, list_entries, select
 
     if everything == (stage is not None or task is not None):
         raise MemtrialError("memtrial cache clear: name what to clear: --all, or --stage NAME and/or --task ID "

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from tasks_lib.artifacts import ArtifactStore
 
 out = Console(highlight=False, soft_wrap=True, markup=False, width=None if sys.stdout.isatty() else 160)
 """Results, on stdout."""
@@ -43,3 +46,20 @@ def summary_table(rows: list[dict[str, Any]], columns: list[str], title: str) ->
     for row in rows:
         table.add_row(*(str(row[c]) for c in columns))
     return table
+
+
+def agent_run(store: ArtifactStore, run_id: str, what: str, example: str) -> str:
+    """The run holding `run_id`'s records: itself, or a nightly run's one agent run (stderr says '<what> of
+    it'). Raises MemtrialError listing the agent runs, with `example` (a command, `{run}` for the run),
+    when a nightly run has several."""
+    from tasks_lib.errors import MemtrialError
+    from tasks_lib.run.index import show_run
+
+    view = show_run(store, run_id)
+    if view.attempts or not view.agent_runs:
+        return run_id
+    if len(view.agent_runs) > 1:
+        raise MemtrialError(f"run {run_id} holds its attempts in its agents' runs: {', '.join(view.agent_runs)}; "
+                            f"name one of them, e.g. '{example.format(run=view.agent_runs[0])}'")
+    err.print(f"{what} of {view.agent_runs[0]}, the agent run of {run_id}")
+    return view.agent_runs[0]

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from flows.cli.common import JsonFlag, emit_json, err, out, summary_table
+from flows.cli.options import RevisionOpt, TasksRootOpt
 
 corpus_app = typer.Typer(help="Build, redact and check task corpora.", no_args_is_help=True)
 
@@ -56,15 +57,15 @@ def corpus_redact(
 
 @corpus_app.command("check")
 def corpus_check(
-    tasks_root: Annotated[Path | None, typer.Option(help="Task corpus folder inside this checkout (default: the bundled corpora/tasks).")] = None,
-    revision: Annotated[str, typer.Option(help="Commit whose git objects the tasks are built from.")] = "HEAD",
+    tasks_root: TasksRootOpt = None,
+    revision: RevisionOpt = "HEAD",
     as_json: JsonFlag = False,
 ) -> None:
     """Prove every task's invariants: fails untouched, passes with its solution, hidden tests
     unreachable, no answer leaked, certified clean, digests match. The tasks are built from the
     commit's git objects (what every arm runs); a task folder the working tree holds uncommitted or
     edited since is a failure too, since a run would refuse or leave it out. Exit 1 on any failure."""
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.corpus.tasks import INVARIANTS, check_corpus, check_split, edited_folders
 
     root = (tasks_root or PROJECT_ROOT / "corpora" / "tasks").resolve()
@@ -105,14 +106,14 @@ def corpus_check(
 
 @corpus_app.command("fetch")
 def corpus_fetch(
-    tasks_root: Annotated[Path | None, typer.Option(help="Task corpus folder inside this checkout (default: the bundled corpora/tasks).")] = None,
-    revision: Annotated[str, typer.Option(help="Commit whose task manifests and overlays are used.")] = "HEAD",
+    tasks_root: TasksRootOpt = None,
+    revision: RevisionOpt = "HEAD",
     as_json: JsonFlag = False,
 ) -> None:
     """Set-up: fetch, verify and cache the pinned upstream source of every real-project task (PyPI sdist,
     npm tarball or git commit) in this machine's cache and compose its fixture; nothing is fetched twice,
     and runs never download. Exit 1 on any failure."""
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.corpus.prepare import fetch_upstream_sources
     from tasks_lib.corpus.upstream import upstream_cache_root
 

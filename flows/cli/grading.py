@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from flows.cli.common import JsonFlag, emit_json, err, out
+from flows.cli.options import AgentOpt, ArtifactRootOpt, ConditionsOpt, TasksOpt, TrialsOpt
 
 if TYPE_CHECKING:
     from tasks_lib.artifacts import ArtifactStore
 
-ArtifactsOpt = Annotated[str | None, typer.Option("--artifacts", help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT).")]
 
 
 def _store(artifacts: str | None) -> ArtifactStore:
-    from flows.settings import default_artifact_root
+    from flows.runtime.settings import default_artifact_root
     from tasks_lib.artifacts import open_store
 
     return open_store(artifacts or default_artifact_root())
@@ -33,19 +33,19 @@ def _split(text: str) -> list[str]:
 
 def prereg(
     name: Annotated[str, typer.Argument(help="Name of the study (lowercase identifier).")],
-    tasks: Annotated[str, typer.Option(help="Comma-separated task ids to freeze (bundled corpus).")],
-    agent: Annotated[str, typer.Option(help="Agent adapter the runs will use.")],
+    tasks: TasksOpt,
+    agent: AgentOpt,
     budget_usd: Annotated[float, typer.Option("--budget-usd", help="Most one run may spend in total, in USD.")],
     primary: Annotated[str, typer.Option(help="The primary analysis, in words.")],
     model: Annotated[str | None, typer.Option(help="Model name the agent runs (omit for agents that take none).")] = None,
-    conditions: Annotated[str, typer.Option(help="Comma-separated conditions: off, on, feed, grep, ablate:<lane>, ablate:all.")] = "off,on",
-    trials: Annotated[int, typer.Option(help="Trials per task and condition.")] = 1,
+    conditions: ConditionsOpt = "off,on",
+    trials: TrialsOpt = 1,
     correction: Annotated[str | None, typer.Option(help="Apparatus correction: why; makes the next version and excludes runs admitted under the old one.")] = None,
-    artifacts: ArtifactsOpt = None,
+    artifacts: ArtifactRootOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Freeze prompts, verifier, model, budget and analysis plan as one digest, before any paid run."""
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.analysis.admission import apply_correction
     from tasks_lib.analysis.prereg import create_prereg, load_prereg, prereg_digest, prereg_key
     from tasks_lib.arm.comparability import model_label
@@ -76,7 +76,7 @@ def admit(
     run_id: Annotated[str, typer.Argument(help="The run to decide on.")],
     prereg_ref: Annotated[str, typer.Option("--prereg", help="Preregistration NAME (latest version) or NAME@vN.")],
     exclude: Annotated[list[str] | None, typer.Option(help="Operator exclusion TASK/CONDITION/TRIAL=REASON:DETAIL (repeatable; reasons audit_failed, infra_failure, protocol_deviation).")] = None,
-    artifacts: ArtifactsOpt = None,
+    artifacts: ArtifactRootOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Record, once, whether each completed attempt of a run is admitted or excluded, with a reason code."""
@@ -102,7 +102,7 @@ def admit(
 def publish(
     run_id: Annotated[str, typer.Argument(help="The admitted run to release.")],
     out_dir: Annotated[Path, typer.Option("--out", help="New folder for the release (must not exist).")],
-    artifacts: ArtifactsOpt = None,
+    artifacts: ArtifactRootOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Build a release folder and run the publication test; exit 1, one line per problem, and write nothing when it fails."""
@@ -127,7 +127,7 @@ def compare(
     run_a: Annotated[str, typer.Argument(help="The first run.")],
     run_b: Annotated[str, typer.Argument(help="The second run.")],
     completed: Annotated[bool, typer.Option("--completed", help="Count every completed record, not only admitted ones (e.g. calibration runs).")] = False,
-    artifacts: ArtifactsOpt = None,
+    artifacts: ArtifactRootOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Per task and condition pass rates (Wilson 95%) of two runs and their difference, only when their comparability keys match."""

@@ -1,8 +1,9 @@
 """The `memtrial` command: a thin edge over the library, its command tree built here.
 
 Every command group is imported by name and registered below, so a missing module is an
-ImportError at startup, never a command that silently vanishes. The registration order is the
-order of `memtrial --help`: commands first, then groups (typer lists them so).
+ImportError at startup, never a command that silently vanishes. `COMMANDS` is the order of
+`memtrial --help` and its panels, the order of a user's day: run a measurement and read it, then
+the memory suites, then authoring, preregistered studies and upkeep.
 
 Library errors (`MemtrialError`) become one readable line on stderr and exit status 2; findings
 and failed checks exit 1; success exits 0. Prefect is imported only by the commands that run flows.
@@ -11,8 +12,11 @@ and failed checks exit 1; success exits 0. Prefect is imported only by the comma
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from flows.cli import (
     budget,
@@ -33,8 +37,18 @@ from flows.cli import (
 from flows.cli.common import err
 from tasks_lib.errors import MemtrialError
 
+
+class _DayOrder(TyperGroup):
+    """Lists commands and groups together in COMMANDS' order (typer would list every group after every command)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:  # typer's vendored click Context
+        order = [name for name, _, _ in COMMANDS]
+        return sorted(self.commands, key=lambda name: order.index(name) if name in order else len(order))
+
+
 app = typer.Typer(
     name="memtrial",
+    cls=_DayOrder,
     help="Measure whether a memory system makes an AI agent better.",
     no_args_is_help=True,
     add_completion=False,
@@ -43,7 +57,7 @@ app = typer.Typer(
 
 def _version(show: bool) -> None:
     if show:
-        from flows.settings import build_under_test
+        from flows.runtime.settings import build_under_test
 
         print(build_under_test())
         raise typer.Exit(0)
@@ -56,30 +70,45 @@ def _options(
     """Measure whether a memory system makes an AI agent better."""
 
 
-app.command("validate")(validate.validate)
-app.command("certify")(corpus.certify)
-app.command("prereg")(grading.prereg)
-app.command("admit")(grading.admit)
-app.command("publish")(grading.publish)
-app.command("compare")(grading.compare)
-app.command("report")(report.report)
-app.command("run")(run.run)
-app.command("rerun")(run.rerun)
-app.command("paired")(run.paired)
-app.command("trend")(trend.trend)
-app.command("runs")(runs.runs)
-app.command("show")(runs.show)
-app.command("power")(power.power)
-app.command("server")(server.server)
-app.command("prune-history")(server.prune_history)
+RUN_PANEL = "Run and read a measurement"
+SUITES_PANEL = "Memory suites (no agent)"
+AUTHORING_PANEL = "Author tasks and memory systems"
+STUDY_PANEL = "Preregistered studies"
+UPKEEP_PANEL = "Set-up and upkeep"
 
-app.add_typer(corpus.corpus_app, name="corpus")
-app.add_typer(task.task_app, name="task")
-app.add_typer(memory.memory_app, name="memory")
-app.add_typer(memory.provisioner_app, name="provisioner")
-app.add_typer(suite.suite_app, name="suite")
-app.add_typer(budget.budget_app, name="budget")
-app.add_typer(cache.cache_app, name="cache")
+COMMANDS: tuple[tuple[str, Callable[..., None] | typer.Typer, str], ...] = (
+    ("run", run.run, RUN_PANEL),
+    ("paired", run.paired, RUN_PANEL),
+    ("report", report.report, RUN_PANEL),
+    ("runs", runs.runs, RUN_PANEL),
+    ("show", runs.show, RUN_PANEL),
+    ("rerun", run.rerun, RUN_PANEL),
+    ("suite", suite.suite_app, SUITES_PANEL),
+    ("trend", trend.trend, SUITES_PANEL),
+    ("task", task.task_app, AUTHORING_PANEL),
+    ("corpus", corpus.corpus_app, AUTHORING_PANEL),
+    ("certify", corpus.certify, AUTHORING_PANEL),
+    ("validate", validate.validate, AUTHORING_PANEL),
+    ("memory", memory.memory_app, AUTHORING_PANEL),
+    ("provisioner", memory.provisioner_app, AUTHORING_PANEL),
+    ("power", power.power, STUDY_PANEL),
+    ("prereg", grading.prereg, STUDY_PANEL),
+    ("admit", grading.admit, STUDY_PANEL),
+    ("compare", grading.compare, STUDY_PANEL),
+    ("publish", grading.publish, STUDY_PANEL),
+    ("budget", budget.budget_app, UPKEEP_PANEL),
+    ("cache", cache.cache_app, UPKEEP_PANEL),
+    ("server", server.server, UPKEEP_PANEL),
+    ("prune-history", server.prune_history, UPKEEP_PANEL),
+)
+"""Every command and group in the order of a user's day, each in its help panel: run, read the result
+and rerun first, then the suites, then authoring, studies and upkeep."""
+
+for name, target, panel in COMMANDS:
+    if isinstance(target, typer.Typer):
+        app.add_typer(target, name=name, rich_help_panel=panel)
+    else:
+        app.command(name, rich_help_panel=panel)(target)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from flows.cli.common import JsonFlag, emit_json, out
-from flows.cli.grading import ArtifactsOpt, _store
+from flows.cli.grading import _store
+from flows.cli.options import ArtifactRootOpt
 
 
 def power(
@@ -16,7 +17,7 @@ def power(
     trials: Annotated[int | None, typer.Option(help="Trials per task and condition (default with --run: the run's).")] = None,
     baseline: Annotated[float | None, typer.Option(help="Stated off success rate of every task, in [0, 1].")] = None,
     run: Annotated[str | None, typer.Option("--run", help="Stored run whose observed per-task off rates are the baseline.")] = None,
-    artifacts: ArtifactsOpt = None,
+    artifacts: ArtifactRootOpt = None,
     alpha: Annotated[float, typer.Option(help="Two-sided level of the sign-flip test.")] = 0.05,
     target: Annotated[float, typer.Option("--power", help="Power the difference must reach.")] = 0.8,
     replicates: Annotated[int, typer.Option(help="Simulated corpora per difference (Monte Carlo error shrinks as 1/sqrt).")] = 2000,
@@ -30,9 +31,9 @@ def power(
         detectable_difference,
         run_detectable_difference,
     )
-    from tasks_lib.manifest import verify_run
+    from tasks_lib.run.index import require_run
     from tasks_lib.run.records import read_records
-    from tasks_lib.runs import require_run
+    from tasks_lib.run.seal import verify_run
 
     if (baseline is None) == (run is None):
         raise PowerError("give exactly one baseline: --baseline P (a stated off rate) or --run RUN_ID (observed off rates)")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from flows.cli.common import JsonFlag, emit_json, err, out
+from flows.cli.options import ArtifactRootOpt
 
 if TYPE_CHECKING:
     from tasks_lib.analysis.grading import GradingSummary
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 def bundled_memory_texts() -> dict[str, list[str]] | None:
     """Planted memory texts per bundled task (for the v1 surface echo); None when the corpus is absent."""
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.corpus.tasks import scan_tasks
 
     root = PROJECT_ROOT / "corpora" / "tasks"
@@ -57,20 +58,20 @@ def headline_lines(summary: GradingSummary) -> list[str]:
 
 def report(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, as printed by 'memtrial paired' (runs/<RUN>/records.parquet).")],
-    artifacts: Annotated[str | None, typer.Option(help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")] = None,
+    artifacts: ArtifactRootOpt = None,
     out_file: Annotated[Path | None, typer.Option("--out", help="Also write the HTML report to this local file.")] = None,
     publish_artifacts: Annotated[bool, typer.Option("--prefect-artifacts", help="Also publish the report's tables as Prefect artifacts (starts Prefect).")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Grade a stored run again (grades, ablations, audit receipts, summary.json) and write its
     self-contained HTML report next to them; print where it is."""
-    from flows.cli.runs import agent_run
-    from flows.settings import default_artifact_root
+    from flows.cli.common import agent_run
+    from flows.runtime.settings import default_artifact_root
     from tasks_lib.analysis.aggregate import summary_json
     from tasks_lib.artifacts import open_store, run_key
     from tasks_lib.report import build_report
+    from tasks_lib.run.index import UnknownRunError, UnreadableRunError
     from tasks_lib.run.layout import RECORDS_TABLE
-    from tasks_lib.runs import UnknownRunError, UnreadableRunError
 
     root = artifacts or default_artifact_root()
     store = open_store(root)
@@ -84,12 +85,12 @@ def report(
         import logging
         import os
 
-        from flows.settings import configure_prefect
+        from flows.runtime.settings import configure_prefect
 
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
         os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
         configure_prefect()
-        from flows.localserver import ready
+        from flows.runtime.localserver import ready
 
         line = ready()
         if line:

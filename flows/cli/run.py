@@ -1,10 +1,10 @@
 """`memtrial run`, `memtrial paired` and `memtrial rerun`: the commands that run Prefect flows.
 
-Each uses one Prefect API (`flows.localserver.ensure_api`: PREFECT_API_URL, else a running
+Each uses one Prefect API (`flows.runtime.localserver.ensure_api`: PREFECT_API_URL, else a running
 `memtrial server`, else a local server it starts and that dies with it; analytics off),
 shows a live progress bar with stage and task counts on a terminal (plain lines otherwise), and
 ends by saying where the records and reports are. A failed run names the command that reruns it
-from cache; an interrupted one (SIGINT, SIGTERM: `flows.interrupt`) stops within seconds, says the stage
+from cache; an interrupted one (SIGINT, SIGTERM: `flows.runtime.interrupt`) stops within seconds, says the stage
 it was in and how to resume in one line, and exits 130.
 """
 
@@ -20,14 +20,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from flows.cli.common import (
-    DEFAULT_EMBEDDER,
-    EMBEDDER_CHOICES,
-    JsonFlag,
-    emit_json,
-    err,
-    out,
-    summary_table,
+from flows.cli.common import DEFAULT_EMBEDDER, JsonFlag, emit_json, err, out, summary_table
+from flows.cli.options import (
+    AgentOpt,
+    ArtifactRootOpt,
+    BudgetOpt,
+    ConditionsOpt,
+    EmbedderOpt,
+    OptionalTasksOpt,
+    PlainOpt,
+    RevisionOpt,
+    TrialsOpt,
 )
 from tasks_lib.errors import MemtrialError
 
@@ -36,8 +39,6 @@ if TYPE_CHECKING:
 
 COLUMNS = ["task", "condition", "passes", "runs", "injected", "mean_tokens"]
 
-ArtifactsOpt = Annotated[str | None, typer.Option("--artifacts", help="Artifact root: a folder or s3://bucket/prefix (default: the config's, else $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")]
-PlainOpt = Annotated[bool, typer.Option("--plain", help="Plain progress lines instead of the live progress bar.")]
 
 
 def _start_prefect() -> None:
@@ -47,10 +48,10 @@ def _start_prefect() -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
     # The embedded ephemeral server logs a harmless shutdown race as an ERROR traceback.
     os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
-    from flows.settings import configure_prefect
+    from flows.runtime.settings import configure_prefect
 
     configure_prefect()
-    from flows.localserver import ensure_api
+    from flows.runtime.localserver import ensure_api
 
     ensure_api()  # an owned server starts now, while the command checks its input; `_api_ready` waits for it
     logging.getLogger("prefect").setLevel(os.environ["PREFECT_LOGGING_LEVEL"])
@@ -62,7 +63,7 @@ def _start_prefect() -> None:
 
 def _api_ready() -> None:
     """Wait for the Prefect API (an owned server's start) and say which one it is."""
-    from flows.localserver import ready
+    from flows.runtime.localserver import ready
 
     line = ready()
     if line:
@@ -82,10 +83,10 @@ def _failed(run_id: str, error: BaseException, *, paired: bool = False) -> Memtr
 
 def _stop_if_interrupted(artifact_root: str, run_id: str, resume: str) -> None:
     """When a SIGINT or SIGTERM stopped the run: one line (the stage it was in, how to resume) and exit 130."""
-    from flows.interrupt import EXIT_STATUS, tripped
+    from flows.runtime.interrupt import EXIT_STATUS, tripped
     from tasks_lib.artifacts import open_store
     from tasks_lib.errors import ArtifactError, ContractError
-    from tasks_lib.runs import read_status
+    from tasks_lib.run.status import read_status
 
     signum = tripped()
     if signum is None:
@@ -101,9 +102,9 @@ def _stop_if_interrupted(artifact_root: str, run_id: str, resume: str) -> None:
 
 
 def _run_nightly(config_path: str, run_id: str, artifacts: str | None, plain: bool, as_json: bool) -> None:
-    from flows.interrupt import interruptible, tripped
     from flows.nightly import nightly, resolve_config
-    from flows.progress import reporting
+    from flows.runtime.interrupt import interruptible, tripped
+    from flows.runtime.progress import reporting
 
     config, _ = resolve_config(config_path, artifacts)
     _api_ready()
@@ -150,20 +151,20 @@ def _preflight_file(config_path: str, artifacts: str | None, command: str) -> No
     """Refuse the run config at `config_path` (relative: from the project root) and the artifact root it
     would use when a preflight check finds a problem (a bad name, option or list, a root that cannot be
     written, a sandbox that cannot run the check here), before Prefect starts; print its notes."""
-    from flows.settings import PROJECT_ROOT, config_file
-    from tasks_lib.runconfig import load_run_config
+    from flows.runtime.settings import PROJECT_ROOT, config_file
+    from tasks_lib.run.config import load_run_config
 
     path = config_file(config_path)
     config = load_run_config(path)  # a typo is refused here, before any check imports what it probes
     _check_root(artifacts or (None if config.artifact_root else _default_root()), "--artifacts" if artifacts else None, command)
-    from tasks_lib.preflight import preflight
+    from tasks_lib.run.preflight import preflight
 
     _print_notes(preflight(config.model_copy(update={"artifact_root": None}) if artifacts else config, PROJECT_ROOT, str(path)))
 
 
 def _default_root() -> str:
     """$MEMTRIAL_ARTIFACT_ROOT, else the artifact root under $MEMTRIAL_HOME."""
-    from flows.settings import default_artifact_root
+    from flows.runtime.settings import default_artifact_root
 
     return default_artifact_root()
 
@@ -174,9 +175,9 @@ def _check_root(root: str | None, option: str | None, command: str, base: Path |
     the project root, as `run` reads it)."""
     if root is None:
         return
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.errors import ContractError
-    from tasks_lib.preflight import root_violation
+    from tasks_lib.run.preflight import root_violation
 
     violation = root_violation(root, option, command, base or PROJECT_ROOT)
     if violation is not None:
@@ -197,7 +198,7 @@ def _print_distrust(agent: str, lines: Sequence[str]) -> None:
 
 def run(
     config: Annotated[Path | None, typer.Option("--config", help="Run config (YAML/JSON; default configs/default.yaml: the embedded default).")] = None,
-    artifacts: ArtifactsOpt = None,
+    artifacts: ArtifactRootOpt = None,
     plain: PlainOpt = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -212,16 +213,16 @@ def run(
 
 def rerun(
     run_id: Annotated[str, typer.Argument(help="Id of the run to re-run with its stored parameters.")],
-    artifacts: ArtifactsOpt = None,
+    artifacts: ArtifactRootOpt = None,
     plain: PlainOpt = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Re-run RUN_ID with its stored config: completed stages come from cache, only failed ones run."""
-    from flows.settings import local_config_copy
+    from flows.runtime.settings import local_config_copy
     from tasks_lib.artifacts import open_store, run_key
     from tasks_lib.contracts import dump_document
     from tasks_lib.errors import ArtifactNotFound
-    from tasks_lib.runconfig import RUN_CONFIG_JSON, RunConfig
+    from tasks_lib.run.config import RUN_CONFIG_JSON, RunConfig
 
     local = local_config_copy(run_id)
     if not local.is_file():
@@ -276,30 +277,28 @@ def _names(text: str, option: str) -> list[str]:
 
 
 def paired(
-    agent: Annotated[str, typer.Option(help="Agent adapter: calibration, claude-code, openai-chat, command.")] = "calibration",
-    tasks: Annotated[str | None, typer.Option(help="Comma-separated task ids (default: every bundled task).")] = None,
-    conditions: Annotated[str, typer.Option(help="Comma-separated conditions: off, on, notes, placebo, harm:absent, harm:superseded, "
-                                                 "harm:contradictory, harm:adjacent, feed, grep, "
-                                                 "ablate:<lane>, ablate:all (docs/ARMS.md, docs/FEED.md).")] = "off,on",
-    trials: Annotated[int, typer.Option(help="Trials per task and condition.")] = 1,
+    agent: AgentOpt = "calibration",
+    tasks: OptionalTasksOpt = None,
+    conditions: ConditionsOpt = "off,on",
+    trials: TrialsOpt = 1,
     sandbox: Annotated[str, typer.Option(help="Sandbox the agent's commands run in: local or docker.")] = "local",
-    embedder: Annotated[str, typer.Option(help=f"Embedder of the reference memory system: {EMBEDDER_CHOICES}.")] = DEFAULT_EMBEDDER,
+    embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     provisioner: Annotated[str | None, typer.Option(help="Measure the memory system this provisioner command reaches (restore, snapshot, destroy) instead of the embedded store, e.g. 'memtrial-reference-provisioner'.")] = None,
     provisioner_env: Annotated[list[str] | None, typer.Option("--provisioner-env", help="KEY=VALUE for the provisioner's environment (repeatable).")] = None,
-    budget: Annotated[Path | None, typer.Option(help="Budget guard config; required for any agent but calibration.")] = None,
+    budget: BudgetOpt = None,
     workers: Annotated[int, typer.Option(help="Arms run in parallel (thread pool).")] = 2,
-    artifacts: ArtifactsOpt = None,
-    revision: Annotated[str, typer.Option(help="Commit of this checkout whose git objects the fixtures are built from.")] = "HEAD",
+    artifacts: ArtifactRootOpt = None,
+    revision: RevisionOpt = "HEAD",
     plain: PlainOpt = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Run the paired matrix of one agent as a Prefect flow: every task under every condition,
     several trials, conditions interleaved; prints passes, injection and tokens per cell. The reference
     memory system embeds with the nightly default's embedder unless --embedder says otherwise."""
-    from flows.settings import PROJECT_ROOT, default_artifact_root
+    from flows.runtime.settings import PROJECT_ROOT, default_artifact_root
     from tasks_lib.artifacts import new_run_id
     from tasks_lib.contracts import ContractError
-    from tasks_lib.runconfig import AgentSpec, RunConfig, RunnerSpec
+    from tasks_lib.run.config import AgentSpec, RunConfig, RunnerSpec
 
     memory = _provisioner_option(provisioner, provisioner_env or [])
     try:
@@ -314,16 +313,16 @@ def paired(
         from tasks_lib.contracts import violations_of
 
         raise ContractError(violations_of(error, PAIRED)) from None  # type: ignore[arg-type]
-    from tasks_lib.preflight import preflight
+    from tasks_lib.run.preflight import preflight
 
     _check_root(artifacts or default_artifact_root(), "--artifacts" if artifacts else None, PAIRED, Path.cwd())
     _print_notes(preflight(config, PROJECT_ROOT, PAIRED))
     _start_prefect()
-    from flows.interrupt import interruptible, tripped
     from flows.nightly import cells_of
     from flows.paired import paired_flow
-    from flows.progress import reporting
     from flows.runners import ready_task_runner
+    from flows.runtime.interrupt import interruptible, tripped
+    from flows.runtime.progress import reporting
 
     root = artifacts or default_artifact_root()
     run_id = new_run_id("paired")
@@ -342,7 +341,9 @@ def paired(
         raise _failed(run_id, error, paired=True) from None
     cells: list[dict[str, Any]] = cells_of(result.records)
     location = f"{root.rstrip('/')}/runs/{run_id}/"
-    summary = _graded_summary(root, result.run_id, result.excluded)
+    summary = _stored_summary(root, result.run_id)  # graded in the flow's cached aggregate stage, as `run` grades
+    if summary is None:
+        raise MemtrialError(f"run {run_id}: no summary.json under {location} after grading; 'memtrial report {run_id}' grades it again")
     distrust = summary.distrust
     if as_json:
         emit_json({"run_id": run_id, "artifacts": location, "records": result.records_key, "cells": cells, "excluded": result.excluded,
@@ -366,18 +367,9 @@ def _print_skipped(skipped: list[str]) -> None:
         out.print(f"skipped {len(skipped)} cell(s) whose task carries no planted state for the condition: {', '.join(skipped)}")
 
 
-def _graded_summary(root: str, run_id: str, excluded: dict[str, str]) -> GradingSummary:
-    """Grade the stored run (its summary.json is written, as `memtrial report` would) and return its
-    summary; its distrust warnings name the tasks left out of the matrix first."""
-    from tasks_lib.analysis.aggregate import aggregate_run
-    from tasks_lib.artifacts import open_store
-
-    outside = [f"task {name} left out of the matrix: {reason}" for name, reason in sorted(excluded.items())]
-    return aggregate_run(open_store(root), run_id, warnings=outside).summary
-
-
 def _stored_summary(root: str, run_id: str) -> GradingSummary | None:
-    """The grading summary a nightly run stored for one agent's run, or None when it holds none."""
+    """The grading summary a run stored (a paired run, or one agent's run of a nightly run), or None
+    when it holds none."""
     from tasks_lib.analysis.grading import GradingSummary
     from tasks_lib.artifacts import open_store, run_key
     from tasks_lib.errors import ArtifactNotFound

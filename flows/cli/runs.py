@@ -1,6 +1,6 @@
 """`memtrial runs` and `memtrial show`: finding and reading the runs under an artifact root.
 
-A thin edge over `tasks_lib.runs`: an unknown run or attempt is a `MemtrialError` (one line naming
+A thin edge over `tasks_lib.run.index`: an unknown run or attempt is a `MemtrialError` (one line naming
 what exists, exit 2). Neither command starts Prefect or writes anything.
 """
 
@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from flows.cli.common import JsonFlag, emit_json, err, out, summary_table
+from flows.cli.common import JsonFlag, agent_run, emit_json, err, out, summary_table
+from flows.cli.options import ArtifactRootOpt
 from flows.cli.report import headline_lines
 
 if TYPE_CHECKING:
     from tasks_lib.agents.base import TranscriptStep
     from tasks_lib.analysis.grading import GradingSummary
     from tasks_lib.artifacts import ArtifactStore
-    from tasks_lib.runs import AttemptView, RunEntry, RunView
+    from tasks_lib.run.index import AttemptView, RunEntry, RunView
 
-RootOpt = Annotated[str | None, typer.Option("--artifact-root", "--artifacts", help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")]
 COLUMNS = ["run", "status", "agents", "memory system", "started (UTC)", "headline"]
 STEPS_SHOWN = 40
 """Transcript steps `memtrial show` prints before it elides the middle."""
@@ -32,10 +32,10 @@ STEP_WIDTH = 160
 def _store(root: str | None, command: str = "memtrial runs") -> ArtifactStore:
     """The store of the artifact root to read; a root that cannot be one (a file) is refused in one
     line naming where it was given, never listed as a root with no runs."""
-    from flows.settings import default_artifact_root
+    from flows.runtime.settings import default_artifact_root
     from tasks_lib.artifacts import open_store
     from tasks_lib.errors import ContractError
-    from tasks_lib.preflight import root_violation
+    from tasks_lib.run.preflight import root_violation
 
     chosen = root or default_artifact_root()
     violation = root_violation(chosen, "--artifact-root" if root else None, command, Path.cwd(), write=False)
@@ -72,10 +72,10 @@ def _row(entry: RunEntry, parents: set[str]) -> dict[str, Any]:
     }
 
 
-def runs(root: RootOpt = None, as_json: JsonFlag = False) -> None:
+def runs(root: ArtifactRootOpt = None, as_json: JsonFlag = False) -> None:
     """List the runs under the artifact root, newest first: status, agents, memory system, when, headline
     (a run whose records cannot be read is listed `unreadable`, with why, and the listing exits 0)."""
-    from tasks_lib.runs import list_runs
+    from tasks_lib.run.index import list_runs
 
     store = _store(root)
     entries = list_runs(store)
@@ -141,7 +141,7 @@ def _print_run(view: RunView, run_id: str, children: Sequence[tuple[str, Grading
 
 
 def _print_attempt(view: AttemptView) -> None:
-    from tasks_lib.runs import abbreviate
+    from tasks_lib.run.index import abbreviate
 
     r = view.record
     out.print(f"attempt:          {r.task_id} {r.condition} trial {r.trial} of run {r.run_id} ({r.agent})")
@@ -206,35 +206,18 @@ def _attempt_run(store: ArtifactStore, run_id: str) -> str:
     return agent_run(store, run_id, "attempt", "memtrial show {run} TASK CONDITION TRIAL")
 
 
-def agent_run(store: ArtifactStore, run_id: str, what: str, example: str) -> str:
-    """The run holding `run_id`'s records: itself, or a nightly run's one agent run (stderr says '<what> of
-    it'). Raises MemtrialError listing the agent runs, with `example` (a command, `{run}` for the run),
-    when a nightly run has several."""
-    from tasks_lib.errors import MemtrialError
-    from tasks_lib.runs import show_run
-
-    view = show_run(store, run_id)
-    if view.attempts or not view.agent_runs:
-        return run_id
-    if len(view.agent_runs) > 1:
-        raise MemtrialError(f"run {run_id} holds its attempts in its agents' runs: {', '.join(view.agent_runs)}; "
-                            f"name one of them, e.g. '{example.format(run=view.agent_runs[0])}'")
-    err.print(f"{what} of {view.agent_runs[0]}, the agent run of {run_id}")
-    return view.agent_runs[0]
-
-
 def show(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, as 'memtrial runs' lists it.")],
     task: Annotated[str | None, typer.Argument(help="Task id of one attempt (give CONDITION and TRIAL too).")] = None,
     condition: Annotated[str | None, typer.Argument(help="Condition of the attempt: off, on, ablate:<lane>, ablate:all.")] = None,
     trial: Annotated[str | None, typer.Argument(help="Trial of the attempt: 0, 1, ... (or t0, t1, ...).")] = None,
-    root: RootOpt = None,
+    root: ArtifactRootOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Show a run (status, headline, delivery per condition, warnings), or one attempt of it (record,
     transcript steps, audit verdict, check)."""
     from tasks_lib.errors import MemtrialError
-    from tasks_lib.runs import show_attempt, show_run
+    from tasks_lib.run.index import show_attempt, show_run
 
     store = _store(root, "memtrial show")
     if task is None:

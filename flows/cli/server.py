@@ -18,8 +18,8 @@ def server(
 ) -> None:
     """Run a local Prefect server on 127.0.0.1 (until Ctrl-C) that `memtrial` commands in the same
     PREFECT_HOME reuse without starting their own; prints the PREFECT_API_URL line for other processes."""
-    from flows.localserver import SERVER_FILE, api_url, prefect_home, run_standing
-    from flows.settings import configure_prefect
+    from flows.runtime.localserver import SERVER_FILE, api_url, prefect_home, run_standing
+    from flows.runtime.settings import configure_prefect
 
     configure_prefect()
     out.print(f"export PREFECT_API_URL={api_url(port)}", markup=False, highlight=False)
@@ -40,7 +40,7 @@ def prune_history(
 
     _start_prefect()
     _api_ready()
-    from flows.history import prune_flow_runs
+    from flows.runtime.history import prune_flow_runs
 
     cutoff = datetime.now(UTC) - timedelta(days=older_than_days)
     deleted = prune_flow_runs(cutoff)

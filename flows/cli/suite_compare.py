@@ -7,18 +7,19 @@ from typing import Annotated
 
 import typer
 
-from flows.cli.common import DEFAULT_EMBEDDER, EMBEDDER_CHOICES, JsonFlag, emit_json, out
+from flows.cli.common import DEFAULT_EMBEDDER, JsonFlag, emit_json, out
+from flows.cli.options import EmbedderOpt, LengthsOpt, LimitOpt
 from tasks_lib.errors import MemtrialError
 
 
 def compare(
     memory: Annotated[str, typer.Option("--memory", help="Comma-separated registry names, e.g. reference,chroma,lancedb,sqlite-vec,qdrant,txtai,mem0,mcp-memory.")],
-    embedder: Annotated[str, typer.Option("--embedder", help=f"Embedder for every system that embeds: {EMBEDDER_CHOICES}.")] = DEFAULT_EMBEDDER,
+    embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     suites: Annotated[str, typer.Option("--suites", help="Comma-separated suites: retrieval, recall, locomo, longmemeval.")] = "retrieval,recall,locomo,longmemeval",
     locomo: Annotated[Path | None, typer.Option("--locomo", help="LoCoMo's locomo10.json (without it, LoCoMo is not run).")] = None,
     longmemeval: Annotated[list[Path] | None, typer.Option("--longmemeval", help="A LongMemEval JSON file (repeatable; without it, LongMemEval is not run).")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Score only the first N conversations / records of LoCoMo and LongMemEval.")] = None,
-    lengths: Annotated[str, typer.Option("--lengths", help="Burial lengths of the recall sweep.")] = "10,40,100,250",
+    limit: LimitOpt = None,
+    lengths: LengthsOpt = "10,40,100,250",
     markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write the table as Markdown to this file.")] = None,
     as_json: JsonFlag = False,
 ) -> None:

@@ -14,17 +14,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from flows.cli.common import DEFAULT_EMBEDDER, EMBEDDER_CHOICES, JsonFlag, emit_json, out
+from flows.cli.common import DEFAULT_EMBEDDER, JsonFlag, emit_json, out
+from flows.cli.options import EmbedderOpt, LimitOpt, MemoryOpt
 from tasks_lib.errors import MemtrialError
 
 if TYPE_CHECKING:
     from tasks_lib.suites.public.rankings import RankingRow
     from tasks_lib.suites.public.result import PublicResult
 
-MemoryOpt = Annotated[str, typer.Option("--memory", help="Memory system to measure (registry name: reference, chroma, lancedb, sqlite-vec, qdrant, txtai, mem0, mcp-memory, or a named variant).")]
-EmbedderOpt = Annotated[str, typer.Option("--embedder", help=f"Embedder for memory systems that use memtrial's: {EMBEDDER_CHOICES}.")]
 KOpt = Annotated[list[int] | None, typer.Option("--k", help="Cut-off k (repeatable; default 1, 3, 5, 10).")]
-LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Score only the first N evaluation groups (conversations / records).")]
 RankingsOpt = Annotated[
     Path | None, typer.Option("--rankings", help="Also write every question's ranking (question id, rank, turn, session, score) to this Parquet file.")
 ]

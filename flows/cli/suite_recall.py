@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from flows.cli.common import DEFAULT_EMBEDDER, EMBEDDER_CHOICES, JsonFlag, emit_json, err, out
+from flows.cli.common import DEFAULT_EMBEDDER, JsonFlag, emit_json, err, out
+from flows.cli.options import BudgetOpt, CurveOpt, EmbedderOpt, LengthsOpt, MemoryOpt, TrendRootOpt
 from tasks_lib.errors import MemtrialError
 
 
@@ -38,11 +39,11 @@ def _cell(rate: object) -> str:
 
 def recall(
     sweep: Annotated[bool, typer.Option("--sweep", help="Run every length of --lengths and report the curve and its knee.")] = False,
-    lengths: Annotated[str, typer.Option(help="Comma-separated burial lengths (filler turns) for --sweep.")] = "10,40,100,250",
+    lengths: LengthsOpt = "10,40,100,250",
     length: Annotated[int, typer.Option(help="The single burial length when --sweep is not given.")] = 40,
     seed: Annotated[int, typer.Option(help="Chooses phrasings and filler order; same seed, same numbers.")] = 0,
-    memory: Annotated[str, typer.Option(help="Memory system: reference, chroma, lancedb, sqlite-vec, qdrant, txtai, mem0, mcp-memory, a named variant, reference-first-heard (a store that never resolves corrections), or none (retention policy alone).")] = "reference",
-    embedder: Annotated[str, typer.Option(help=f"Embedder of the memory system and the offline reader: {EMBEDDER_CHOICES}.")] = DEFAULT_EMBEDDER,
+    memory: MemoryOpt = "reference",
+    embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     policy: Annotated[str, typer.Option(help="Retention policy: window (last --window turns) or summary (window + rolling extractive summary).")] = "window",
     window: Annotated[int, typer.Option(help="Turns the retention policy keeps verbatim.")] = 20,
     summary_sentences: Annotated[int, typer.Option(help="Sentences the summary policy keeps of older turns.")] = 8,
@@ -54,13 +55,13 @@ def recall(
     model: Annotated[str | None, typer.Option(help="Model name for --base-url; without both, the offline reader answers with the memory's first recalled memory.")] = None,
     samples: Annotated[int, typer.Option(help="Model answers per question; the majority verdict counts.")] = 1,
     temperature: Annotated[float, typer.Option(help="Model sampling temperature (0 for one deterministic answer; above 0 needs --samples 3 or more).")] = 0.0,
-    budget: Annotated[Path | None, typer.Option(help="Budget guard config checked before the model's first request (required unless --base-url is on 127.0.0.1).")] = None,
+    budget: BudgetOpt = None,
     knee_drop: Annotated[float, typer.Option(help="Recall drop in points below the shortest length that marks the knee.")] = 20.0,
     min_score: Annotated[float | None, typer.Option(help="Gate: exit 1 if recall at any length is below this (0..1).")] = None,
     max_staleness: Annotated[float | None, typer.Option(help="Gate: exit 1 if staleness at any length is above this (0..1).")] = None,
     max_false_recall: Annotated[float | None, typer.Option(help="Gate: exit 1 if false recall at any length is above this (0..1).")] = None,
-    artifacts: Annotated[str | None, typer.Option(help="Artifact root (folder or s3://bucket/prefix): append a trend snapshot there.")] = None,
-    curve: Annotated[str | None, typer.Option(help="Trend curve to append to (default: recall).")] = None,
+    artifacts: TrendRootOpt = None,
+    curve: CurveOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Plant facts, bury them under real dialogue, probe; print recall, staleness, false recall and
@@ -100,7 +101,7 @@ def recall(
     failures = gate_failures(result, min_recall=min_score, max_staleness=max_staleness, max_false_recall=max_false_recall)
     trend = None
     if artifacts:
-        from flows.settings import build_under_test
+        from flows.runtime.settings import build_under_test
         from tasks_lib.analysis.trend import append_snapshot, now
         from tasks_lib.artifacts import open_store
         from tasks_lib.suites.recall.snapshot import recall_snapshot

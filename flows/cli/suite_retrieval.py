@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from flows.cli.common import DEFAULT_EMBEDDER, EMBEDDER_CHOICES, JsonFlag, emit_json, err, out
+from flows.cli.common import DEFAULT_EMBEDDER, JsonFlag, emit_json, err, out
+from flows.cli.options import CurveOpt, EmbedderOpt, MemoryOpt, TrendRootOpt
 from tasks_lib.errors import MemtrialError
 
 if TYPE_CHECKING:
@@ -25,18 +26,18 @@ def _pct(value: float | None) -> str:
 
 
 def suite_retrieval(
-    memory: Annotated[str, typer.Option("--memory", help="Memory system from the registry: reference, chroma, lancedb, sqlite-vec, qdrant, txtai, mem0, mcp-memory, or a named variant (chroma+memtrial-keyword, mcp-memory+memtrial-terms).")] = "reference",
-    embedder: Annotated[str, typer.Option(help=f"Embedder the memory system is opened with: {EMBEDDER_CHOICES}.")] = DEFAULT_EMBEDDER,
+    memory: MemoryOpt = "reference",
+    embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     min_score: Annotated[float | None, typer.Option("--min-score", help="Exit 1 when Recall@5 (the headline score, 0-1) is below this bar.")] = None,
     gates_file: Annotated[Path | None, typer.Option("--gates", help="JSON gates file overriding seed 002's thresholds (schema_version 1 plus any fields).")] = None,
     report: Annotated[Path | None, typer.Option("--report", help="Write the full result (every case, gates, efficiency) as JSON to this file.")] = None,
-    artifacts: Annotated[str | None, typer.Option(help="Artifact root (folder or s3://bucket/prefix): append a trend snapshot there.")] = None,
-    curve: Annotated[str | None, typer.Option(help="Trend curve to append to (default: retrieval for the reference store with hashed, else retrieval-MEMORY-EMBEDDER).")] = None,
+    artifacts: TrendRootOpt = None,
+    curve: CurveOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run the deterministic offline retrieval suite in a disposable store; exit 1 when a gate or --min-score fails.
     Embeds with the nightly default's embedder unless --embedder says otherwise."""
-    from flows.settings import build_under_test
+    from flows.runtime.settings import build_under_test
     from tasks_lib.analysis.trend import append_snapshot, now
     from tasks_lib.artifacts import open_store, write_atomically
     from tasks_lib.memory.registry import get_memory_system, open_memory_system

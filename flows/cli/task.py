@@ -15,16 +15,15 @@ from typing import Annotated
 import typer
 
 from flows.cli.common import JsonFlag, emit_json, out, summary_table
+from flows.cli.options import TasksRootOpt, WorkingTreeRevisionOpt
 
 task_app = typer.Typer(help="Author one task: scaffold it, check its invariants, try the calibration pair on it.", no_args_is_help=True)
 
-TasksRootOpt = Annotated[Path | None, typer.Option(help="Task corpus folder inside a git checkout (default: the bundled corpora/tasks).")]
-RevisionOpt = Annotated[str | None, typer.Option(help="Commit to build the task from (default: a snapshot of the working tree).")]
 
 
 def _roots(tasks_root: Path | None) -> tuple[Path, Path, str]:
     """(corpus folder, repository root, corpus folder relative to the repository)."""
-    from flows.settings import PROJECT_ROOT
+    from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.corpus.tasks import TaskCorpusError
 
     root = (tasks_root or PROJECT_ROOT / "corpora" / "tasks").resolve()
@@ -38,9 +37,10 @@ def _roots(tasks_root: Path | None) -> tuple[Path, Path, str]:
 
 
 def _commit(repo: Path, subdir: str, revision: str | None) -> str:
-    from tasks_lib.corpus.authoring import resolve_commit, snapshot_commit
+    from tasks_lib.corpus.authoring import snapshot_commit
+    from tasks_lib.corpus.build import resolve_commit
 
-    return snapshot_commit(repo, [subdir]) if revision is None else resolve_commit(repo, revision)
+    return snapshot_commit(repo, [subdir]) if revision is None else resolve_commit(repo, revision, str(repo))
 
 
 def _fetch_release(folder: Path, repo: Path, commit: str, task_subdir: str) -> None:
@@ -78,7 +78,7 @@ def task_new(
 def task_check(
     task_id: Annotated[str, typer.Argument(help="The task to check (its folder name).")],
     tasks_root: TasksRootOpt = None,
-    revision: RevisionOpt = None,
+    revision: WorkingTreeRevisionOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run every corpus invariant for one task, with seconds per check; an upstream task's pinned release is
@@ -113,7 +113,7 @@ def task_check(
 def task_try(
     task_id: Annotated[str, typer.Argument(help="The task to run (its folder name).")],
     tasks_root: TasksRootOpt = None,
-    revision: RevisionOpt = None,
+    revision: WorkingTreeRevisionOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run the calibration agent's off/on pair on one task and set each outcome beside the corpus's prediction.

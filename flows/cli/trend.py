@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from flows.cli.common import JsonFlag, emit_json, out
+from flows.cli.options import ArtifactRootOpt
 from tasks_lib.errors import MemtrialError
 
 SHOWN = 6
@@ -17,12 +18,12 @@ SHOWN = 6
 
 def trend(
     suite: Annotated[str, typer.Option(help="Curve to show: a suite name (retrieval, recall, ...) or a name given with --curve.")] = "retrieval",
-    artifacts: Annotated[str | None, typer.Option(help="Artifact root: a folder or s3://bucket/prefix (default $MEMTRIAL_ARTIFACT_ROOT or .memtrial/artifacts).")] = None,
+    artifacts: ArtifactRootOpt = None,
     out_file: Annotated[Path | None, typer.Option("--out", help="Write the PNG plot here (default: trend/<suite>.png in the artifact store).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Show a suite's scores over time; exit 1 when the latest snapshot regresses against the previous one."""
-    from flows.settings import default_artifact_root
+    from flows.runtime.settings import default_artifact_root
     from tasks_lib.analysis.trend import (
         TREND_PREFIX,
         curve_folder,

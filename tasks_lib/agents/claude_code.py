@@ -84,18 +84,15 @@ from tasks_lib.sandbox.errors import SandboxError
 from tasks_lib.sandbox.identity import RunIdentity, lent_workspace, run_identity
 from tasks_lib.sandbox.procs import TreeWatcher, kill_tree
 from tasks_lib.sandbox.session_confine import bwrap_for_sessions, python_paths, session_prefix
+from tasks_lib.settings import CHECKOUT_ROOT, CLAUDE_BINARY
 
 PINNED_VERSION = "2.1.332"
 """The CLI version `scripts/install_claude_code.sh` installs and the tests drive."""
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-"""The checkout this package lives in (an editable install)."""
-
-DEFAULT_BINARY = REPO_ROOT / ".memtrial" / "npm-claude" / "node_modules" / ".bin" / "claude"
+DEFAULT_BINARY = CHECKOUT_ROOT / ".memtrial" / "npm-claude" / "node_modules" / ".bin" / "claude"
 """Where `scripts/install_claude_code.sh` puts the CLI."""
 
-BINARY_ENV = "MEMTRIAL_CLAUDE_BINARY"
-"""Optional: path of the `claude` binary to use."""
+BINARY_ENV = CLAUDE_BINARY.name
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 """Model asked for when neither the session nor the adapter names one."""
@@ -196,8 +193,8 @@ def find_binary(binary: str | Path | None = None) -> Path:
     candidates: list[str] = []
     if binary is not None:
         candidates.append(str(binary))
-    elif os.environ.get(BINARY_ENV):
-        candidates.append(os.environ[BINARY_ENV])  # named explicitly: no silent fallback to another CLI
+    elif CLAUDE_BINARY.text():
+        candidates.append(CLAUDE_BINARY.text())  # named explicitly: no silent fallback to another CLI
     else:
         candidates.append(str(DEFAULT_BINARY))
         found = shutil.which("claude")

@@ -46,9 +46,9 @@ from tasks_lib.agents.errors import AgentSetupError
 from tasks_lib.agents.registry import register_agent
 from tasks_lib.sandbox.base import Sandbox, SandboxLimits, SandboxRequest
 from tasks_lib.sandbox.errors import SandboxError
+from tasks_lib.settings import OPENAI_BASE_URL
 
-BASE_URL_ENV = "MEMTRIAL_OPENAI_BASE_URL"
-"""Endpoint used when no `base_url` option is given, e.g. `http://127.0.0.1:8000/v1`."""
+BASE_URL_ENV = OPENAI_BASE_URL.name
 TURN_LIMIT_EXIT = 2
 """Exit code when a prompt ran out of turns before a final answer."""
 MAX_TOOL_OUTPUT_CHARS = 20_000
@@ -142,7 +142,7 @@ class OpenAIChatAgent(Agent):
 
         Raises AgentSetupError when there is no base URL or a bound is not positive.
         """
-        url = base_url or os.environ.get(BASE_URL_ENV, "")
+        url = base_url or OPENAI_BASE_URL.text()
         if not url.startswith(("http://", "https://")):
             raise AgentSetupError(f"openai-chat: base_url {url!r} must be an http(s) URL; pass base_url or set {BASE_URL_ENV}")
         if max_turns < 1 or request_timeout_seconds <= 0 or command_timeout_seconds <= 0 or retries < 0:

@@ -38,7 +38,6 @@ from tasks_lib.arm.comparability import MissingKeyError, comparison_key
 from tasks_lib.artifacts import ArtifactStore, run_key
 from tasks_lib.contracts import ContractModel, Document, RunRecord, violations_of
 from tasks_lib.errors import MemtrialError
-from tasks_lib.manifest import verify_run
 from tasks_lib.run.layout import (
     ABLATIONS_TABLE,
     AUDIT_TABLE,
@@ -48,6 +47,7 @@ from tasks_lib.run.layout import (
     SUMMARY_JSON,
 )
 from tasks_lib.run.records import RunNotFound, read_records, require_table, run_folder  # noqa: F401 - RunNotFound: aggregate_run raises it
+from tasks_lib.run.seal import verify_run
 
 CALIBRATION_REASON = "calibration_agent"
 """An exclusion for this reason only says 'not publishable': a calibration run is still graded (labelled)."""

@@ -27,7 +27,7 @@ from tasks_lib.arm.comparability import (
 )
 from tasks_lib.artifacts import ArtifactStore
 from tasks_lib.contracts import Condition, ContractModel, Identifier, RunRecord
-from tasks_lib.manifest import verify_run
+from tasks_lib.run.seal import verify_run
 
 Basis = Literal["admitted", "completed"]
 

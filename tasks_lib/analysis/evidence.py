@@ -4,7 +4,7 @@
 parse, the receipt must agree with the record, a pass needs a passed audit and a check that exited
 0, and a delivery (`injection == "yes"`) needs the delivery witness's receipt, carrying the record's
 nonce and showing a planted memory served. `with_evidence` grades a record that fails this `ungradable`, with the reason, so it is
-counted neither as a pass nor as a fail. The run's files themselves are sealed by `tasks_lib.manifest`.
+counted neither as a pass nor as a fail. The run's files themselves are sealed by `tasks_lib.run.seal`.
 """
 
 from __future__ import annotations

@@ -49,9 +49,9 @@ from tasks_lib.contracts import (
     parse_document,
 )
 from tasks_lib.errors import ContractError, MemtrialError
-from tasks_lib.manifest import TamperedRunError, verify_run
 from tasks_lib.run.layout import RECORD_JSON, attempt_file
 from tasks_lib.run.records import cell_of, read_records
+from tasks_lib.run.seal import TamperedRunError, verify_run
 from tasks_lib.trees import sha256_file
 
 MANIFEST = "MANIFEST.json"

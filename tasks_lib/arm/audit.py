@@ -430,11 +430,6 @@ def _diff_rows(before: Sequence[Row], after: Sequence[Row]) -> list[Change]:
     return changes
 
 
-def diff_snapshots(before: TreeSnapshot, after: TreeSnapshot) -> list[Change]:
-    """Every change from `before` to `after`, sorted by path then kind."""
-    return _diff_rows([_row(e) for e in before.entries], [_row(e) for e in after.entries])
-
-
 def audit(before: TreeSnapshot, after_root: Path, allowed_output_paths: Sequence[str],
           limits: AuditLimits | None = None) -> AuditReceipt:
     """Compare the finished tree at `after_root` with `before`; fail on any change outside the allowlist,

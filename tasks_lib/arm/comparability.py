@@ -19,7 +19,7 @@ Digests, precisely:
   sha256, timeout}, "hidden": [[path, sha256], ...]}`, the hidden test files listed by relative
   POSIX path in sorted order. It changes when anything that decides pass/fail changes.
 - `prompts_digest`: sha256 of canonical JSON of the list `[instruction, *follow_up_prompts]`.
-- `memory_config_digest`: `tasks_lib.provenance.memory_config_digest` of the arm's memory system (the
+- `memory_config_digest`: `tasks_lib.run.provenance.memory_config_digest` of the arm's memory system (the
   run provenance carries the same value): sha256 of canonical JSON of the memory system kind, the
   embedder, the provisioner command and the adapter config's digest. None on a record of an arm that
   reaches no memory system (`off`, `ablate:all`, `notes`, `grep`: `NO_MEMORY_SYSTEM`), whose
@@ -175,7 +175,7 @@ def arm_memory_config_digest(condition: str, embedder: str, provisioner_argv: Se
                              provisioner_env: Mapping[str, str] | None = None) -> str | None:
     """A record's `memory_config_digest`: None under a condition that reaches no memory system, else the
     digest of the embedded store with `embedder` or of the provisioner `provisioner_argv` (`provisioner_env`)."""
-    from tasks_lib.provenance import arm_memory_config
+    from tasks_lib.run.provenance import arm_memory_config
 
     return None if condition in NO_MEMORY_SYSTEM else arm_memory_config(embedder, provisioner_argv, provisioner_env)[0]
 

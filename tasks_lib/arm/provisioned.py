@@ -53,7 +53,8 @@ from tasks_lib.memory.provisioner.client import (
     restore_sync,
     snapshot_sync,
 )
-from tasks_lib.memory.provisioner.jail import STATE_ENV, ProvisionerJail
+from tasks_lib.memory.provisioner.jail import ProvisionerJail
+from tasks_lib.settings import PROVISIONER_STATE
 from tasks_lib.trees import sha256_file
 
 FIXTURE_DIR = "provisioner-fixture"
@@ -204,7 +205,7 @@ def spec_provisioner(spec: ProvisionerSpec, fixture: Path) -> Provisioner:
     """The client of the run config's provisioner for one attempt's `fixture` folder: confined (its own
     sandbox, `tasks_lib.memory.provisioner.jail`) unless the config says `unconfined: true`; its state is the
     config's MEMTRIAL_PROVISIONER_STATE, else a `provisioner-state` folder beside the fixture."""
-    state = spec.env.get(STATE_ENV)
+    state = PROVISIONER_STATE.text(spec.env)
     return make_provisioner(spec.argv, fixture, env=spec.env, pass_env=spec.pass_env, timeout_seconds=spec.timeout_seconds,
                             confined=not spec.unconfined, state=Path(state) if state else None,
                             read_paths=spec.read_paths, write_paths=spec.write_paths, network=spec.network)

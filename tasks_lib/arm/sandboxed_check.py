@@ -26,7 +26,6 @@ outlived the check's kill makes the attempt `ungradable` too.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -54,9 +53,9 @@ from tasks_lib.sandbox.base import (
 from tasks_lib.sandbox.errors import SandboxError
 from tasks_lib.sandbox.local import LocalSandbox
 from tasks_lib.sandbox.registry import get_sandbox
+from tasks_lib.settings import ALLOW_UNSANDBOXED_CHECK
 
-UNSANDBOXED_OPT_OUT = "MEMTRIAL_ALLOW_UNSANDBOXED_CHECK"
-"""Set to 1 to run a check that cannot be sandboxed anyway (recorded on every record it affects)."""
+UNSANDBOXED_OPT_OUT = ALLOW_UNSANDBOXED_CHECK.name
 VERIFIER_DIR = "/verifier"
 """Where the verifier appears inside the sandbox (a neutral path: no host path leaks in)."""
 CHECK_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/tmp/.pycache"}
@@ -142,7 +141,7 @@ def check_sandbox_problem(name: str, options: Mapping[str, object], env: Mapping
     """Why no post-turn check could run in sandbox `name` (built with `options`) here, or None when one
     can: isolated, or under the opt-out at all (as `run_sandboxed_check` would run it). Never raises;
     every provider it opens is closed again. Preflight asks this before any arm."""
-    opted_out = (os.environ if env is None else env).get(UNSANDBOXED_OPT_OUT) == "1"
+    opted_out = ALLOW_UNSANDBOXED_CHECK.flag(env)
     try:
         provider, problem = open_check_sandbox(name, options)
     except TypeError as error:  # the provider's constructor refused the options it was given
@@ -176,7 +175,7 @@ def run_sandboxed_check(task: LoadedTask, workspace: Path, sandbox: str = "local
     provider, problem = open_check_sandbox(sandbox, options or {})
     notes: tuple[str, ...] = ()
     if problem is not None:
-        if os.environ.get(UNSANDBOXED_OPT_OUT) != "1":
+        if not ALLOW_UNSANDBOXED_CHECK.flag():
             if provider is not None:
                 provider.close()
             return SandboxedCheck(problem=f"the post-turn check could not be sandboxed: {problem} "

@@ -52,6 +52,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, get_args
 
+import pyarrow as pa
+
 from tasks_lib.agents.base import Agent, AgentRun, AgentSession
 from tasks_lib.agents.calibration import CalibrationAgent
 from tasks_lib.agents.calibration_plan import (
@@ -93,7 +95,6 @@ from tasks_lib.corpus.packs import pack_cache_root
 from tasks_lib.corpus.tasks import LoadedTask, OverlayRefused, overlay
 from tasks_lib.corpus.upstream import fixture_origin
 from tasks_lib.errors import MemtrialError
-from tasks_lib.manifest import seal_run
 from tasks_lib.memory.delivery.notes import NOTES_PATHS, NotesDelivery
 from tasks_lib.memory.delivery.witness import DeliveryWitness, ServedSystem
 from tasks_lib.memory.env import HISTORY_ENV, REALM_ENV, SOCKET_ENV, STORE_ENV, STORE_PATHS
@@ -102,16 +103,19 @@ from tasks_lib.memory.provisioner.client import ProvisionerSpec
 from tasks_lib.memory.realms import ensure_run_secret, new_run_secret, trial_realm
 from tasks_lib.memory.reference.replica import strip_lanes
 from tasks_lib.memory.reference.store import SqliteMemoryStore
-from tasks_lib.provenance import run_provenance, write_provenance
 from tasks_lib.run.layout import (
     AUDIT_JSON,
     CHECK_TXT,
     DELIVERY_JSON,
     RECORD_JSON,
+    RECORDS_TABLE,
     TRANSCRIPT_JSON,
     attempt_parts,
 )
+from tasks_lib.run.provenance import run_provenance, write_provenance
+from tasks_lib.run.seal import seal_run
 from tasks_lib.sandbox.fstree import remove_tree
+from tasks_lib.settings import RUNNER_STATE
 
 HOOK_ARGV = (sys.executable, "-m", "tasks_lib.memory.delivery.hook")
 """The memory delivery hook every agent's prompt/session hooks call."""
@@ -527,8 +531,8 @@ def runner_owned_paths(task: LoadedTask) -> tuple[Path, ...]:
         paths.append(checkout)
     if pack_cache_root().exists():
         paths.append(pack_cache_root())
-    for name in ("MEMTRIAL_HOME", "MEMTRIAL_ARTIFACT_ROOT"):
-        value = os.environ.get(name, "")
+    for setting in RUNNER_STATE:
+        value = setting.text()
         if value and "://" not in value:
             paths.append(Path(value))
     return tuple(dict.fromkeys(p.absolute() for p in paths))
@@ -908,6 +912,23 @@ def task_subdir_of(tasks_root: Path, repo_root: Path) -> str:
 ProgressFn = Callable[[RunRecord], None]
 
 
+def start_matrix(store: ArtifactStore, run_id: str) -> None:
+    """What a matrix does before its first attempt, whichever orchestration runs its attempts
+    (`run_matrix` on threads, `flows.paired.fan_out_arms` on Prefect's task runner): draw the run's
+    realm secret once, so attempts running at once share it."""
+    ensure_run_secret(store, run_id)
+
+
+def finish_matrix(store: ArtifactStore, run_id: str, records: Sequence[RunRecord]) -> str:
+    """What a matrix does after its last attempt, whichever orchestration ran them: write the records
+    table (one row per attempt, in schedule order) and seal the run's evidence with its manifest
+    (`tasks_lib.run.seal`); return the table's key. The same records give the same table and seal."""
+    key = run_key(run_id, RECORDS_TABLE)
+    store.put_table(key, pa.Table.from_pylist([r.model_dump(mode="json") for r in records]))
+    seal_run(store, run_id)
+    return key
+
+
 def run_matrix(
     attempts: Sequence[Attempt],
     *,
@@ -926,9 +947,10 @@ def run_matrix(
 ) -> list[RunRecord]:
     """Run every attempt; return the records in schedule order (each is also stored as it ends).
 
-    Each task's fixture is built once into a template for the matrix and copied per attempt; when every
-    attempt has ended, the run's evidence is sealed with its manifest (`tasks_lib.manifest`).
-    Its provenance (`tasks_lib.provenance`, no run config) is stored beside the records.
+    The composition `flows.paired.fan_out_arms` runs on Prefect: `start_matrix`, `run_attempt` per
+    attempt, `finish_matrix` (the records table, and the seal over it and every attempt's evidence).
+    Each task's fixture is built once into a template for the matrix and copied per attempt.
+    Its provenance (`tasks_lib.run.provenance`, no run config) is stored beside the records.
     With `workers` > 1, that many attempts run at once on threads (each has its own scratch root,
     store and realm); they start in schedule order, and `progress` is called as each one ends.
     """
@@ -936,7 +958,7 @@ def run_matrix(
         raise ArmsError(f"workers: must be at least 1, got {workers}")
     setup = ArmSetup(run_id=run_id, source=TaskSource(repo_root, commit, tasks_subdir), agent_name=agent_name, store=store,
                      agent_options=dict(agent_options or {}), embedder=embedder, sandbox=sandbox, provisioner=provisioner)
-    ensure_run_secret(store, run_id)  # drawn once, before any attempt, so concurrent attempts share it
+    start_matrix(store, run_id)
     with tempfile.TemporaryDirectory(prefix="memtrial-templates-") as cache:
         templates = WorkspaceTemplates(Path(cache))
 
@@ -951,7 +973,7 @@ def run_matrix(
         else:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memtrial-arm") as pool:
                 records = list(pool.map(one, attempts))
-    seal_run(store, run_id)
+    finish_matrix(store, run_id, records)
     if attempts:
         write_provenance(store, run_provenance(
             run_id, agent=agent_name, conditions=[a.condition for a in attempts], trials=max(a.trial for a in attempts) + 1,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from tasks_lib.contracts import TaskKind, TaskManifest
+from tasks_lib.corpus.build import resolve_commit
 from tasks_lib.corpus.tasks import ANSWER_KINDS, MANIFEST_NAME, SCAFFOLD_TODO, TaskCorpusError
 from tasks_lib.errors import ContractError, Violation
 from tasks_lib.trees import sha256_bytes
@@ -170,23 +171,19 @@ def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
     return done.stdout.strip()
 
 
-def resolve_commit(repo_root: Path, revision: str) -> str:
-    """The full id of the commit `revision` names; TaskCorpusError when there is none."""
-    return _git(repo_root, "rev-parse", "--verify", f"{revision}^{{commit}}")
-
-
 def snapshot_commit(repo_root: Path, paths: list[str], revision: str = "HEAD") -> str:
     """A commit object holding `revision` plus the working-tree state of `paths` (git's ignore rules apply).
 
     Uses a private index, so HEAD, the branch, the index and the working tree are left as they were;
-    the commit is unreferenced (git gc collects it). Raises TaskCorpusError when git fails.
+    the commit is unreferenced (git gc collects it). Raises UnknownCommitError for a revision that names
+    no commit (`tasks_lib.corpus.build.resolve_commit`), TaskCorpusError when git fails.
     """
     with tempfile.TemporaryDirectory(prefix="memtrial-snapshot-") as tmp:
         env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index"), "GIT_AUTHOR_NAME": "memtrial", "GIT_AUTHOR_EMAIL": "memtrial@localhost",
                "GIT_COMMITTER_NAME": "memtrial", "GIT_COMMITTER_EMAIL": "memtrial@localhost"}
         if not paths:
             raise TaskCorpusError("snapshot_commit: name the paths to snapshot (git add -A with none would take the whole tree)")
-        parent = resolve_commit(repo_root, revision)
+        parent = resolve_commit(repo_root, revision, str(repo_root))
         _git(repo_root, "read-tree", parent, env=env)
         _git(repo_root, "add", "-A", "--", *paths, env=env)
         tree = _git(repo_root, "write-tree", env=env)

@@ -45,9 +45,10 @@ from tasks_lib.contracts import (
 )
 from tasks_lib.corpus.rules import AUTO_LOADED_CONTEXT, RuleSet, unbacked, within
 from tasks_lib.errors import DigestMismatchError, MemtrialError, MissingSurfaceError
+from tasks_lib.settings import ALLOW_UNCHECKED_CORPUS
 from tasks_lib.trees import sha256_file, walk_files
 
-UNCHECKED_OPT_OUT = "MEMTRIAL_ALLOW_UNCHECKED_CORPUS"
+UNCHECKED_OPT_OUT = ALLOW_UNCHECKED_CORPUS.name
 BINARY_SNIFF = 8000
 MAX_HITS_PER_RULE = 5
 
@@ -549,7 +550,7 @@ def _require(out: _Collector, path: Path, what: str) -> bool:
     """True when `path` exists; otherwise raise, or record it as unchecked under the opt-out."""
     if path.exists():
         return True
-    if os.environ.get(UNCHECKED_OPT_OUT) == "1":
+    if ALLOW_UNCHECKED_CORPUS.flag():
         out.unchecked.append(f"{what} {path}")
         return False
     raise MissingSurfaceError(

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 
 from pydantic import Field
 
@@ -34,8 +34,15 @@ from tasks_lib.memory.reference.lanes import LANES
 from tasks_lib.memory.reference.store import SqliteMemoryStore
 from tasks_lib.trees import ram_scratch
 
-if TYPE_CHECKING:
-    from tasks_lib.corpus.tasks import LoadedTask
+
+class KeyedTask(Protocol):
+    """What the declaration reads of a task (a `tasks_lib.corpus.tasks.LoadedTask`, which builds on
+    this module and so is not imported here): its id and manifest."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def manifest(self) -> TaskManifest: ...
 
 KEY_LANES_NAME = "key_lanes.json"
 """The declaration file, at the root of the task corpus."""
@@ -62,7 +69,7 @@ class KeyLanes(Document):
     """Task id -> the lanes (of keyword, semantic, graph, corrections) that retrieve its key memory; empty when none does."""
 
 
-def key_texts(task: LoadedTask) -> list[str]:
+def key_texts(task: KeyedTask) -> list[str]:
     """Texts of the memories that carry the task's answer (any non-superseded one when none is of a key kind)."""
     return manifest_key_texts(task.manifest)
 
@@ -93,7 +100,7 @@ def read_key_lanes(tasks_root: Path) -> KeyLanes:
     return declared
 
 
-def load_key_lanes(tasks_root: Path, tasks: Sequence[LoadedTask]) -> KeyLanes:
+def load_key_lanes(tasks_root: Path, tasks: Sequence[KeyedTask]) -> KeyLanes:
     """Read `key_lanes.json` under `tasks_root`; it must name exactly the loaded tasks, with known lanes."""
     declared = read_key_lanes(tasks_root)
     ids = {t.task_id for t in tasks}
@@ -127,7 +134,7 @@ def measure_manifest_lanes(manifest: TaskManifest, embedder: str = REFERENCE_EMB
         )
 
 
-def measure_key_lanes(task: LoadedTask, embedder: str = REFERENCE_EMBEDDER, k: int = RECALL_K) -> tuple[str, ...]:
+def measure_key_lanes(task: KeyedTask, embedder: str = REFERENCE_EMBEDDER, k: int = RECALL_K) -> tuple[str, ...]:
     """The lanes that, each alone, retrieve a key memory for one of the task's prompts (in LANES order)."""
     return measure_manifest_lanes(task.manifest, embedder, k)
 

@@ -37,11 +37,11 @@ from tasks_lib.corpus.upstream import (
     packed_fixture_path,
 )
 from tasks_lib.errors import ArtifactNotFound, CorpusError
+from tasks_lib.settings import ARTIFACT_ROOT, PACK_CACHE
 
 PACKS = "objects/corpus"
 """Artifact folder of corpus packs: `objects/corpus/<commit>.pack`."""
-PACK_CACHE_ENV = "MEMTRIAL_PACK_CACHE"
-"""Local folder where workers keep materialized packs (default: `<tmp>/memtrial-packs-<uid>`)."""
+PACK_CACHE_ENV = PACK_CACHE.name
 _IDENTITY = {"GIT_AUTHOR_NAME": "memtrial", "GIT_AUTHOR_EMAIL": "memtrial@invalid", "GIT_AUTHOR_DATE": "@0 +0000",
              "GIT_COMMITTER_NAME": "memtrial", "GIT_COMMITTER_EMAIL": "memtrial@invalid", "GIT_COMMITTER_DATE": "@0 +0000"}
 
@@ -152,7 +152,7 @@ def pack_label(pack: CorpusPack) -> str:
 
 def pack_cache_root() -> Path:
     """The local folder holding materialized packs (`MEMTRIAL_PACK_CACHE`, else one per user under the temp folder)."""
-    configured = os.environ.get(PACK_CACHE_ENV)
+    configured = PACK_CACHE.text()
     return Path(configured) if configured else Path(tempfile.gettempdir()) / f"memtrial-packs-{os.getuid()}"
 
 
@@ -192,7 +192,7 @@ def _materialize(store: ArtifactStore, pack: CorpusPack, final: Path) -> None:
         data = store.get_bytes(pack.key)
     except ArtifactNotFound:
         raise CorpusPackError(f"{store.uri.rstrip('/')}/{pack.key}: the corpus pack is missing from the artifact root; "
-                              "the worker must use the flow's artifact root (MEMTRIAL_ARTIFACT_ROOT)") from None
+                              f"the worker must use the flow's artifact root ({ARTIFACT_ROOT.name})") from None
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=final.parent))
     try:
         _git(staging, "init", "--quiet")

@@ -58,12 +58,6 @@ def find_task_manifests(tasks_root: Path) -> list[Path]:
     return manifests
 
 
-def task_fixture_subdir(repo_root: Path, manifest: Path) -> str:
-    """Path of a task's fixture folder relative to the repository root (POSIX)."""
-    task = load_document(manifest, TaskManifest)
-    return (manifest.parent.resolve().relative_to(repo_root.resolve()) / task.fixture).as_posix()
-
-
 def fixture_tree_oid(repo_root: Path, revision: str, subdir: str) -> tuple[str, str]:
     """(commit, tree id) of a fixture folder at `revision`: the identity the cache is keyed on."""
     with reachable_repository(repo_root) as repo:

@@ -55,6 +55,7 @@ from pathlib import Path, PurePosixPath
 from tasks_lib.contracts import GitCommit, NpmTarball, PypiSdist, TaskManifest, check_rel_path
 from tasks_lib.corpus.build import build_tree, reachable_repository, resolve_commit, resolve_tree
 from tasks_lib.errors import CorpusError
+from tasks_lib.settings import FETCH_TIMEOUT, NPM_REGISTRY, PYPI_INDEX, UPSTREAM_CACHE
 from tasks_lib.trees import sha256_bytes
 
 Upstream = PypiSdist | NpmTarball | GitCommit
@@ -70,8 +71,7 @@ PACKED_FIXTURES = ".memtrial-upstream"
 """Folder of a corpus pack's commit holding each upstream task's composed fixture tree, named by its compose key."""
 PACK_MESSAGE = "memtrial corpus pack of "
 """How a corpus pack's commit message starts (`tasks_lib.corpus.packs`): the only commits whose packed fixtures are used."""
-CACHE_ENV = "MEMTRIAL_UPSTREAM_CACHE"
-"""Overrides the machine's upstream cache folder."""
+CACHE_ENV = UPSTREAM_CACHE.name
 FETCH_COMMAND = "memtrial corpus fetch"
 """The set-up command that fills the cache (named in every refusal of a missing release)."""
 COMPOSE_VERSION = "memtrial-upstream-compose/1"
@@ -119,7 +119,7 @@ def upstream_cache_root() -> Path:
     the password database when HOME is unset, empty or relative, as under some CI runners and containers).
 
     Raises UpstreamError naming MEMTRIAL_UPSTREAM_CACHE when none of these gives an absolute folder."""
-    explicit = os.environ.get(CACHE_ENV, "")
+    explicit = UPSTREAM_CACHE.text()
     if explicit:
         return Path(explicit).resolve()
     xdg = os.environ.get("XDG_CACHE_HOME", "")
@@ -139,13 +139,13 @@ def upstream_cache_root() -> Path:
 
 def fetch_timeout() -> float:
     """Seconds one download (or git fetch) may take: $MEMTRIAL_FETCH_TIMEOUT, default 30."""
-    raw = os.environ.get("MEMTRIAL_FETCH_TIMEOUT", "")
+    raw = FETCH_TIMEOUT.text()
     try:
         value = float(raw) if raw else DEFAULT_FETCH_TIMEOUT
     except ValueError:
-        raise UpstreamError(f"MEMTRIAL_FETCH_TIMEOUT={raw!r} is not a number of seconds; set e.g. 30") from None
+        raise UpstreamError(f"{FETCH_TIMEOUT.name}={raw!r} is not a number of seconds; set e.g. 30") from None
     if value <= 0:
-        raise UpstreamError(f"MEMTRIAL_FETCH_TIMEOUT={raw!r} must be positive; set e.g. 30")
+        raise UpstreamError(f"{FETCH_TIMEOUT.name}={raw!r} must be positive; set e.g. 30")
     return value
 
 
@@ -194,7 +194,7 @@ class _Links(HTMLParser):
 
 def _sdist_urls(source: PypiSdist, what: str) -> list[str]:
     """Candidate sdist URLs of the pinned release on the simple index, a hash-matching link first."""
-    index = os.environ.get("MEMTRIAL_PYPI_INDEX") or DEFAULT_PYPI_INDEX
+    index = PYPI_INDEX.text(default=DEFAULT_PYPI_INDEX)
     page = _checked_url(f"{index.rstrip('/')}/{_normalized(source.name)}/", what)
     parser = _Links()
     parser.feed(_http_get(page, what).decode("utf-8", errors="replace"))
@@ -220,7 +220,7 @@ def _sdist_urls(source: PypiSdist, what: str) -> list[str]:
 def _archive_urls(source: PypiSdist | NpmTarball, what: str) -> list[str]:
     if isinstance(source, PypiSdist):
         return _sdist_urls(source, what)
-    registry = (os.environ.get("MEMTRIAL_NPM_REGISTRY") or DEFAULT_NPM_REGISTRY).rstrip("/")
+    registry = NPM_REGISTRY.text(default=DEFAULT_NPM_REGISTRY).rstrip("/")
     basename = source.name.rpartition("/")[2]
     return [_checked_url(f"{registry}/{source.name}/-/{basename}-{source.version}.tgz", what)]
 

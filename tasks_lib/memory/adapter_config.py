@@ -4,7 +4,7 @@
 the packages it runs (read from the environment, never assumed), the settings the adapter uses
 (from SETTINGS below, one place to review), the embedder, its abstention rule, and a short note.
 Its `digest` (sha256 of the canonical JSON) goes into the memory-config digest of a run's
-provenance (`tasks_lib.provenance.memory_config_digest`), so a changed package version or
+provenance (`tasks_lib.run.provenance.memory_config_digest`), so a changed package version or
 setting is a different configuration, never the same line.
 """
 

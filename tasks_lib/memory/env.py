@@ -7,7 +7,7 @@ name again). The names are neutral on purpose: an agent must not learn from its 
 is measured, by what, or in which arm, so no name says memtrial, a condition, `off` or an ablation,
 and every arm gets the same names except the store variable, which only an arm with memory has.
 Settings only the runner reads (MEMTRIAL_HOME, MEMTRIAL_ARTIFACT_ROOT, the provisioner's state
-folder, ...) stay with the code that reads them: the agent never sees them.
+folder, ...) are `tasks_lib.settings`: the agent never sees them.
 
 Importing this module costs nothing: the hook reads it on every prompt, before anything else.
 """

@@ -48,11 +48,6 @@ def validate_realm(value: object, field: str = "realm") -> str:
     return value
 
 
-def _slug(part: str) -> str:
-    """Lowercase `part` and replace every character outside [a-z0-9._-] by '-'."""
-    return re.sub(r"[^a-z0-9._-]", "-", part.lower()).strip("-._") or "x"
-
-
 REALM_NAMESPACE = "project"
 """The namespace of every trial's realm: a word any memory system's users would use."""
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from tasks_lib.analysis.aggregate import Aggregate, aggregate_run
 from tasks_lib.artifacts import ArtifactStore, LocalStore, run_key
-from tasks_lib.provenance import load_provenance
 from tasks_lib.report.suites import load_suites
 from tasks_lib.run.layout import REPORT_HTML
+from tasks_lib.run.provenance import load_provenance
 from tasks_lib.trees import write_atomically
 
 Linker = Callable[[str], str | None]

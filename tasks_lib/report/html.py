@@ -24,7 +24,6 @@ from tasks_lib.analysis.grading import (
 from tasks_lib.analysis.headline import TOKENS_PER_SOLVE, Comparison, Effect
 from tasks_lib.conditions import NO_MEMORY_SYSTEM, condition_summary
 from tasks_lib.contracts import RunRecord
-from tasks_lib.provenance import RunProvenance
 from tasks_lib.report import plots
 from tasks_lib.report.suites import SuiteResults
 from tasks_lib.report.wording import (
@@ -39,6 +38,7 @@ from tasks_lib.report.wording import (
     raw_rate,
     share_figure,
 )
+from tasks_lib.run.provenance import RunProvenance
 from tasks_lib.suites.writepath import WritePathResult
 
 T = TypeVar("T")

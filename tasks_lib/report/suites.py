@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from tasks_lib.artifacts import ArtifactStore, suite_key
 from tasks_lib.contracts import violations_of
 from tasks_lib.errors import MemtrialError
-from tasks_lib.provenance import RunProvenance
+from tasks_lib.run.provenance import RunProvenance
 from tasks_lib.suites.public.result import PublicResult
 from tasks_lib.suites.recall.results import SweepResult
 from tasks_lib.suites.retrieval.result import RetrievalResult

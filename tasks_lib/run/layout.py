@@ -1,7 +1,7 @@
 """The layout of a run's folder, `runs/<run_id>/` under the artifact root: every name defined once.
 
 Writers (the arm's steps, the flows, grading, the report) and readers (`tasks_lib.run.records`,
-`tasks_lib.runs`, the seal, admission, publication) build a run's keys from these names only, so a
+`tasks_lib.run.index`, the seal, admission, publication) build a run's keys from these names only, so a
 file cannot be written under one name and looked for under another. Three names are defined by
 the modules this package builds on, which cannot import it, and named here too: `RUNS` and
 `SUITES_FOLDER` (the artifact store's keys) and `RECORD_JSON` (beside the `RunRecord` contract).
@@ -34,11 +34,11 @@ from tasks_lib.contracts import RECORD_JSON  # noqa: F401 - defined beside its c
 RECORDS_TABLE = "records.parquet"
 """The run's records table: one row per attempt (sealed evidence)."""
 MANIFEST_JSON = "manifest.json"
-"""The run's seal: the digest of every piece of its evidence (`tasks_lib.manifest`)."""
+"""The run's seal: the digest of every piece of its evidence (`tasks_lib.run.seal`)."""
 STATUS_JSON = "status.json"
-"""The run's status marker (`tasks_lib.runs`); never sealed (it changes when the run ends)."""
+"""The run's status marker (`tasks_lib.run.status`); never sealed (it changes when the run ends)."""
 PROVENANCE_JSON = "provenance.json"
-"""What produced the run (`tasks_lib.provenance`); describes the run, backs no outcome."""
+"""What produced the run (`tasks_lib.run.provenance`); describes the run, backs no outcome."""
 RUN_CONFIG_JSON = "run-config.json"
 """A nightly run's resolved run config."""
 NIGHTLY_JSON = "nightly.json"

@@ -10,7 +10,7 @@ table is gone is refused.
 
 Every stage, command and report reads a run's records through `read_records` (grading, admission,
 comparison, publication, `memtrial runs`, `show`, `power`). It only reads and never repairs; it
-checks only the table's own sealed digest (the whole seal is `tasks_lib.manifest.verify_run`'s,
+checks only the table's own sealed digest (the whole seal is `tasks_lib.run.seal.verify_run`'s,
 which graders call first).
 
 A damaged table is never handed to pyarrow when the run's seal can tell: a table whose sha256 is
@@ -180,7 +180,7 @@ def reconcile(store: ArtifactStore, run_id: str, table: Sequence[tuple[int, RunR
 
 
 def sealed_digest(store: ArtifactStore, run_id: str) -> str | None:
-    """The sha256 the run's seal (`manifest.json`, written by `tasks_lib.manifest`) gives its records
+    """The sha256 the run's seal (`manifest.json`, written by `tasks_lib.run.seal`) gives its records
     table; None when the run has no readable seal or the seal names no table. Read as plain JSON: an
     unreadable seal says nothing here (`verify_run` refuses it), and the seal's module builds on this
     package's layout."""

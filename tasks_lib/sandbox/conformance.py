@@ -1,6 +1,6 @@
 """Conformance suite every sandbox provider must pass (run from tests/test_sandbox.py).
 
-Each check is a plain function `check(sandbox, base_dir) -> CheckOutcome` that builds what it
+Each check is a plain function `check(sandbox, base_dir) -> ConformanceOutcome` that builds what it
 needs under `base_dir` (a workspace and, next to it, a runner-owned area with hidden tests and a
 verifier), runs real commands and inspects real effects. A check the provider says it cannot
 enforce returns `not-enforceable` with the provider's reason; it never passes silently. Every
@@ -36,7 +36,7 @@ ALLOWED_ETC = (*ETC_ALLOWED, "hostname", "resolv.conf", "mtab")
 """`/etc` names a sandbox may show: the bwrap allow-list and the files a container engine writes."""
 
 
-class CheckOutcome(ContractModel):
+class ConformanceOutcome(ContractModel):
     """Result of one conformance check against one provider."""
 
     check: NonEmptyText
@@ -47,7 +47,7 @@ class CheckOutcome(ContractModel):
     """What was seen, in one or two lines."""
 
 
-Check = Callable[[Sandbox, Path], CheckOutcome]
+Check = Callable[[Sandbox, Path], ConformanceOutcome]
 
 
 def _layout(base: Path) -> tuple[Path, Path]:
@@ -64,15 +64,15 @@ def _run(sandbox: Sandbox, workspace: Path, script: str, limits: SandboxLimits =
     return sandbox.run(SandboxRequest(argv=("sh", "-c", script), workspace=workspace, limits=limits, **kw))  # type: ignore[arg-type]
 
 
-def _unenforceable(sandbox: Sandbox, name: str, guarantee: Guarantee) -> CheckOutcome | None:
+def _unenforceable(sandbox: Sandbox, name: str, guarantee: Guarantee) -> ConformanceOutcome | None:
     caps = sandbox.capabilities()
     if caps.enforces(guarantee):
         return None
-    return CheckOutcome(check=name, status="not-enforceable", detail=caps.unenforceable[guarantee])
+    return ConformanceOutcome(check=name, status="not-enforceable", detail=caps.unenforceable[guarantee])
 
 
-def _outcome(name: str, ok: bool, detail: str) -> CheckOutcome:
-    return CheckOutcome(check=name, status="passed" if ok else "failed", detail=detail)
+def _outcome(name: str, ok: bool, detail: str) -> ConformanceOutcome:
+    return ConformanceOutcome(check=name, status="passed" if ok else "failed", detail=detail)
 
 
 def _brief(result: SandboxResult) -> str:
@@ -82,7 +82,7 @@ def _brief(result: SandboxResult) -> str:
 # --------------------------------------------------------------------------- checks
 
 
-def check_workspace_writable(sandbox: Sandbox, base: Path) -> CheckOutcome:
+def check_workspace_writable(sandbox: Sandbox, base: Path) -> ConformanceOutcome:
     """The command runs in the workspace, can read what is there and write new files to the host."""
     workspace, _ = _layout(base)
     (workspace / "given.txt").write_text("given\n")
@@ -92,7 +92,7 @@ def check_workspace_writable(sandbox: Sandbox, base: Path) -> CheckOutcome:
     return _outcome("workspace-writable", ok, _brief(result))
 
 
-def check_private_home_tmpdir(sandbox: Sandbox, base: Path) -> CheckOutcome:
+def check_private_home_tmpdir(sandbox: Sandbox, base: Path) -> ConformanceOutcome:
     """HOME and TMPDIR exist, start empty, are writable, and are not shared between two runs."""
     workspace, _ = _layout(base)
     script = ('set -e; test -n "$HOME"; test -n "$TMPDIR"; echo "home:$(ls -A "$HOME" | wc -l)"; '
@@ -103,7 +103,7 @@ def check_private_home_tmpdir(sandbox: Sandbox, base: Path) -> CheckOutcome:
     return _outcome("private-home-tmpdir", ok, f"second run: {_brief(second)}")
 
 
-def check_private_tmp(sandbox: Sandbox, base: Path) -> CheckOutcome:
+def check_private_tmp(sandbox: Sandbox, base: Path) -> ConformanceOutcome:
     """/tmp is private and empty: a file the runner put in the host's /tmp is not visible."""
     if (skip := _unenforceable(sandbox, "private-tmp", "private-tmp")) is not None:
         return skip
@@ -118,7 +118,7 @@ def check_private_tmp(sandbox: Sandbox, base: Path) -> CheckOutcome:
     return _outcome("private-tmp", ok, _brief(result))
 
 
-def check_env_scrubbed(sandbox: Sandbox, base: Path) -> CheckOutcome:
+def check_env_scrubbed(sandbox: Sandbox, base: Path) -> ConformanceOutcome:
     """Only what the runner passes is in the environment: a parent variable is absent."""
     workspace, _ = _layout(base)
     parent_key, parent_value = "CONFORMANCE_PARENT_SECRET", secrets.token_hex(8)
@@ -137,7 +137,7 @@ def check_env_scrubbed(sandbox: Sandbox, base: Path) -> CheckOutcome:
     return _outcome("env-scrubbed", ok, _brief(result))
 
 
-def check_hidden_paths(sandbox: Sandbox, base: Path) -> CheckOutcome:
+def check_hidden_paths(sandbox: Sandbox, base: Path) -> ConformanceOutcome:
     """The runner-owned area next to the workspace (hidden tests, verifier) cannot be read."""
     if (skip := _unenforceable(sandbox, "hidden-paths", "hidden-paths")) is not None:
         return skip
@@ -152,7 +152,7 @@ def check_hidden_paths(sandbox: Sandbox, base: Path) -> CheckOutcome:
     return _outcome("hidden-paths", ok, _brief(result))
 
 
-def check_host_allowlist(sandbox: Sandbox, base: Path) -> CheckOutcome:
+def check_host_allowlist(sandbox: Sandbox, base: Path) -> ConformanceOutcome:
     """The host is seen through an allow-list: `/` and `/etc` hold only allowed names, and the
     memtrial checkout (never named as hidden here) cannot be read unless it is part of the toolchain."""
     if (skip := _unenforceable(sandbox, "host-allowlist", "host-allowlist")) is not None:
@@ -170,7 +170,7 @@ def check_host_allowlist(sandbox: Sandbox, base: Path) -> CheckOutcome:
     return _outcome("host-allowlist", ok, f"not allowed: {extra} checkout readable: {read} {_brief(result)}")
 
 
-def check_unprivileged(sandbox: Sandbox, base: Path) -> CheckOutcome:
+def check_unprivileged(sandbox: Sandbox, base: Path) -> ConformanceOutcome:
     """The command is not root on the host (uid mapped out of any user namespace) and holds no capability."""
     if (skip := _unenforceable(sandbox, "unprivileged", "unprivileged")) is not None:
         return skip
@@ -190,7 +190,7 @@ def check_unprivileged(sandbox: Sandbox, base: Path) -> CheckOutcome:
     return _outcome("unprivileged", ok, f"host uid={host_uid} CapEff={effective:x} {_brief(result)}")
 
 
-def check_write_confinement(sandbox: Sandbox, base: Path) -> CheckOutcome:
+def check_write_confinement(sandbox: Sandbox, base: Path) -> ConformanceOutcome:
     """A write next to the workspace or into the root filesystem does not reach the host."""
     if (skip := _unenforceable(sandbox, "write-confinement", "write-confinement")) is not None:
         return skip
@@ -208,7 +208,7 @@ def check_write_confinement(sandbox: Sandbox, base: Path) -> CheckOutcome:
     return _outcome("write-confinement", ok, f"leaked={leaked} {_brief(result)}")
 
 
-def check_network_none(sandbox: Sandbox, base: Path) -> CheckOutcome:
+def check_network_none(sandbox: Sandbox, base: Path) -> ConformanceOutcome:
     """With network none, a TCP listener the runner opened on 127.0.0.1 cannot be reached."""
     if (skip := _unenforceable(sandbox, "network-none", "network-none")) is not None:
         return skip
@@ -226,7 +226,7 @@ def check_network_none(sandbox: Sandbox, base: Path) -> CheckOutcome:
     return _outcome("network-none", ok, f"accepted={accepted} {_brief(result)}")
 
 
-def check_timeout_kills_tree(sandbox: Sandbox, base: Path) -> CheckOutcome:
+def check_timeout_kills_tree(sandbox: Sandbox, base: Path) -> ConformanceOutcome:
     """On timeout every process of the command dies, including one that left the session (by PID)."""
     workspace, _ = _layout(base)
     marker = f"{300 + secrets.randbelow(99)}.{secrets.randbelow(10**6):06d}"
@@ -258,7 +258,7 @@ def check_timeout_kills_tree(sandbox: Sandbox, base: Path) -> CheckOutcome:
                     f"seen={sorted(seen)} alive={alive} wall={result.wall_seconds:.2f}s timed_out={result.timed_out}")
 
 
-def check_memory_limit(sandbox: Sandbox, base: Path) -> CheckOutcome:
+def check_memory_limit(sandbox: Sandbox, base: Path) -> ConformanceOutcome:
     """A process allocating past the memory limit dies; one staying well below it survives."""
     if (skip := _unenforceable(sandbox, "memory-limit", "memory-limit")) is not None:
         return skip
@@ -271,7 +271,7 @@ def check_memory_limit(sandbox: Sandbox, base: Path) -> CheckOutcome:
     return _outcome("memory-limit", ok, f"below: {_brief(below)} | above: {_brief(above)} reason={above.kill_reason}")
 
 
-def check_output_bounded(sandbox: Sandbox, base: Path) -> CheckOutcome:
+def check_output_bounded(sandbox: Sandbox, base: Path) -> ConformanceOutcome:
     """Output past the limit is counted and dropped; the command is not blocked by it."""
     workspace, _ = _layout(base)
     limits = FAST.model_copy(update={"max_output_bytes": 16 * 1024})
@@ -303,6 +303,6 @@ CHECKS: dict[str, Check] = {
 """Every check by name, in the order they run."""
 
 
-def run_conformance(sandbox: Sandbox, base: Path) -> list[CheckOutcome]:
+def run_conformance(sandbox: Sandbox, base: Path) -> list[ConformanceOutcome]:
     """Run every check against `sandbox`, each in its own folder under `base`."""
     return [check(sandbox, base / name) for name, check in CHECKS.items()]

@@ -9,7 +9,7 @@ command never runs as root: a root runner lends the workspace to a uid of its ow
 (see `identity`), any other runner runs it as itself. On timeout the container is killed, which
 kills every process in it. Isolation is `container`. A container is the engine's child, not this
 process's, so each one is registered with a stop action (`tasks_lib.sandbox.stops`) from its creation
-to its removal: a Ctrl-C of the run removes it (`flows.interrupt`).
+to its removal: a Ctrl-C of the run removes it (`flows.runtime.interrupt`).
 
 The engine is the one the caller names (`base_url`, e.g. a private dockerd's socket in the tests), else
 the user's own: `DOCKER_HOST` (with `DOCKER_TLS_VERIFY` / `DOCKER_CERT_PATH`, as the docker CLI reads

@@ -2,7 +2,7 @@
 
 A container started through a Docker engine is the engine's child, not this process's, so killing
 this process's descendants on Ctrl-C leaves it running. Whatever starts such a thing registers how to
-stop it (`register`) and forgets it once it ended on its own (`forget`); the interrupt (`flows.interrupt`)
+stop it (`register`) and forgets it once it ended on its own (`forget`); the interrupt (`flows.runtime.interrupt`)
 runs every registered action once (`run_all`). A caller that comes while the actions run waits until
 they end, so the process never exits in the middle of a removal. After `run_all(latch=True)` (the whole
 process is stopping) an action registered later runs at once, in the registering thread.

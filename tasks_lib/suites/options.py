@@ -1,10 +1,10 @@
 """The run config's typed suite options: one model per suite, checked when the config loads.
 
-`suite_options` of a run config (`tasks_lib.runconfig.RunConfig`) is a `SuiteOptions`: a misspelt
+`suite_options` of a run config (`tasks_lib.run.config.RunConfig`) is a `SuiteOptions`: a misspelt
 suite or option is refused with the known names before anything runs, never inside the suite's
 stage after the paid matrix. Each suite's stage takes its own model (`flows/suites.py`,
 `flows/writepath.py`). Every default is the suite's default. What only this machine can answer (a
-named file exists, a sequence is bundled) is checked in preflight (`tasks_lib.preflight`).
+named file exists, a sequence is bundled) is checked in preflight (`tasks_lib.run.preflight`).
 
 This module imports nothing heavy: the config loads before any suite code does.
 """

@@ -24,6 +24,7 @@ from tasks_lib.memory.errors import (
     UnknownMemoryIdError,
     UnknownRealmError,
 )
+from tasks_lib.text import stem_prefix
 
 RRF_K = 60
 """The constant of reciprocal rank fusion: a hit at rank r in a lane adds 1 / (RRF_K + r)."""
@@ -51,17 +52,9 @@ def realm_key(realm: str) -> str:
     return hashlib.sha256(realm.encode()).hexdigest()[:24]
 
 
-def stem(word: str) -> str:
-    """A crude prefix stem, so that a prefix match finds inflections: `branches` -> `branch`, `exported` -> `export`."""
-    for suffix, keep in (("ing", 4), ("ies", 3), ("es", 4), ("ed", 4), ("s", 3)):
-        if word.endswith(suffix) and len(word) - len(suffix) >= keep and not word.endswith("ss"):
-            return word[: -len(suffix)]
-    return word
-
-
 def query_terms(query: str) -> tuple[str, ...]:
     """The query's distinct casefolded non-common words (longer than one character), stemmed, sorted."""
-    terms = {stem(w) for w in _WORD.findall(query.casefold()) if w not in COMMON_WORDS and len(w) > 1}
+    terms = {stem_prefix(w) for w in _WORD.findall(query.casefold()) if w not in COMMON_WORDS and len(w) > 1}
     return tuple(sorted(sorted(terms, key=lambda t: (-len(t), t))[:MAX_TERMS]))
 
 

@@ -67,17 +67,14 @@ from tasks_lib.memory.errors import (
     UnknownRealmError,
 )
 from tasks_lib.memory.realms import validate_realm
+from tasks_lib.settings import CHECKOUT_ROOT, MCP_MEMORY_SERVER
 
 SERVER_PACKAGE = "@modelcontextprotocol/server-memory"
 """The npm package this adapter runs."""
 
-SERVER_ENV = "MEMTRIAL_MCP_MEMORY_SERVER"
-"""Optional: path of the server's entry script (`.../server-memory/dist/index.js`)."""
+SERVER_ENV = MCP_MEMORY_SERVER.name
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-"""The checkout this package lives in (an editable install)."""
-
-DEFAULT_SERVER = REPO_ROOT / ".memtrial" / "npm" / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+DEFAULT_SERVER = CHECKOUT_ROOT / ".memtrial" / "npm" / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
 """Where `scripts/install_mcp_memory.sh` puts the server's entry script."""
 
 MAX_SERVERS = 8
@@ -98,6 +95,11 @@ SUPERSEDED_BY = "superseded_by:"
 _MEMORY_NAME = re.compile(r"^[0-9a-f]{16}$")
 
 
+def server_script() -> Path:
+    """The server's entry script as configured ($MEMTRIAL_MCP_MEMORY_SERVER, else DEFAULT_SERVER), installed or not."""
+    return Path(MCP_MEMORY_SERVER.text() or DEFAULT_SERVER)
+
+
 def mcp_memory_server() -> Path:
     """The server's entry script: $MEMTRIAL_MCP_MEMORY_SERVER, else DEFAULT_SERVER.
 
@@ -106,14 +108,14 @@ def mcp_memory_server() -> Path:
     reason = mcp_memory_unavailable()
     if reason:
         raise AdapterUnavailableError(reason)
-    return Path(os.environ.get(SERVER_ENV) or DEFAULT_SERVER)
+    return server_script()
 
 
 def mcp_memory_unavailable() -> str | None:
     """None when node and the server package are installed here, else why not (for skip messages)."""
     if shutil.which("node") is None:
         return f"memory system 'mcp-memory' needs node (Node.js >= 18) on PATH to run {SERVER_PACKAGE}; install nodejs"
-    script = Path(os.environ.get(SERVER_ENV) or DEFAULT_SERVER)
+    script = server_script()
     if not script.is_file():
         return (
             f"memory system 'mcp-memory' needs {SERVER_PACKAGE}: {script} is missing; "

@@ -52,6 +52,7 @@ from tasks_lib.contracts import ArmArtifacts, ContractModel, Identifier, NonEmpt
 from tasks_lib.errors import DigestMismatchError, MemtrialError
 from tasks_lib.memory.env import SWITCHES
 from tasks_lib.memory.provisioner.jail import ProvisionerConfinementError, ProvisionerJail
+from tasks_lib.settings import MCP_MEMORY_SERVER
 from tasks_lib.trees import sha256_file
 
 VERBS = ("restore", "snapshot", "destroy")
@@ -63,7 +64,7 @@ DEFAULT_STDERR_TAIL_BYTES = 64 * 1024
 MESSAGE_STDERR_CHARS = 2000
 """How much of the stderr tail an error message quotes (the error object keeps the whole tail)."""
 BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
-            "MEMTRIAL_MCP_MEMORY_SERVER")
+            MCP_MEMORY_SERVER.name)
 """The runner's variables every provisioner inherits (where programs, the interpreter's packages, temp files
 and the bundled mcp-memory server are); the rest (API keys, cloud credentials, the runner's other settings)
 only when named in `pass_env`."""

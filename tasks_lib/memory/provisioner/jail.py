@@ -50,9 +50,9 @@ from tasks_lib.sandbox.base import SANDBOX_HOME
 from tasks_lib.sandbox.hostview import host_view_args, is_visible, parent_dirs, under
 from tasks_lib.sandbox.identity import SETPRIV_CAPS, UID_BASE, UID_SPAN, RunIdentity, setpriv_argv
 from tasks_lib.sandbox.local import bwrap_problem
+from tasks_lib.settings import PROVISIONER_STATE
 
-STATE_ENV = "MEMTRIAL_PROVISIONER_STATE"
-"""The provisioner's state folder (the same name as `verbs.STATE_ENV`, which imports the client)."""
+STATE_ENV = PROVISIONER_STATE.name
 PROVISIONER_UID_BASE = UID_BASE - UID_SPAN
 """First uid of the range provisioner identities come from (below the agents' run identities)."""
 START_SECONDS = 20.0
@@ -112,9 +112,9 @@ def bundled_servers() -> list[str]:
     """Folders of the third-party servers memtrial runs for a bundled memory system that live outside the
     installed packages: the mcp-memory npm package (`node_modules`, in the checkout's `.memtrial/npm` or at
     MEMTRIAL_MCP_MEMORY_SERVER)."""
-    from tasks_lib.memory.adapters.mcp_memory import DEFAULT_SERVER, SERVER_ENV
+    from tasks_lib.memory.adapters.mcp_memory import server_script
 
-    script = Path(os.environ.get(SERVER_ENV) or DEFAULT_SERVER)
+    script = server_script()
     if not script.is_file():
         return []
     modules = next((parent for parent in script.parents if parent.name == "node_modules"), script.parent)

@@ -24,7 +24,6 @@ dense index, answers full-text and semantic probes: HOLDS).
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,9 +44,9 @@ from tasks_lib.memory.provisioner.verbs import (
     dispatch,
     served_replica,
 )
+from tasks_lib.settings import PROVISIONER_SYSTEM
 
-SYSTEM_ENV = "MEMTRIAL_PROVISIONER_SYSTEM"
-"""Registry name of the memory system to provision; required."""
+SYSTEM_ENV = PROVISIONER_SYSTEM.name
 DATA_DIR = "data"
 """The system's data folder, inside the project folder."""
 DEFAULT_EMBEDDER = "hashed"
@@ -77,7 +76,7 @@ def system_name() -> str:
     """MEMTRIAL_PROVISIONER_SYSTEM; raise BadRequestError unless it names a registered memory system."""
     from tasks_lib.memory.registry import MEMORY_SYSTEMS
 
-    name = os.environ.get(SYSTEM_ENV, "").strip()
+    name = PROVISIONER_SYSTEM.text().strip()
     if name not in MEMORY_SYSTEMS:
         raise BadRequestError(f"{SYSTEM_ENV}: {name!r} is not a memory system; use one of {', '.join(sorted(MEMORY_SYSTEMS))}")
     return name

@@ -72,15 +72,10 @@ from tasks_lib.memory.provisioner.client import (
     SnapshotResponse,
     SnapshotState,
 )
+from tasks_lib.settings import PROVISIONER_EMBEDDER, PROVISIONER_SERVE, PROVISIONER_STATE
 
-STATE_ENV = "MEMTRIAL_PROVISIONER_STATE"
-"""Folder holding the provisioner's state (per-run projects, anything shared between them); required."""
-SERVE_ENV = "MEMTRIAL_PROVISIONER_SERVE"
-"""`1`: restore also serves the project on a private socket (destroy stops it); `ro`: the same, read-only
-(remember and forget refused: for a socket the agent under test can reach); `0`: not served. Each
-provisioner has its own default (`ProvisionerBackend.default_serve`)."""
-EMBEDDER_ENV = "MEMTRIAL_PROVISIONER_EMBEDDER"
-"""Embedder the memories are stored with, for systems that use memtrial's embedders."""
+STATE_ENV, SERVE_ENV, EMBEDDER_ENV = PROVISIONER_STATE.name, PROVISIONER_SERVE.name, PROVISIONER_EMBEDDER.name
+"""The provisioner's settings (`tasks_lib.settings`); the state folder is required."""
 
 PROJECT_FILE = "project.json"
 """Receipt of a restored project, inside its folder."""
@@ -224,7 +219,7 @@ class ProvisionerBackend(ABC):
 
 def state_root() -> Path:
     """The state folder from MEMTRIAL_PROVISIONER_STATE; raise BadRequestError when unset."""
-    value = os.environ.get(STATE_ENV, "")
+    value = PROVISIONER_STATE.text()
     if not value:
         raise BadRequestError(f"{STATE_ENV} is not set; set it to the folder where frozen stores and projects are kept")
     return Path(value).absolute()
@@ -232,7 +227,7 @@ def state_root() -> Path:
 
 def serve_mode(default: ServeMode) -> ServeMode:
     """MEMTRIAL_PROVISIONER_SERVE (`default` when unset); raise BadRequestError for any other value than 0, 1 or ro."""
-    mode = os.environ.get(SERVE_ENV, "").strip() or default
+    mode = PROVISIONER_SERVE.text().strip() or default
     if mode not in ("0", "1", "ro"):
         raise BadRequestError(f"{SERVE_ENV}: {mode!r} is not 1, ro or 0")
     return mode  # type: ignore[return-value]
@@ -240,7 +235,7 @@ def serve_mode(default: ServeMode) -> ServeMode:
 
 def configured_embedder(default: str) -> str:
     """MEMTRIAL_PROVISIONER_EMBEDDER, or `default` when unset."""
-    return os.environ.get(EMBEDDER_ENV, "") or default
+    return PROVISIONER_EMBEDDER.text(default=default)
 
 
 def project_dir(project: str) -> Path:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from tasks_lib.memory.embeddings import Embedder
 from tasks_lib.suites.recall.retention import Turn
 from tasks_lib.suites.recall.scoring import CLAUSE_BREAK, tokens
+from tasks_lib.text import stem_probe_terms
 
 ABSTAIN_ANSWER = "I don't know; nothing I remember answers that."
 """What the reader says when nothing relevant was recalled."""
@@ -35,21 +36,9 @@ STOP_WORDS = frozenset(
 """Words that carry no topic and are ignored in the probe."""
 
 
-def stem(token: str) -> str:
-    """A light suffix stripper: `leaves`/`leave` -> `leav`, `named`/`name` -> `nam`, `dog's` -> `dog`."""
-    word = token.removesuffix("'s")
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
-            word = word[: -len(suffix)]
-            break
-    return word[:-1] if word.endswith("e") and len(word) > 3 else word
-
-
 def content_terms(text: str) -> frozenset[str]:
     """The stemmed content terms of `text`."""
-    return frozenset(stem(t) for t in tokens(text) if t != CLAUSE_BREAK and t not in STOP_WORDS)
+    return frozenset(stem_probe_terms(t) for t in tokens(text) if t != CLAUSE_BREAK and t not in STOP_WORDS)
 
 
 def context_ranking(probe: str, retained: Sequence[Turn], embedder: Embedder, k: int) -> tuple[tuple[Turn, ...], tuple[float, ...]]:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 from tasks_lib.suites.retrieval.cases import STOP_WORDS
+from tasks_lib.text import stem_asked_terms
 
 SLICE = 5
 """Hits the policy looks at, best first."""
@@ -52,20 +53,6 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(text.replace("\u2019", "'").casefold())
 
 
-def stem(word: str) -> str:
-    """A light stem: drop `'s`, a plural `s`, then `ed`/`ing`, then a final `e` (lives, lived, living -> liv)."""
-    word = word.removesuffix("'s")
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        word = word[:-1]
-    for suffix in ("ing", "ed"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            word = word[: -len(suffix)]
-            break
-    if len(word) > 3 and word.endswith("e"):
-        word = word[:-1]
-    return word
-
-
 def asked_terms(question: str) -> list[str]:
     """Stems of the question's content words, in question order, unique."""
     out: list[str] = []
@@ -73,7 +60,7 @@ def asked_terms(question: str) -> list[str]:
         bare = token.removesuffix("'s")
         if bare in STOP_WORDS or bare in FRAME_WORDS or bare in FIRST_PERSON or len(bare) < 2:
             continue
-        stemmed = stem(token)
+        stemmed = stem_asked_terms(token)
         if stemmed not in out:
             out.append(stemmed)
     return out
@@ -90,9 +77,9 @@ def possessive_pairs(text: str) -> list[tuple[str, str]]:
         if second.removesuffix("'s") in FRAME_WORDS or second in STOP_WORDS:
             continue
         if first in POSSESSIVE_DETERMINERS:
-            pairs.append((first, stem(second)))
+            pairs.append((first, stem_asked_terms(second)))
         elif first.endswith("'s"):
-            pairs.append((stem(first), stem(second)))
+            pairs.append((stem_asked_terms(first), stem_asked_terms(second)))
     return pairs
 
 
@@ -101,7 +88,7 @@ def reason_to_refuse(question: str, memory: str) -> str | None:
     q_tokens = {t.removesuffix("'s") for t in tokens(question)}
     m_words = tokens(memory)
     m_bare = {w.removesuffix("'s") for w in m_words}
-    m_stems = [stem(w) for w in m_words]
+    m_stems = [stem_asked_terms(w) for w in m_words]
     terms = asked_terms(question)
     if not terms:
         return "the question names nothing to look up"

@@ -58,7 +58,7 @@ class CacheEntry(Document):
 
 def describe_parameters(stage: str, parameters: Mapping[str, Any]) -> tuple[tuple[str, ...], str | None, str]:
     """(tasks, run id, label) of a stage call from its parameters (an arm spec, `task_folder`, `only`, `run_id`)."""
-    from tasks_lib.runconfig import ArmSpec
+    from tasks_lib.run.config import ArmSpec
 
     tasks: tuple[str, ...] = ()
     run_id = parameters.get("run_id") if isinstance(parameters.get("run_id"), str) else None

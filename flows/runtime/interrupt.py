@@ -21,7 +21,7 @@ action (`tasks_lib.sandbox.stops`); the interrupt runs them all once, and the co
 while they run. An arm on an external Dask cluster runs in a worker this process does not own: the
 Dask task runner registers an action that halts the run on every worker (`halt`: its flow runs'
 stages raise `StageInterrupted` and their results are refused there too, see
-`flows.dask_runner.halt_on_worker`).
+`flows.runtime.dask_runner.halt_on_worker`).
 """
 
 from __future__ import annotations

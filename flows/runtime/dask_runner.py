@@ -9,7 +9,7 @@ for `runner.no_workers_timeout` seconds it cancels its unfinished tasks and reco
 `flows.runners.cluster_loss_named` turns into one line. Imported only for `runner.kind: dask`
 (prefect-dask is the `[dask]` extra).
 
-Ctrl-C stops the flow's process (`flows.interrupt`), not the workers, which would run its arms to
+Ctrl-C stops the flow's process (`flows.runtime.interrupt`), not the workers, which would run its arms to
 their records. So the runner registers a stop action with the interrupt: it calls `halt_on_worker`
 on every worker, which marks the runner's flow runs halted there (their next stage raises
 `StageInterrupted`, their results are refused) and, on a worker that runs nothing but halted runs'
@@ -29,7 +29,7 @@ from typing import Any
 from prefect.context import FlowRunContext
 from prefect_dask import DaskTaskRunner
 
-from flows import interrupt
+from flows.runtime import interrupt
 from tasks_lib.sandbox import stops
 
 WATCH_INTERVAL = 1.0

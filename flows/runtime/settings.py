@@ -10,18 +10,10 @@ import os
 import subprocess
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-"""The memtrial checkout (holds corpora/, configs/, deployments/)."""
-
-
-def memtrial_home() -> Path:
-    """Local state folder: $MEMTRIAL_HOME, else `.memtrial/` in the checkout (never the cwd)."""
-    return Path(os.environ.get("MEMTRIAL_HOME") or PROJECT_ROOT / ".memtrial").resolve()
-
-
-def default_artifact_root() -> str:
-    """$MEMTRIAL_ARTIFACT_ROOT (a folder or s3://bucket/prefix), else `<home>/artifacts`."""
-    return os.environ.get("MEMTRIAL_ARTIFACT_ROOT") or str(memtrial_home() / "artifacts")
+# The checkout root and the local state folder are defined once, in tasks_lib.settings.
+from tasks_lib.settings import CHECKOUT_ROOT as PROJECT_ROOT
+from tasks_lib.settings import default_artifact_root as default_artifact_root
+from tasks_lib.settings import memtrial_home
 
 
 def config_file(config_path: str) -> Path:
@@ -32,7 +24,7 @@ def config_file(config_path: str) -> Path:
 
 def local_config_copy(run_id: str) -> Path:
     """Where the resolved config of `run_id` is kept locally, for `memtrial rerun`."""
-    from tasks_lib.runconfig import RUN_CONFIG_JSON
+    from tasks_lib.run.config import RUN_CONFIG_JSON
 
     return memtrial_home() / "runs" / run_id / RUN_CONFIG_JSON
 

@@ -6,7 +6,7 @@ size of every piece of evidence (the records table and everything under `attempt
 evidence changed or vanished, or that holds evidence added since. Derived outputs (grades, summary,
 report, admissions) are not sealed: they are regenerated from the evidence, or, for admissions, are
 a later recorded decision pinned to its preregistration's digest. The run's status marker
-(`status.json`, `tasks_lib.runs`) is not evidence either: it is rewritten when the run ends, after
+(`status.json`, `tasks_lib.run.status`) is not evidence either: it is rewritten when the run ends, after
 the seal. What a record's outcome needs
 from that evidence is `tasks_lib.analysis.evidence`.
 """

@@ -1,9 +1,9 @@
 """What a flow run leaves behind about itself: the status marker (`runs/<run_id>/status.json`, see
-`tasks_lib.runs`) and, in Prefect, the flow run's name and tags.
+`tasks_lib.run.status`) and, in Prefect, the flow run's name and tags.
 
 `run_marker` wraps the body of the nightly and paired flows: `running` when it starts, `complete`
 when it returns, `failed` with the stage and the error in one line when it raises (the error is
-raised on unchanged), `interrupted` with the stage when a SIGINT or SIGTERM stopped it (`flows.interrupt`). A flow run by a worker gets the same marker as one run by the CLI.
+raised on unchanged), `interrupted` with the stage when a SIGINT or SIGTERM stopped it (`flows.runtime.interrupt`). A flow run by a worker gets the same marker as one run by the CLI.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import signal
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
-from flows.interrupt import tripped
-from flows.progress import tracking_stages
-from flows.settings import build_under_test
+from flows.runtime.interrupt import tripped
+from flows.runtime.progress import tracking_stages
+from flows.runtime.settings import build_under_test
 from tasks_lib.artifacts import ArtifactStore, open_store
 from tasks_lib.errors import ArtifactError
-from tasks_lib.runs import RunStatus, mark_ended, mark_running
+from tasks_lib.run.status import RunStatus, mark_ended, mark_running
 
 
 @contextmanager
@@ -39,7 +39,7 @@ def run_marker(artifact_root: str, run_id: str, *, agents: Sequence[str] = (), m
 
 
 def _mark_failed(store: ArtifactStore, started: RunStatus, error: BaseException, stage: str | None) -> None:
-    """Write the marker of a run that raised: interrupted (`flows.interrupt.tripped`) or failed. The
+    """Write the marker of a run that raised: interrupted (`flows.runtime.interrupt.tripped`) or failed. The
     interrupt's one KeyboardInterrupt may land while the marker is written (the run was already
     unwinding from a stage the interrupt stopped): then it is written again, and the interrupt goes on."""
     def write() -> None:

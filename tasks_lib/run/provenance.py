@@ -39,8 +39,9 @@ from tasks_lib.contracts import (
 )
 from tasks_lib.memory.adapter_config import AdapterConfig
 from tasks_lib.run.layout import PROVENANCE_JSON
+from tasks_lib.settings import CHECKOUT_ROOT
 
-CODE_ROOT = Path(__file__).resolve().parents[1]
+CODE_ROOT = CHECKOUT_ROOT
 """The checkout (or installed tree) memtrial's own code runs from."""
 
 
@@ -142,17 +143,16 @@ def measured_adapter_config(embedder: str, provisioner_argv: Sequence[str], prov
     """The adapter config of what a run measures: the reference store's, or the bundled system the
     system provisioner serves (MEMTRIAL_PROVISIONER_SYSTEM, MEMTRIAL_PROVISIONER_EMBEDDER); None for any other provisioner."""
     from tasks_lib.memory.adapter_config import adapter_config
-    from tasks_lib.memory.provisioner.system import SYSTEM_ENV
-    from tasks_lib.memory.provisioner.verbs import EMBEDDER_ENV
     from tasks_lib.memory.registry import MEMORY_SYSTEMS
+    from tasks_lib.settings import PROVISIONER_EMBEDDER, PROVISIONER_SYSTEM
 
     if not provisioner_argv:
         return adapter_config("reference", embedder)
-    system = provisioner_env.get(SYSTEM_ENV, "")
+    system = PROVISIONER_SYSTEM.text(provisioner_env)
     runs_system_provisioner = any(a.endswith(("memtrial-system-provisioner", "tasks_lib.memory.provisioner.system")) for a in provisioner_argv)
     if not runs_system_provisioner or system not in MEMORY_SYSTEMS:
         return None
-    return adapter_config(system, provisioner_env.get(EMBEDDER_ENV) or "hashed")
+    return adapter_config(system, PROVISIONER_EMBEDDER.text(provisioner_env, default="hashed"))
 
 
 def arm_memory_config(embedder: str, provisioner_argv: Sequence[str] = (),

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tasks_lib.errors import ContractError, Violation
-from tasks_lib.runconfig import RunConfig
+from tasks_lib.run.config import RunConfig
+from tasks_lib.settings import ARTIFACT_ROOT, HOME
 from tasks_lib.suites.options import bundled_sequences
 
 if TYPE_CHECKING:
@@ -325,9 +326,9 @@ def root_violation(root: str, option: str | None, command: str, project_root: Pa
         return None
     if option is not None:
         return Violation(command, option, f"{root}: {problem}")
-    if os.environ.get("MEMTRIAL_ARTIFACT_ROOT"):
-        return Violation("environment", "MEMTRIAL_ARTIFACT_ROOT", f"{root}: {problem}")
-    return Violation("the default artifact root", "MEMTRIAL_HOME", f"{root}: {problem}")
+    if ARTIFACT_ROOT.text():
+        return Violation("environment", ARTIFACT_ROOT.name, f"{root}: {problem}")
+    return Violation("the default artifact root", HOME.name, f"{root}: {problem}")
 
 
 def provisioner_sandbox_problems(config: RunConfig, project_root: Path, source: str) -> list[Violation]:
@@ -354,7 +355,7 @@ def provisioner_grant_problems(config: RunConfig, project_root: Path, source: st
         return []
     from tasks_lib.sandbox.hostview import under as inside
 
-    root = config.artifact_root or os.environ.get("MEMTRIAL_ARTIFACT_ROOT", "")
+    root = config.artifact_root or ARTIFACT_ROOT.text()
     forbidden = {"the runner's HOME": os.path.expanduser("~"), "the task corpus": str((project_root / config.tasks_root).resolve()),
                  **({"the artifact root": str(Path(root).resolve())} if root and "://" not in root else {})}
     problems: list[Violation] = []

@@ -31,7 +31,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from flows.interrupt import spare
+from flows.runtime.interrupt import spare
 from tasks_lib.errors import MemtrialError
 
 SERVER_FILE = "memtrial-server.json"
@@ -108,7 +108,7 @@ def _spawn() -> tuple[int, subprocess.Popen[bytes]]:
     the child binds a free port before anything else and prints it, so no other process can take it."""
     log = open(prefect_home() / SERVER_LOG, "ab")  # noqa: SIM115 - the child holds it; ours closes below
     try:
-        process = subprocess.Popen([sys.executable, "-m", "flows.localserver", "--parent", str(os.getpid())],
+        process = subprocess.Popen([sys.executable, "-m", "flows.runtime.localserver", "--parent", str(os.getpid())],
                                    env=_server_env(ephemeral=True), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
                                    start_new_session=True)
     finally:
@@ -261,9 +261,9 @@ def run_standing(port: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The owned server's process: `python -m flows.localserver --parent PID` binds a free port, prints
+    """The owned server's process: `python -m flows.runtime.localserver --parent PID` binds a free port, prints
     it on stdout (then stdout joins stderr, the log), and serves until PID dies."""
-    parser = argparse.ArgumentParser(prog="python -m flows.localserver", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m flows.runtime.localserver", description=__doc__.split("\n")[0])
     parser.add_argument("--parent", type=int, required=True, help="stop when this process dies")
     args = parser.parse_args(argv)
     watch_parent(args.parent)

@@ -13,8 +13,7 @@ from collections.abc import MutableMapping
 from typing import cast
 
 from tasks_lib.errors import MemtrialError
-
-SECRET_REFERENCE_PREFIX = "MEMTRIAL_SECRET_"
+from tasks_lib.settings import SECRET_REFERENCE_PREFIX
 
 
 class SecretReferenceError(MemtrialError):

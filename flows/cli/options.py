@@ -40,7 +40,7 @@ PlainOpt = Annotated[bool, typer.Option("--plain", help="Plain progress lines in
 EmbedderOpt = Annotated[str, typer.Option(
     "--embedder", help=f"Embedder of the memory systems that use memtrial's: {EMBEDDER_CHOICES}.")]
 MemoryOpt = Annotated[str, typer.Option(
-    "--memory", help="Memory system: a registry name (reference, chroma, lancedb, txtai, mem0, mcp-memory) or a named "
+    "--memory", help="Memory system: a registry name (reference, chroma, lancedb, sqlite-vec, qdrant, txtai, mem0, mcp-memory) or a named "
                      "variant (e.g. chroma+memtrial-keyword); `suite recall` also takes reference-first-heard (never "
                      "resolves corrections) and none (retention policy alone).")]
 LimitOpt = Annotated[int | None, typer.Option(

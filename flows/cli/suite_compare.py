@@ -13,7 +13,7 @@ from tasks_lib.errors import MemtrialError
 
 
 def compare(
-    memory: Annotated[str, typer.Option("--memory", help="Comma-separated registry names, e.g. reference,chroma,mcp-memory,mem0,txtai,lancedb.")],
+    memory: Annotated[str, typer.Option("--memory", help="Comma-separated registry names, e.g. reference,chroma,lancedb,sqlite-vec,qdrant,txtai,mem0,mcp-memory.")],
     embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     suites: Annotated[str, typer.Option("--suites", help="Comma-separated suites: retrieval, recall, locomo, longmemeval.")] = "retrieval,recall,locomo,longmemeval",
     locomo: Annotated[Path | None, typer.Option("--locomo", help="LoCoMo's locomo10.json (without it, LoCoMo is not run).")] = None,

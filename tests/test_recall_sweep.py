@@ -4,6 +4,7 @@ real SQLite stores in tmp_path, and the model path against a scripted OpenAI-com
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from tasks_lib.contracts import parse_document
 from tasks_lib.memory.adapter import MemoryHit
 from tasks_lib.memory.embeddings import get_embedder
 from tasks_lib.memory.reference.store import SqliteMemoryStore
+from tasks_lib.memory.registry import MEMORY_SYSTEMS
 from tasks_lib.suites.recall import (
     SweepConfig,
     SweepResult,
@@ -26,6 +28,7 @@ from tasks_lib.suites.recall.reader import ABSTAIN_ANSWER, context_ranking, rank
 from tasks_lib.suites.recall.results import CaseOutcome, ModelConfig
 from tasks_lib.suites.recall.retention import SummaryPolicy, Turn, WindowPolicy
 from tasks_lib.suites.recall.sweep import length_metrics, majority
+from tasks_lib.suites.recall.variants import RECALL_VARIANTS
 from tests.scripted_openai import ScriptedOpenAI, final
 
 # ------------------------------------------------------------------ the knee
@@ -184,7 +187,9 @@ def test_stale_case_plays_old_value_then_correction(tmp_path: Path) -> None:
 def test_bad_configuration_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RecallError, match="strictly increasing"):
         run_sweep(SweepConfig(lengths=(40, 10), memory="none"))
-    with pytest.raises(RecallError, match=r"use chroma, chroma\+memtrial-keyword, lancedb, mcp-memory, mcp-memory\+memtrial-terms, mem0, reference, reference-first-heard, txtai or none"):
+    known = ", ".join(sorted([*MEMORY_SYSTEMS, *RECALL_VARIANTS]))  # every registered system and recall variant, by name
+    assert "reference-first-heard" in known and "chroma" in known
+    with pytest.raises(RecallError, match=re.escape(f"use {known} or none")):
         run_sweep(SweepConfig(memory="nope"))
     corpus = small_corpus(tmp_path / "corpus", turns=12)
     with pytest.raises(RecallError, match="length 50 needs 50 filler turns"):

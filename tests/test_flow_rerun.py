@@ -186,6 +186,7 @@ def test_the_arms_of_one_task_in_one_process_build_its_fixture_once(prefect_harn
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Each flow arm used to build its task's fixture from git objects (1.7x the whole bare-arm floor);
     the arms of one task in one process now copy one template, and start from the same fixture."""
+    from flows import stages
     from flows.paired import paired_flow
     from flows.runtime.settings import PROJECT_ROOT
     from tasks_lib.arm import steps, workspace
@@ -198,6 +199,7 @@ def test_the_arms_of_one_task_in_one_process_build_its_fixture_once(prefect_harn
         builds.append(subdir)
         return real(repo_root, commit, subdir, dest)
 
+    monkeypatch.setattr(stages, "_templates", [])  # a fresh set: an earlier test in this process built this task's
     monkeypatch.setattr(workspace, "build_redacted", counted)
     monkeypatch.setattr(steps, "build_redacted", counted)
     artifacts = str(tmp_path / "artifacts")

@@ -71,7 +71,7 @@ def test_nightly_runs_its_suites_concurrently_with_each_other_and_the_arms(tmp_p
     corpus = small_corpus(tmp_path / "corpus")
     config = tmp_path / "suites.yaml"
     config.write_text(f"tasks: [rotlog-keep-count]\nconditions: ['off', 'on']\nsuites: [recall, retrieval]\n"
-                      f"suite_options: {{recall: {{lengths: [2], window: 4, cases_dir: {corpus}}}}}\n"
+                      f"suite_options: {{recall: {{lengths: [2, 50], window: 4, cases_dir: {corpus}}}}}\n"
                       f"artifact_root: {tmp_path / 'artifacts'}\n", encoding="utf-8")
     began = datetime.now(UTC)
     result = nightly(config_path=str(config), run_id="suites-concurrent")
@@ -86,5 +86,7 @@ def test_nightly_runs_its_suites_concurrently_with_each_other_and_the_arms(tmp_p
 
     suites, arms = asyncio.run(spans())
     (recall_start, recall_end), (retrieval_start, retrieval_end) = suites["recall-sweep"], suites["retrieval-suite"]
-    assert recall_start < retrieval_end and retrieval_start < recall_end, "the suites ran one after the other"
+    # The recall sweep buries facts under 50 turns so that it lasts long enough to overlap the retrieval
+    # suite when both run at once (at length 2 alone, on scratch stores, it ended within 40 ms).
+    assert recall_start < retrieval_end and retrieval_start < recall_end, f"the suites ran one after the other: {suites}"
     assert len(arms) == 2 and max(recall_start, retrieval_start) < max(end for _, end in arms), "the suites waited for the matrix"

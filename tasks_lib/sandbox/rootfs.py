@@ -22,9 +22,10 @@ from tasks_lib.sandbox.errors import SandboxUnavailable
 
 PROGRAMS = ("sh", "cat", "ls", "env", "sleep", "setsid", "head", "tail", "touch", "mkdir", "rmdir", "rm", "mv", "cp", "ln",
             "chmod", "id", "true", "false", "wc", "tr", "grep", "sed", "cut", "sort", "uniq", "date", "dirname", "basename",
-            "mktemp", "readlink", "stat", "tee", "seq", "expr", "cmp", "tar", "gzip")
+            "mktemp", "readlink", "stat", "tee", "seq", "expr", "cmp", "tar", "gzip", "mkfifo")
 """Programs copied into the image besides python3 (Debian's essential set): what the bundled tasks' shell
-tests and verifiers call (`rotlog-keep-count` needs dirname, mktemp, basename and gzip)."""
+tests and verifiers call (`rotlog-keep-count` needs dirname, mktemp, basename and gzip; a judged shell
+test's `jail` call needs mkfifo)."""
 
 OPTIONAL_PROGRAMS = ("node", "awk", "diff", "find", "xargs")
 """Programs copied when the host has them (verifiers run `node --test`; awk, diff, find, xargs)."""

@@ -19,9 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 
 from test_flow_dask import (
@@ -32,7 +30,7 @@ from test_flow_dask import (
     wait_for_workers,
     worker_env,
 )
-from test_flow_interrupt import CLI, EXIT_SECONDS, VARYING
+from test_flow_interrupt import CLI, EXIT_SECONDS, _rows
 
 pytestmark = pytest.mark.slow  # three runs of one task on a Dask cluster: minutes on 2 busy cores
 
@@ -117,16 +115,6 @@ def _config(folder: Path, address: str) -> Path:
                       f"embedder: hashed\nartifact_root: {folder / 'artifacts'}\nrunner: {{kind: dask, address: '{address}'}}\n",
                       encoding="utf-8")
     return config
-
-
-def _rows(folder: Path) -> list[dict[str, Any]]:
-    (table,) = (folder / "artifacts" / "runs").glob("*-calibration/records.parquet")
-    rows = []
-    for row in pq.read_table(table).to_pylist():
-        kept = {k: v for k, v in row.items() if k not in VARYING}
-        kept.update({f"{k} count": len(row[k] or ()) for k in ("planted_ids", "delivered_ids", "served_ids")})
-        rows.append(kept)
-    return sorted(rows, key=lambda r: (r["task_id"], r["condition"], r["trial"]))
 
 
 def _run(argv: list[str], home: Path, folder: Path) -> subprocess.CompletedProcess[str]:
